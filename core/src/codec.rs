@@ -1,0 +1,227 @@
+//! Record codecs: tag 0 stores bytes verbatim, tag 1 stores a raw DEFLATE stream (RFC 1951,
+//! no zlib or gzip wrapper), which is what loaderx 0.5.4 writes.
+//!
+//! Compression happens once per record on append, with a reusable [`Deflater`] per worker
+//! (a DEFLATE compressor carries a few hundred KiB of state; building one per record would
+//! dominate small records). A record whose compressed form is not strictly smaller is stored
+//! raw, so reading never costs more than the data itself.
+//!
+//! Decompression writes straight into the caller's destination: the destination slice is the
+//! whole output window, so there is no intermediate buffer and no copy.
+
+use alloc::boxed::Box;
+use miniz_oxide::deflate::core::{
+    compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
+};
+use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
+use miniz_oxide::inflate::TINFLStatus;
+
+use crate::error::DecodeError;
+
+/// DEFLATE level used on append. Measured on image-like 12 KiB records (see
+/// `docs/format.md`, "Codecs"): level 1 gives nearly the ratio of level 2-3 at a clearly
+/// higher write speed, and decode speed does not depend on it.
+pub const DEFLATE_LEVEL: u8 = 1;
+
+/// How a record's bytes are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Codec {
+    /// Stored verbatim.
+    Raw = 0,
+    /// Raw DEFLATE (RFC 1951).
+    Flate = 1,
+}
+
+impl Codec {
+    /// Every codec, in tag order.
+    pub const ALL: [Codec; 2] = [Codec::Raw, Codec::Flate];
+
+    /// The codec with on-disk tag `tag`, if known.
+    pub fn from_tag(tag: u8) -> Option<Codec> {
+        match tag {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Flate),
+            _ => None,
+        }
+    }
+
+    /// The on-disk tag.
+    pub fn tag(self) -> u8 {
+        self as u8
+    }
+
+    /// The codec called `name` ("raw" or "flate"), as in loaderx's `CODECS`.
+    pub fn from_name(name: &str) -> Option<Codec> {
+        match name {
+            "raw" => Some(Codec::Raw),
+            "flate" => Some(Codec::Flate),
+            _ => None,
+        }
+    }
+
+    /// The codec's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Raw => "raw",
+            Codec::Flate => "flate",
+        }
+    }
+}
+
+impl core::fmt::Display for Codec {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A reusable raw-DEFLATE compressor; keep one per worker.
+pub struct Deflater {
+    state: Box<CompressorOxide>,
+}
+
+impl Default for Deflater {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Deflater {
+    /// A compressor at [`DEFLATE_LEVEL`], emitting raw DEFLATE (negative window bits).
+    pub fn new() -> Self {
+        let flags = create_comp_flags_from_zip_params(i32::from(DEFLATE_LEVEL), -15, 0);
+        Deflater { state: Box::new(CompressorOxide::new(flags)) }
+    }
+
+    /// Compresses `src` into `out` and returns the compressed size, or `None` when the
+    /// compressed form would not be strictly smaller than `src` (store it raw then). Only
+    /// the first `src.len() - 1` bytes of `out` are ever used.
+    pub fn compress(&mut self, src: &[u8], out: &mut [u8]) -> Option<usize> {
+        if src.len() < 2 {
+            return None;
+        }
+        let limit = (src.len() - 1).min(out.len());
+        self.state.reset();
+        let (status, consumed, written) = compress(&mut self.state, src, &mut out[..limit], TDEFLFlush::Finish);
+        (status == TDEFLStatus::Done && consumed == src.len()).then_some(written)
+    }
+}
+
+/// Inflates the raw DEFLATE stream `src` into exactly `dst`: fails if the stream would
+/// produce more or fewer than `dst.len()` bytes, or is malformed. Never writes outside `dst`.
+pub fn inflate_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
+    let mut state = DecompressorOxide::new();
+    let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
+    let (status, _consumed, produced) = decompress(&mut state, src, dst, 0, flags);
+    match status {
+        TINFLStatus::Done if produced == dst.len() => Ok(()),
+        TINFLStatus::Done => Err(DecodeError::TooShort { produced, logic: dst.len() as u32 }),
+        TINFLStatus::HasMoreOutput => Err(DecodeError::TooLong { logic: dst.len() as u32 }),
+        _ => Err(DecodeError::Corrupt),
+    }
+}
+
+/// Decodes one stored record into `dst`, whose length is the record's logical length.
+pub fn decode_into(codec: Codec, src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
+    match codec {
+        Codec::Raw if src.len() == dst.len() => {
+            dst.copy_from_slice(src);
+            Ok(())
+        }
+        Codec::Raw => Err(DecodeError::RawLengthMismatch { logic: dst.len() as u32, phys: src.len() as u32 }),
+        Codec::Flate => inflate_into(src, dst),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+    use proptest::prelude::*;
+
+    fn compress_vec(src: &[u8]) -> Option<Vec<u8>> {
+        let mut out = vec![0u8; src.len()];
+        Deflater::new().compress(src, &mut out).map(|n| out[..n].to_vec())
+    }
+
+    #[test]
+    fn tags_and_names() {
+        for c in Codec::ALL {
+            assert_eq!(Codec::from_tag(c.tag()), Some(c));
+            assert_eq!(Codec::from_name(c.name()), Some(c));
+        }
+        assert_eq!(Codec::from_tag(2), None);
+        assert_eq!(Codec::from_name("zstd"), None);
+    }
+
+    #[test]
+    fn compressible_round_trip_is_raw_deflate() {
+        let src: Vec<u8> = (0..100u32).map(|i| (i % 7) as u8).collect();
+        let packed = compress_vec(&src).expect("compressible");
+        assert!(packed.len() < src.len());
+        // A zlib stream would start with 0x78; raw DEFLATE has no header.
+        assert_ne!(packed[0], 0x78);
+        let mut out = vec![0u8; src.len()];
+        inflate_into(&packed, &mut out).unwrap();
+        assert_eq!(out, src);
+    }
+
+    #[test]
+    fn incompressible_falls_back_to_raw() {
+        let mut x = 0x9e37_79b9_u32;
+        let src: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        assert_eq!(compress_vec(&src), None);
+        assert_eq!(compress_vec(&[7]), None);
+    }
+
+    #[test]
+    fn inflate_rejects_wrong_lengths_and_garbage() {
+        let src = vec![0u8; 1000];
+        let packed = compress_vec(&src).unwrap();
+        let mut short = vec![0u8; 999];
+        assert_eq!(inflate_into(&packed, &mut short), Err(DecodeError::TooLong { logic: 999 }));
+        let mut long = vec![0u8; 1001];
+        assert!(matches!(inflate_into(&packed, &mut long), Err(DecodeError::TooShort { produced: 1000, .. })));
+        let mut out = vec![0u8; 1000];
+        assert!(inflate_into(&packed[..packed.len() / 2], &mut out).is_err());
+        assert_eq!(inflate_into(&[0xff, 0xff, 0xff], &mut out), Err(DecodeError::Corrupt));
+    }
+
+    #[test]
+    fn bomb_is_bounded_by_destination() {
+        // 1 MiB of zeros compresses to about a kilobyte; inflating it into 4 KiB must stop.
+        let packed = compress_vec(&vec![0u8; 1 << 20]).unwrap();
+        let mut out = vec![0u8; 4096];
+        assert_eq!(inflate_into(&packed, &mut out), Err(DecodeError::TooLong { logic: 4096 }));
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_round_trip(src in proptest::collection::vec(any::<u8>(), 0..5000), rep in 1usize..4) {
+            let src: Vec<u8> = src.iter().cycle().take(src.len() * rep).copied().collect();
+            let mut out = vec![0u8; src.len()];
+            match compress_vec(&src) {
+                Some(packed) => {
+                    prop_assert!(packed.len() < src.len());
+                    decode_into(Codec::Flate, &packed, &mut out).unwrap();
+                }
+                None => decode_into(Codec::Raw, &src, &mut out).unwrap(),
+            }
+            prop_assert_eq!(out, src);
+        }
+
+        #[test]
+        fn inflate_never_panics(src in proptest::collection::vec(any::<u8>(), 0..512), n in 0usize..2048) {
+            let mut out = vec![0u8; n];
+            let _ = inflate_into(&src, &mut out);
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The meta.zr layout: a 16-byte header followed by a table of 2^24 16-byte record entries.
+//!
+//! Every field is little-endian and is encoded and decoded explicitly here, which is the only
+//! place in the code base that knows byte positions. The full specification, with diagrams,
+//! is `docs/format.md`; keep the two in step.
+
+use crate::codec::Codec;
+use crate::error::FormatError;
+
+/// First four bytes of every meta.zr.
+pub const MAGIC: [u8; 4] = *b"ZREC";
+/// The only format version this crate reads and writes.
+pub const VERSION: u16 = 1;
+/// Size of the header at the start of meta.zr.
+pub const HEADER_LEN: usize = 16;
+/// Size of one record-table entry.
+pub const ENTRY_LEN: usize = 16;
+/// Largest number of records a store can hold (the table is sized for exactly this many).
+pub const MAX_RECORDS: u32 = 1 << 24;
+/// Largest record, logical or physical, in bytes.
+pub const MAX_RECORD_LEN: u32 = 1 << 20;
+/// Largest number of chunk files (`0.zr` ..= `4095.zr`).
+pub const MAX_CHUNKS: u32 = 1 << 12;
+/// Size each chunk file is created at (sparse). Also the unit of `stats().chunk_bytes`.
+pub const CHUNK_FILE_LEN: u64 = 1 << 32;
+/// Default placement capacity of a chunk: `tail_offset` is a u32, so the frontier of a chunk
+/// can reach at most `u32::MAX`.
+pub const DEFAULT_CHUNK_CAPACITY: u64 = u32::MAX as u64;
+/// Exact size of meta.zr.
+pub const META_LEN: u64 = HEADER_LEN as u64 + MAX_RECORDS as u64 * ENTRY_LEN as u64;
+
+// The table is sized statically because the store runs out of record slots exactly when it
+// would run out of chunk space filled with maximum-size records; never before.
+const _: () = assert!(MAX_CHUNKS as u64 * CHUNK_FILE_LEN / MAX_RECORD_LEN as u64 == MAX_RECORDS as u64);
+const _: () = assert!(META_LEN == 268_435_472);
+
+/// Byte offset of entry `index` inside meta.zr.
+pub const fn entry_offset(index: u32) -> u64 {
+    HEADER_LEN as u64 + index as u64 * ENTRY_LEN as u64
+}
+
+/// The global state at the start of meta.zr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Header {
+    /// Chunk holding the append frontier; the store has exactly chunks `0..=tail_chunk`.
+    pub tail_chunk: u16,
+    /// First free byte in `tail_chunk`.
+    pub tail_offset: u32,
+    /// Number of live records; entries `0..length` are live.
+    pub length: u32,
+}
+
+impl Header {
+    /// Encodes the header, magic and version included.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        b[6..8].copy_from_slice(&self.tail_chunk.to_le_bytes());
+        b[8..12].copy_from_slice(&self.tail_offset.to_le_bytes());
+        b[12..16].copy_from_slice(&self.length.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header: magic, version and the limits of each field.
+    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Self, FormatError> {
+        if b[0..4] != MAGIC {
+            return Err(FormatError::BadMagic { found: [b[0], b[1], b[2], b[3]] });
+        }
+        let version = u16::from_le_bytes([b[4], b[5]]);
+        if version != VERSION {
+            return Err(FormatError::UnsupportedVersion { found: version });
+        }
+        let h = Header {
+            tail_chunk: u16::from_le_bytes([b[6], b[7]]),
+            tail_offset: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+            length: u32::from_le_bytes([b[12], b[13], b[14], b[15]]),
+        };
+        if h.length > MAX_RECORDS {
+            return Err(FormatError::LengthTooLarge { length: h.length });
+        }
+        if u32::from(h.tail_chunk) >= MAX_CHUNKS {
+            return Err(FormatError::TailChunkTooLarge { tail_chunk: h.tail_chunk });
+        }
+        Ok(h)
+    }
+
+    /// How far the chunk files have grown, counting every earlier chunk as full.
+    pub fn chunk_bytes(&self) -> u64 {
+        u64::from(self.tail_chunk) * CHUNK_FILE_LEN + u64::from(self.tail_offset)
+    }
+}
+
+/// Where a record lives and how it is stored: one 16-byte entry of the record table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RecordLoc {
+    /// Byte offset inside the chunk file.
+    pub offset: u32,
+    /// Stored (possibly compressed) size.
+    pub phys_length: u32,
+    /// Original size; what a gather writes.
+    pub logic_length: u32,
+    /// Chunk file holding the record.
+    pub chunk_id: u16,
+    /// Codec tag, see [`Codec`]. Kept as the raw byte so that an unknown tag is reported when
+    /// the record is read, not when the table is.
+    pub codec: u8,
+}
+
+impl RecordLoc {
+    /// Encodes the entry; the reserved byte is always written as zero.
+    pub fn encode(&self) -> [u8; ENTRY_LEN] {
+        let mut b = [0u8; ENTRY_LEN];
+        b[0..4].copy_from_slice(&self.offset.to_le_bytes());
+        b[4..8].copy_from_slice(&self.phys_length.to_le_bytes());
+        b[8..12].copy_from_slice(&self.logic_length.to_le_bytes());
+        b[12..14].copy_from_slice(&self.chunk_id.to_le_bytes());
+        b[14] = self.codec;
+        b
+    }
+
+    /// Decodes an entry. No validation: see [`RecordLoc::check`].
+    pub fn decode(b: &[u8]) -> Self {
+        RecordLoc {
+            offset: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            phys_length: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            logic_length: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+            chunk_id: u16::from_le_bytes([b[12], b[13]]),
+            codec: b[14],
+        }
+    }
+
+    /// Checks the entry against the format's limits and the store's frontier, so that a bad
+    /// entry is a typed error before any byte of it is read.
+    pub fn check(&self, header: &Header) -> Result<Codec, crate::error::DecodeError> {
+        use crate::error::DecodeError as D;
+        let codec = Codec::from_tag(self.codec).ok_or(D::UnknownCodec { tag: self.codec })?;
+        if self.logic_length > MAX_RECORD_LEN || self.phys_length > MAX_RECORD_LEN {
+            return Err(D::LengthOverLimit { logic: self.logic_length, phys: self.phys_length });
+        }
+        if codec == Codec::Raw && self.phys_length != self.logic_length {
+            return Err(D::RawLengthMismatch { logic: self.logic_length, phys: self.phys_length });
+        }
+        let end = u64::from(self.offset) + u64::from(self.phys_length);
+        let past_frontier = self.chunk_id > header.tail_chunk
+            || (self.chunk_id == header.tail_chunk && end > u64::from(header.tail_offset));
+        if past_frontier || end > CHUNK_FILE_LEN {
+            return Err(D::OutOfBounds { chunk: self.chunk_id, offset: self.offset, phys: self.phys_length });
+        }
+        Ok(codec)
+    }
+}
+
+/// Name of chunk file `id` inside the store directory.
+pub fn chunk_file_name(id: u16) -> alloc::string::String {
+    alloc::format!("{id}.zr")
+}
+
+/// Name of the metadata file inside the store directory.
+pub const META_FILE: &str = "meta.zr";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_bytes() {
+        let h = Header { tail_chunk: 3, tail_offset: 0x0102_0304, length: 5 };
+        let b = h.encode();
+        assert_eq!(&b[..4], b"ZREC");
+        assert_eq!(b, [b'Z', b'R', b'E', b'C', 1, 0, 3, 0, 4, 3, 2, 1, 5, 0, 0, 0]);
+        assert_eq!(Header::decode(&b).unwrap(), h);
+    }
+
+    #[test]
+    fn header_rejects_bad_magic_version_and_limits() {
+        let mut b = Header::default().encode();
+        b[0] = b'X';
+        assert!(matches!(Header::decode(&b), Err(FormatError::BadMagic { .. })));
+        let mut b = Header::default().encode();
+        b[4] = 2;
+        assert!(matches!(Header::decode(&b), Err(FormatError::UnsupportedVersion { found: 2 })));
+        let b = Header { length: MAX_RECORDS + 1, ..Default::default() }.encode();
+        assert!(matches!(Header::decode(&b), Err(FormatError::LengthTooLarge { .. })));
+        let b = Header { tail_chunk: 4096, ..Default::default() }.encode();
+        assert!(matches!(Header::decode(&b), Err(FormatError::TailChunkTooLarge { .. })));
+    }
+
+    #[test]
+    fn entry_round_trip_and_bytes() {
+        let e = RecordLoc { offset: 11, phys_length: 14, logic_length: 100, chunk_id: 2, codec: 1 };
+        let b = e.encode();
+        assert_eq!(b, [11, 0, 0, 0, 14, 0, 0, 0, 100, 0, 0, 0, 2, 0, 1, 0]);
+        assert_eq!(RecordLoc::decode(&b), e);
+    }
+
+    #[test]
+    fn entry_check_catches_each_defect() {
+        use crate::error::DecodeError as D;
+        let h = Header { tail_chunk: 1, tail_offset: 100, length: 1 };
+        let ok = RecordLoc { offset: 0, phys_length: 10, logic_length: 20, chunk_id: 1, codec: 1 };
+        assert_eq!(ok.check(&h), Ok(Codec::Flate));
+        let bad = |e: RecordLoc| e.check(&h).unwrap_err();
+        assert!(matches!(bad(RecordLoc { codec: 9, ..ok }), D::UnknownCodec { tag: 9 }));
+        assert!(matches!(bad(RecordLoc { logic_length: MAX_RECORD_LEN + 1, ..ok }), D::LengthOverLimit { .. }));
+        assert!(matches!(bad(RecordLoc { codec: 0, ..ok }), D::RawLengthMismatch { .. }));
+        assert!(matches!(bad(RecordLoc { offset: 95, ..ok }), D::OutOfBounds { .. }));
+        assert!(matches!(bad(RecordLoc { chunk_id: 2, ..ok }), D::OutOfBounds { .. }));
+        assert!(matches!(bad(RecordLoc { offset: u32::MAX, chunk_id: 0, ..ok }), D::OutOfBounds { .. }));
+    }
+}

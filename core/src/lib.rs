@@ -1,0 +1,39 @@
+//! # zrecord-core
+//!
+//! The platform-free heart of zrecord: the on-disk format, the record codecs, the index
+//! sampler and the store engine. It knows bytes, not files: every piece of I/O goes through
+//! the [`io::Backend`] / [`io::StorageFile`] traits that a host implements (memmap2 + pread on
+//! the native host, `std::fs` inside the wasm guest), and every piece of parallelism goes
+//! through [`io::Parallel`] (rayon natively, a serial loop in the guest).
+//!
+//! The crate is `no_std` + `alloc` unless the default `std` feature is on; CI builds it for
+//! `wasm32-unknown-unknown` without `std` to keep it that way.
+//!
+//! Module map:
+//! - [`format`]: meta.zr header and record-table entries, limits, validation.
+//! - [`codec`]: raw and raw-DEFLATE record codecs, inflating straight into the destination.
+//! - [`sampler`]: the endless index generator (sequential window, seeded IID).
+//! - [`engine`]: the store itself: open, append, gather, delete, compact, stats.
+//! - [`npy`] and [`schema`]: the `.npy` container and the Dataset `schema.json`.
+//! - [`tools`]: inspect, verify, convert and export, shared by the `zr` and `zr-wasm` CLIs.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+pub mod codec;
+pub mod engine;
+pub mod error;
+pub mod format;
+pub mod io;
+pub mod npy;
+pub mod sampler;
+pub mod schema;
+pub mod tools;
+
+pub use codec::Codec;
+pub use engine::{Batch, Options, Stats, Store, Writer};
+pub use error::{DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
+pub use format::{Header, RecordLoc, MAX_RECORDS, MAX_RECORD_LEN};
+pub use sampler::{Mode, Sampler};

@@ -1,0 +1,394 @@
+//! What the `zr` and `zr-wasm` command lines do, written once: inspect, verify, convert a
+//! `.npy` into a dataset, and export a dataset back to `.npy`. Hosts open the files and the
+//! store and format nothing but what these functions return.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde::Serialize;
+
+use crate::codec::Codec;
+use crate::engine::{Batch, Store, Writer};
+use crate::error::{Error, FormatError, Result};
+use crate::format::{Header, MAX_RECORD_LEN};
+use crate::io::{Backend, Parallel, StorageFile};
+use crate::npy;
+use crate::schema::{Schema, SCHEMA_FILE};
+
+/// Default bytes of source data per append when converting (as loaderx's `Dataset.write`).
+pub const DEFAULT_CHUNK_BYTES: usize = 64 << 20;
+
+/// Reads and parses the store's `schema.json`, if it has one.
+pub fn read_schema<B: Backend>(store: &Store<B>) -> Result<Option<Schema>> {
+    match store.backend().read_side_file(SCHEMA_FILE)? {
+        Some(bytes) => Ok(Some(Schema::from_json(&bytes)?)),
+        None => Ok(None),
+    }
+}
+
+/// Records and bytes of one chunk file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ChunkUse {
+    /// Chunk id (file `{id}.zr`).
+    pub id: u16,
+    /// Live records stored in it.
+    pub records: u32,
+    /// Their stored bytes.
+    pub live_bytes: u64,
+    /// How far the chunk has been written (its frontier, or the frontier it had when the
+    /// next chunk was started, which is at least its live bytes).
+    pub used_bytes: u64,
+}
+
+/// Everything `inspect` reports about a store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Inspection {
+    /// Format version from the header.
+    pub version: u16,
+    /// Live records.
+    pub records: u32,
+    /// Header frontier: chunk.
+    pub tail_chunk: u16,
+    /// Header frontier: offset.
+    pub tail_offset: u32,
+    /// Records stored raw.
+    pub raw_records: u32,
+    /// Records stored as DEFLATE.
+    pub flate_records: u32,
+    /// Entries that fail their checks (unknown codec, out of bounds...).
+    pub bad_entries: u32,
+    /// Sum of stored sizes.
+    pub live_bytes: u64,
+    /// Sum of logical sizes.
+    pub logical_bytes: u64,
+    /// `tail_chunk * 4 GiB + tail_offset`.
+    pub chunk_bytes: u64,
+    /// `chunk_bytes - live_bytes`.
+    pub reclaimable: u64,
+    /// Per chunk file, in id order.
+    pub chunks: Vec<ChunkUse>,
+    /// The dataset schema, if the store has one.
+    pub schema: Option<Schema>,
+}
+
+/// Reads the header and every entry (no record bytes) and summarises them.
+pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
+    let h: Header = store.header();
+    let mut chunks: Vec<ChunkUse> =
+        (0..=h.tail_chunk).map(|id| ChunkUse { id, ..ChunkUse::default() }).collect();
+    let (mut raw, mut flate, mut bad, mut live, mut logical) = (0u32, 0u32, 0u32, 0u64, 0u64);
+    for i in 0..h.length {
+        let e = store.entry(i)?;
+        match e.check(&h) {
+            Ok(Codec::Raw) => raw += 1,
+            Ok(Codec::Flate) => flate += 1,
+            Err(_) => {
+                bad += 1;
+                continue;
+            }
+        }
+        live += u64::from(e.phys_length);
+        logical += u64::from(e.logic_length);
+        let c = &mut chunks[usize::from(e.chunk_id)];
+        c.records += 1;
+        c.live_bytes += u64::from(e.phys_length);
+        c.used_bytes = c.used_bytes.max(u64::from(e.offset) + u64::from(e.phys_length));
+    }
+    if let Some(last) = chunks.last_mut() {
+        last.used_bytes = u64::from(h.tail_offset);
+    }
+    let chunk_bytes = h.chunk_bytes();
+    Ok(Inspection {
+        version: crate::format::VERSION,
+        records: h.length,
+        tail_chunk: h.tail_chunk,
+        tail_offset: h.tail_offset,
+        raw_records: raw,
+        flate_records: flate,
+        bad_entries: bad,
+        live_bytes: live,
+        logical_bytes: logical,
+        chunk_bytes,
+        reclaimable: chunk_bytes.saturating_sub(live),
+        chunks,
+        schema: read_schema(store)?,
+    })
+}
+
+/// Formats a byte count for people: `12.3 MiB (12897484 bytes)`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {} ({n} bytes)", UNITS[u])
+    }
+}
+
+impl fmt::Display for Inspection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "format        zrecord v{} (meta.zr header ZREC)", self.version)?;
+        writeln!(f, "records       {}", self.records)?;
+        writeln!(f, "frontier      chunk {} offset {}", self.tail_chunk, self.tail_offset)?;
+        writeln!(f, "codecs        raw {}  flate {}  bad entries {}", self.raw_records, self.flate_records, self.bad_entries)?;
+        writeln!(f, "logical size  {}", human_bytes(self.logical_bytes))?;
+        writeln!(f, "stored size   {}", human_bytes(self.live_bytes))?;
+        if self.live_bytes > 0 {
+            writeln!(f, "ratio         {:.3}x", self.logical_bytes as f64 / self.live_bytes as f64)?;
+        }
+        writeln!(f, "chunk bytes   {}", human_bytes(self.chunk_bytes))?;
+        writeln!(f, "reclaimable   {}", human_bytes(self.reclaimable))?;
+        writeln!(f, "chunks        {}", self.chunks.len())?;
+        for c in &self.chunks {
+            writeln!(f, "  {}.zr  {} records, {} live of {} used", c.id, c.records, c.live_bytes, c.used_bytes)?;
+        }
+        match &self.schema {
+            Some(s) => write!(f, "schema        dtype {} shape {:?} codec {}", s.dtype, s.shape, s.codec),
+            None => write!(f, "schema        none (a plain record store)"),
+        }
+    }
+}
+
+/// One record that failed to decode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BadRecord {
+    /// Its index.
+    pub index: u32,
+    /// Why.
+    pub error: String,
+}
+
+/// The outcome of [`verify`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Verification {
+    /// Records decoded.
+    pub checked: u32,
+    /// How many failed.
+    pub bad_count: u32,
+    /// The first [`Verification::LISTED`] failures.
+    pub bad: Vec<BadRecord>,
+}
+
+impl Verification {
+    /// Failures listed individually; the rest are only counted.
+    pub const LISTED: usize = 1000;
+}
+
+struct VerifyShard {
+    range: core::ops::Range<u32>,
+    bad: Vec<BadRecord>,
+    bad_count: u32,
+}
+
+/// Decodes every record, in parallel, and reports those that fail.
+pub fn verify<B: Backend, P: Parallel>(
+    store: &Store<B>,
+    par: &P,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Verification> {
+    let n = store.len();
+    let mut out = Verification::default();
+    const BLOCK: u32 = 1 << 14;
+    let mut start = 0u32;
+    while start < n {
+        let end = n.min(start.saturating_add(BLOCK));
+        let workers = par.workers().max(1) as u32;
+        let per = (end - start).div_ceil(workers).max(1);
+        let mut shards: Vec<VerifyShard> = (start..end)
+            .step_by(per as usize)
+            .map(|s| VerifyShard { range: s..(s + per).min(end), bad: Vec::new(), bad_count: 0 })
+            .collect();
+        par.for_each(&mut shards, |shard| {
+            let (mut buf, mut scratch) = (Vec::new(), Vec::new());
+            for i in shard.range.clone() {
+                match store.read_into(u64::from(i), &mut buf, &mut scratch) {
+                    Ok(()) => {}
+                    Err(Error::Decode { source, .. }) => {
+                        shard.bad_count += 1;
+                        if shard.bad.len() < Verification::LISTED {
+                            shard.bad.push(BadRecord { index: i, error: source.to_string() });
+                        }
+                    }
+                    Err(Error::Format(e)) => {
+                        shard.bad_count += 1;
+                        if shard.bad.len() < Verification::LISTED {
+                            shard.bad.push(BadRecord { index: i, error: e.to_string() });
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })?;
+        for s in shards {
+            out.bad_count += s.bad_count;
+            let room = Verification::LISTED - out.bad.len().min(Verification::LISTED);
+            out.bad.extend(s.bad.into_iter().take(room));
+        }
+        out.checked = end;
+        progress(u64::from(end), u64::from(n));
+        start = end;
+    }
+    Ok(out)
+}
+
+/// The outcome of [`convert`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Conversion {
+    /// Records appended.
+    pub appended: u64,
+    /// Index of the first appended record.
+    pub first_index: u32,
+    /// The dataset's schema (the existing one when appending).
+    pub schema: Schema,
+}
+
+/// Reads and checks the header of the `.npy` in `input`.
+pub fn read_npy_header<F: StorageFile>(input: &F) -> Result<npy::NpyHeader> {
+    let file_len = input.len()?;
+    if file_len < npy::PREFIX_LEN as u64 {
+        return Err(FormatError::Container("not a .npy file (too short)".into()).into());
+    }
+    let mut prefix = [0u8; npy::PREFIX_LEN];
+    input.read_at(0, &mut prefix)?;
+    let total = npy::header_len(&prefix)?;
+    if total > file_len || total > 1 << 24 {
+        return Err(FormatError::Container(".npy header is truncated".into()).into());
+    }
+    let mut bytes = vec![0u8; total as usize];
+    input.read_at(0, &mut bytes)?;
+    Ok(npy::parse_header(&bytes)?)
+}
+
+/// Appends every slice along axis 0 of the `.npy` in `input` as one record, streaming
+/// `chunk_bytes` of source at a time, and writes or checks `schema.json` exactly as
+/// loaderx's `Dataset.write` does (an existing schema must have the same dtype and shape,
+/// and its codec wins). Syncs the store at the end.
+#[allow(clippy::too_many_arguments)]
+pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
+    input: &F,
+    store: &Store<B>,
+    w: &mut Writer,
+    codec: Codec,
+    chunk_bytes: usize,
+    par: &P,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Conversion> {
+    let h = read_npy_header(input)?;
+    let Some((&rows, sample_shape)) = h.shape.split_first() else {
+        return Err(Error::InvalidArgument("array must have a sample axis (it is 0-dimensional)".into()));
+    };
+    if h.fortran_order && sample_shape.iter().any(|&d| d > 1) {
+        return Err(Error::InvalidArgument(
+            "Fortran-ordered .npy is not supported: save it with np.ascontiguousarray first".into(),
+        ));
+    }
+    let sample_len = sample_shape
+        .iter()
+        .try_fold(npy::itemsize(&h.descr)?, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| Error::InvalidArgument("sample size overflows".into()))?;
+    if sample_len > u64::from(MAX_RECORD_LEN) || sample_len == 0 {
+        return Err(Error::RecordTooLarge { length: sample_len });
+    }
+    let data_len = rows
+        .checked_mul(sample_len)
+        .ok_or_else(|| Error::InvalidArgument("array size overflows".into()))?;
+    if input.len()? < h.data_offset + data_len {
+        return Err(FormatError::Container(format!(".npy data is truncated: {rows} rows of {sample_len} bytes expected")).into());
+    }
+
+    let schema = match read_schema(store)? {
+        Some(existing) if !existing.accepts(&h.descr, sample_shape) => {
+            return Err(Error::InvalidArgument(format!(
+                "dataset holds {}{:?} samples, cannot append {}{:?}",
+                existing.dtype, existing.shape, h.descr, sample_shape
+            )))
+        }
+        Some(existing) => existing,
+        None => {
+            let s = Schema::new(&h.descr, sample_shape, codec);
+            store.backend().write_side_file(SCHEMA_FILE, s.to_json().as_bytes())?;
+            s
+        }
+    };
+    let codec = Codec::from_name(&schema.codec).unwrap_or(codec);
+
+    let step = (chunk_bytes as u64 / sample_len).max(1);
+    let mut buf = Vec::new();
+    let mut first_index = store.len();
+    let mut done = 0u64;
+    progress(0, rows);
+    while done < rows {
+        let n = step.min(rows - done);
+        let bytes = (n * sample_len) as usize;
+        buf.resize(bytes, 0);
+        input.read_at(h.data_offset + done * sample_len, &mut buf)?;
+        let batch = Batch::Fixed { src: &buf, count: n as usize, item_len: sample_len as usize };
+        let at = store.append(w, &batch, codec, par)?;
+        if done == 0 {
+            first_index = at;
+        }
+        done += n;
+        progress(done, rows);
+    }
+    store.sync(w)?;
+    Ok(Conversion { appended: rows, first_index, schema })
+}
+
+/// Writes the dataset in `store` to `output` as a `.npy` of shape `(len, *schema.shape)`,
+/// replacing whatever `output` held. Returns the number of records written.
+pub fn export<B: Backend, P: Parallel, F: StorageFile>(
+    store: &Store<B>,
+    output: &F,
+    chunk_bytes: usize,
+    par: &P,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<u64> {
+    let schema = read_schema(store)?.ok_or_else(|| {
+        Error::InvalidArgument("the store has no schema.json: it is a plain record store, not a dataset".into())
+    })?;
+    let sample_len = schema.sample_len()?;
+    if sample_len == 0 || sample_len > u64::from(MAX_RECORD_LEN) {
+        return Err(Error::RecordTooLarge { length: sample_len });
+    }
+    let rows = u64::from(store.len());
+    let mut shape = vec![rows];
+    shape.extend_from_slice(&schema.shape);
+    let header = npy::write_header(&schema.dtype, &shape);
+    output.set_len(0)?;
+    output.write_at(0, &header)?;
+    let step = (chunk_bytes as u64 / sample_len).max(1);
+    let (mut buf, mut idxs, mut lens) = (Vec::new(), Vec::new(), Vec::new());
+    let mut done = 0u64;
+    progress(0, rows);
+    while done < rows {
+        let n = step.min(rows - done);
+        idxs.clear();
+        idxs.extend(done..done + n);
+        lens.resize(n as usize, 0u32);
+        store.lengths(&idxs, &mut lens)?;
+        if let Some((k, &len)) = lens.iter().enumerate().find(|(_, &l)| u64::from(l) != sample_len) {
+            return Err(FormatError::Container(format!(
+                "record {} holds {len} bytes but schema.json says samples are {sample_len}",
+                done + k as u64
+            ))
+            .into());
+        }
+        buf.resize((n * sample_len) as usize, 0);
+        store.gather(&idxs, &mut buf, sample_len as usize, par)?;
+        output.write_at(header.len() as u64 + done * sample_len, &buf)?;
+        done += n;
+        progress(done, rows);
+    }
+    output.sync()?;
+    Ok(rows)
+}
