@@ -1,0 +1,242 @@
+//! The native [`Backend`]: files in a directory, positional I/O for writes, memory maps for
+//! reads, and `flock` advisory locks so that processes sharing a store cannot corrupt it.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use memmap2::Mmap;
+use zrecord_core::error::{Error, IoError, IoErrorKind};
+use zrecord_core::format::{chunk_file_name, META_FILE};
+use zrecord_core::io::{Backend, LockMode, StorageFile};
+
+/// Converts a std I/O error, naming what was being done.
+pub(crate) fn io_err(e: io::Error, context: impl Into<String>) -> IoError {
+    let kind = match e.kind() {
+        io::ErrorKind::NotFound => IoErrorKind::NotFound,
+        io::ErrorKind::PermissionDenied => IoErrorKind::PermissionDenied,
+        io::ErrorKind::UnexpectedEof => IoErrorKind::UnexpectedEof,
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => IoErrorKind::StorageFull,
+        _ => IoErrorKind::Other,
+    };
+    IoError::new(kind, context, e.to_string())
+}
+
+/// One file of the store, optionally mapped read-only for fast reads.
+pub struct NativeFile {
+    file: File,
+    name: String,
+    map: Option<Mmap>,
+}
+
+impl NativeFile {
+    /// Opens `path` read-write (creating it if `create`), or read-only, and maps it.
+    pub fn open(path: &Path, create: bool, writable: bool, map: bool) -> Result<Option<Self>, IoError> {
+        let name = path.display().to_string();
+        let file = match OpenOptions::new().read(true).write(writable).create(create && writable).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
+            Err(e) => return Err(io_err(e, format!("open {name}"))),
+        };
+        let mut f = NativeFile { file, name, map: None };
+        if map {
+            f.remap()?;
+        }
+        Ok(Some(f))
+    }
+
+    /// Creates or truncates a plain output file (for `export`).
+    pub fn create(path: &Path) -> Result<Self, IoError> {
+        let name = path.display().to_string();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io_err(e, format!("create {name}")))?;
+        Ok(NativeFile { file, name, map: None })
+    }
+
+    fn remap(&mut self) -> Result<(), IoError> {
+        let len = self.file.metadata().map_err(|e| io_err(e, format!("stat {}", self.name)))?.len();
+        self.map = if len == 0 {
+            None
+        } else {
+            // SAFETY: the map is read-only and private to this handle. Its bytes can change
+            // under it only through writes to the file: this process's own appends, which
+            // never touch bytes a reader has been given (records are immutable once their
+            // length is published), and delete/compact, which need `&mut Store` here and an
+            // exclusive flock that no other zrecord handle can hold while this one lives.
+            // Truncation by a foreign process would turn reads into SIGBUS; the engine
+            // bounds every read by the mapped length taken here, so our own truncation in
+            // compact (under `&mut`) never leaves a stale range in use.
+            let map = unsafe { Mmap::map(&self.file) }.map_err(|e| io_err(e, format!("map {}", self.name)))?;
+            #[cfg(unix)]
+            let _ = map.advise(memmap2::Advice::Random);
+            Some(map)
+        };
+        Ok(())
+    }
+}
+
+impl StorageFile for NativeFile {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        self.file.read_exact_at(buf, offset).map_err(|e| io_err(e, format!("read {} at {offset}", self.name)))
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), IoError> {
+        self.file.write_all_at(buf, offset).map_err(|e| io_err(e, format!("write {} at {offset}", self.name)))
+    }
+
+    fn len(&self) -> Result<u64, IoError> {
+        Ok(self.file.metadata().map_err(|e| io_err(e, format!("stat {}", self.name)))?.len())
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), IoError> {
+        self.file.set_len(len).map_err(|e| io_err(e, format!("resize {} to {len}", self.name)))
+    }
+
+    fn sync(&self) -> Result<(), IoError> {
+        self.file.sync_data().map_err(|e| io_err(e, format!("sync {}", self.name)))
+    }
+
+    fn view(&self) -> Option<&[u8]> {
+        self.map.as_deref()
+    }
+}
+
+/// A store directory on the local file system.
+pub struct DirBackend {
+    dir: PathBuf,
+    writable: bool,
+    /// Every handle holds a shared flock on meta.zr through this descriptor; delete and
+    /// compact trade it for an exclusive one.
+    presence: Mutex<Option<File>>,
+    /// The one appending handle holds an exclusive flock on the directory.
+    appender: Mutex<Option<File>>,
+}
+
+impl DirBackend {
+    /// A backend for the store in `dir`, creating the directory if `writable`.
+    pub fn new(dir: &Path, writable: bool) -> Result<Self, IoError> {
+        if writable {
+            std::fs::create_dir_all(dir).map_err(|e| io_err(e, format!("create directory {}", dir.display())))?;
+        }
+        Ok(DirBackend { dir: dir.to_path_buf(), writable, presence: Mutex::new(None), appender: Mutex::new(None) })
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn locked(what: &str) -> Error {
+        Error::Locked(format!("{what}; close the other handle or wait for it to finish"))
+    }
+}
+
+fn lock_io(e: io::Error, what: &str) -> Error {
+    Error::Io(io_err(e, format!("lock {what}")))
+}
+
+impl Backend for DirBackend {
+    type File = NativeFile;
+
+    fn open_meta(&self, create: bool) -> Result<Option<NativeFile>, IoError> {
+        NativeFile::open(&self.dir.join(META_FILE), create, self.writable, true)
+    }
+
+    fn open_chunk(&self, id: u16, create: bool) -> Result<Option<NativeFile>, IoError> {
+        NativeFile::open(&self.dir.join(chunk_file_name(id)), create, self.writable, true)
+    }
+
+    fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
+        let path = self.dir.join(chunk_file_name(id));
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(e, format!("remove {}", path.display()))),
+            _ => Ok(()),
+        }
+    }
+
+    fn sync_dir(&self) -> Result<(), IoError> {
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err(e, format!("sync directory {}", self.dir.display())))
+    }
+
+    fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError> {
+        let path = self.dir.join(name);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(e, format!("read {}", path.display()))),
+        }
+    }
+
+    fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
+        let path = self.dir.join(name);
+        std::fs::write(&path, bytes).map_err(|e| io_err(e, format!("write {}", path.display())))
+    }
+
+    fn lock(&self, mode: LockMode) -> Result<(), Error> {
+        let meta = self.dir.join(META_FILE);
+        match mode {
+            LockMode::Shared => {
+                let f = File::open(&meta).map_err(|e| lock_io(e, "meta.zr"))?;
+                match f.try_lock_shared() {
+                    Ok(()) => {}
+                    Err(TryLockError::WouldBlock) => {
+                        return Err(Self::locked("another handle is deleting from or compacting this store"))
+                    }
+                    Err(TryLockError::Error(e)) => return Err(lock_io(e, "meta.zr")),
+                }
+                *self.presence.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+            }
+            LockMode::Exclusive => {
+                let guard = self.presence.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(f) = guard.as_ref() else { return Err(Self::locked("the store handle is closed")) };
+                // flock converts our shared lock in place; it fails while any other handle,
+                // in this process or another, holds its own shared lock.
+                match f.try_lock() {
+                    Ok(()) => {}
+                    Err(TryLockError::WouldBlock) => {
+                        // A failed conversion may have dropped our shared lock: take it back.
+                        f.lock_shared().map_err(|e| lock_io(e, "meta.zr"))?;
+                        return Err(Self::locked("delete and compact need the only open handle, and another is open"));
+                    }
+                    Err(TryLockError::Error(e)) => return Err(lock_io(e, "meta.zr")),
+                }
+            }
+            LockMode::Appender => {
+                let d = File::open(&self.dir).map_err(|e| lock_io(e, "store directory"))?;
+                match d.try_lock() {
+                    Ok(()) => {}
+                    Err(TryLockError::WouldBlock) => return Err(Self::locked("another handle is appending to this store")),
+                    Err(TryLockError::Error(e)) => return Err(lock_io(e, "store directory")),
+                }
+                *self.appender.lock().unwrap_or_else(|p| p.into_inner()) = Some(d);
+            }
+        }
+        Ok(())
+    }
+
+    fn unlock(&self, mode: LockMode) {
+        match mode {
+            LockMode::Shared => {
+                // Dropping the descriptor releases the lock.
+                self.presence.lock().unwrap_or_else(|p| p.into_inner()).take();
+            }
+            LockMode::Exclusive => {
+                if let Some(f) = self.presence.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                    let _ = f.lock_shared();
+                }
+            }
+            LockMode::Appender => {
+                self.appender.lock().unwrap_or_else(|p| p.into_inner()).take();
+            }
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! # zrecord
+//!
+//! A persistent store of independently compressed byte records with a dense index space
+//! `0..N`, built for single-machine ML training: batch [`Zrecord::append`],
+//! [`Zrecord::gather`] straight into the caller's buffer across all cores, swap-last
+//! [`Zrecord::delete`], in-place restartable [`Zrecord::compact`]. The on-disk format is
+//! byte-compatible with loaderx 0.5.4 in both directions (see `docs/format.md`).
+//!
+//! This crate is the native host: all store logic lives in [`zrecord_core`]; here are the
+//! files (positional writes, memory-mapped reads), the threads (rayon) and the inter-process
+//! locks.
+//!
+//! ```no_run
+//! use zrecord::{Codec, Zrecord};
+//!
+//! # fn main() -> Result<(), zrecord::Error> {
+//! let store = Zrecord::open("train.zr")?;
+//! let images = vec![7u8; 4 * 12288];
+//! let first = store.append(&images, 4, 12288, None)?;          // 4 records of 12 KiB
+//! let mut batch = vec![0u8; 2 * 12288];
+//! store.gather(&[u64::from(first) + 3, u64::from(first)], &mut batch, 12288)?;
+//! assert_eq!(batch, vec![7u8; 2 * 12288]);
+//! # Ok(()) }
+//! ```
+//!
+//! Concurrency: `gather`, `lengths`, `append`, `stats` and `sync` take `&self` and may be
+//! called from many threads at once (appends serialise among themselves; reads never wait
+//! for them). `delete` and `compact` take `&mut self`, and also an exclusive advisory lock
+//! on the store, so they fail with [`Error::Locked`] while any other handle (in this process
+//! or another) has the store open. Only one handle at a time may append.
+
+#![warn(missing_docs)]
+
+mod fs;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rayon::prelude::*;
+
+pub use fs::{DirBackend, NativeFile};
+pub use zrecord_core::engine::Stats;
+pub use zrecord_core::error::{DecodeError, Error, FormatError, IoError, IoErrorKind};
+pub use zrecord_core::format::{MAX_RECORDS, MAX_RECORD_LEN};
+pub use zrecord_core::sampler::{Mode, Sampler};
+pub use zrecord_core::tools::{Conversion, Inspection, Verification};
+pub use zrecord_core::{schema::Schema, Codec};
+use zrecord_core::engine::{Batch, Options, Store, Writer};
+use zrecord_core::io::Parallel;
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Runs core work on rayon's global pool, one contiguous shard per task.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rayon;
+
+impl Parallel for Rayon {
+    fn workers(&self) -> usize {
+        rayon::current_num_threads()
+    }
+
+    fn for_each<T: Send, F>(&self, items: &mut [T], f: F) -> Result<(), Error>
+    where
+        F: Fn(&mut T) -> Result<(), Error> + Sync + Send,
+    {
+        items.par_iter_mut().try_for_each(f)
+    }
+}
+
+/// How to open a store; see [`Zrecord::open_with`].
+#[derive(Clone, Copy, Debug)]
+pub struct OpenOptions {
+    /// Create the store if the directory holds none (default true).
+    pub create: bool,
+    /// Open without the right to change anything (default false).
+    pub read_only: bool,
+    /// Codec for appends that do not name one (default flate).
+    pub codec: Codec,
+    /// Chunk placement capacity; only tests change it (see `zrecord_core::Options`).
+    pub chunk_capacity: u64,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        let core = Options::default();
+        OpenOptions { create: core.create, read_only: core.read_only, codec: Codec::Flate, chunk_capacity: core.chunk_capacity }
+    }
+}
+
+/// An open zrecord store.
+pub struct Zrecord {
+    store: Store<DirBackend>,
+    writer: Mutex<Writer>,
+    path: PathBuf,
+    codec: Codec,
+}
+
+impl Zrecord {
+    /// Opens the store in directory `path`, creating it (and the directory) if needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, OpenOptions::default())
+    }
+
+    /// Opens an existing store without the right to change it.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, OpenOptions { create: false, read_only: true, ..OpenOptions::default() })
+    }
+
+    /// Opens with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if !opts.create && !path.join(zrecord_core::format::META_FILE).exists() {
+            if !path.is_dir() {
+                return Err(Error::Io(IoError::new(
+                    IoErrorKind::NotFound,
+                    format!("open {}", path.display()),
+                    "no such directory",
+                )));
+            }
+            return Err(FormatError::MissingMeta.into());
+        }
+        let backend = DirBackend::new(&path, !opts.read_only)?;
+        let core = Options { create: opts.create, read_only: opts.read_only, chunk_capacity: opts.chunk_capacity };
+        let (store, writer) = Store::open(backend, core)?;
+        Ok(Zrecord { store, writer: Mutex::new(writer), path, codec: opts.codec })
+    }
+
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        // A panic while appending leaves nothing half-published (length is stored last), so
+        // the writer state is still sound after poisoning.
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The default codec for appends.
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u32 {
+        self.store.len()
+    }
+
+    /// True if the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
+
+    /// Logical (uncompressed) size of each record in `idxs`, into `out`.
+    pub fn lengths(&self, idxs: &[u64], out: &mut [u32]) -> Result<()> {
+        self.store.lengths(idxs, out)
+    }
+
+    /// Decodes record `idxs[i]` into `dst[i * stride..]` for every `i`, across all cores.
+    pub fn gather(&self, idxs: &[u64], dst: &mut [u8], stride: usize) -> Result<()> {
+        self.store.gather(idxs, dst, stride, &Rayon)
+    }
+
+    /// Decodes record `idxs[i]` into `dst[offsets[i]..]` for every `i`, across all cores.
+    pub fn gather_var(&self, idxs: &[u64], dst: &mut [u8], offsets: &[u64]) -> Result<()> {
+        self.store.gather_var(idxs, dst, offsets, &Rayon)
+    }
+
+    /// Decodes one record into a new vector.
+    pub fn read(&self, index: u64) -> Result<Vec<u8>> {
+        self.store.read(index)
+    }
+
+    /// Appends `n` records of `item_len` bytes from the start of `src`, compressing with
+    /// `codec` (or the store's default); returns the index of the first.
+    pub fn append(&self, src: &[u8], n: usize, item_len: usize, codec: Option<Codec>) -> Result<u32> {
+        let batch = Batch::Fixed { src, count: n, item_len };
+        self.store.append(&mut self.writer(), &batch, codec.unwrap_or(self.codec), &Rayon)
+    }
+
+    /// Appends ragged records: record `i` is `src[offsets[i]..][..lens[i]]`.
+    pub fn append_var(&self, src: &[u8], offsets: &[u64], lens: &[u32], codec: Option<Codec>) -> Result<u32> {
+        let batch = Batch::Ragged { src, offsets, lens };
+        self.store.append(&mut self.writer(), &batch, codec.unwrap_or(self.codec), &Rayon)
+    }
+
+    /// Removes records, keeping the index space dense (the tail moves into each hole, so
+    /// surviving records may change index).
+    pub fn delete(&mut self, idxs: &[u64]) -> Result<()> {
+        let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.store.delete(w, idxs)
+    }
+
+    /// Reclaims the space left by deletes, in place; safe to interrupt and re-run.
+    pub fn compact(&mut self) -> Result<()> {
+        self.compact_with_progress(&mut |_, _| {})
+    }
+
+    /// [`Zrecord::compact`], calling `progress(done, total)` as records are visited.
+    pub fn compact_with_progress(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.store.compact(w, progress)
+    }
+
+    /// Storage usage.
+    pub fn stats(&self) -> Result<Stats> {
+        self.store.stats()
+    }
+
+    /// Makes all appended data durable (chunk data, then the table and header).
+    pub fn sync(&self) -> Result<()> {
+        self.store.sync(&mut self.writer())
+    }
+
+    /// Header, codec mix, chunk use and schema (see `zr inspect`).
+    pub fn inspect(&self) -> Result<Inspection> {
+        zrecord_core::tools::inspect(&self.store)
+    }
+
+    /// Decodes every record and lists those that fail (see `zr verify`).
+    pub fn verify(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<Verification> {
+        zrecord_core::tools::verify(&self.store, &Rayon, progress)
+    }
+
+    /// The dataset schema, if the store has a `schema.json`.
+    pub fn schema(&self) -> Result<Option<Schema>> {
+        zrecord_core::tools::read_schema(&self.store)
+    }
+
+    /// Appends every axis-0 slice of the `.npy` file at `input` as a record, writing or
+    /// checking `schema.json` as loaderx's `Dataset.write` does (see `zr convert`).
+    pub fn convert_npy(
+        &self,
+        input: &Path,
+        codec: Codec,
+        chunk_bytes: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Conversion> {
+        let file = NativeFile::open(input, false, false, false)?.ok_or_else(|| {
+            Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", input.display()), "no such file"))
+        })?;
+        zrecord_core::tools::convert(&file, &self.store, &mut self.writer(), codec, chunk_bytes, &Rayon, progress)
+    }
+
+    /// Writes the dataset to a `.npy` file at `output` (see `zr export`).
+    pub fn export_npy(&self, output: &Path, chunk_bytes: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
+        let file = NativeFile::create(output)?;
+        zrecord_core::tools::export(&self.store, &file, chunk_bytes, &Rayon, progress)
+    }
+
+    /// Closes the store, releasing its locks (dropping it does the same).
+    pub fn close(self) {}
+}
+
+impl Drop for Zrecord {
+    fn drop(&mut self) {
+        let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.store.release_locks(w);
+    }
+}
