@@ -1,0 +1,59 @@
+# zrecord: one entry point for set-up, the demo and the tests.
+#   make demo   - set up, build, write a sample dataset, read random batches, inspect it
+#   make test   - set up and run every test (Rust, no-std, Python, interop, wasm, JS)
+# Set-up is idempotent: rustup targets, a Python venv in .venv, npm packages.
+
+SHELL := /bin/bash
+VENV ?= $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+CARGO ?= cargo
+ZR := $(CURDIR)/target/release/zr
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: setup setup-rust setup-python build python test test-rust test-nostd test-python demo bench clean
+
+setup: setup-rust setup-python
+
+setup-rust:
+	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+
+$(VENV)/.stamp: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r tests/requirements.txt
+	touch $@
+
+setup-python: $(VENV)/.stamp
+
+build:
+	$(CARGO) build --release -p zrecord --bin zr
+
+# The Python extension, built from source by maturin through pip.
+python: setup-python
+	@if [ -f bindings/python/pyproject.toml ]; then \
+	  $(PIP) install -q ./bindings/python; \
+	fi
+
+test-rust:
+	$(CARGO) test
+	$(CARGO) clippy --all-targets -p zrecord-core -p zrecord -- -D warnings
+
+# The core must build without std on a target that has none.
+test-nostd: setup-rust
+	$(CARGO) build -p zrecord-core --no-default-features --target wasm32-unknown-unknown
+
+test-python: setup-python build python
+	ZR=$(ZR) $(PY) -m pytest -q tests/python $(wildcard bindings/python/tests)
+
+-include host-wasm/wasm.mk
+
+test: setup test-rust test-nostd test-python $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
+	@echo "all test suites passed"
+
+demo: setup build python
+	$(PY) tests/demo.py --zr $(ZR)
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV)
