@@ -99,3 +99,167 @@ impl Parallel for Serial {
         items.iter_mut().try_for_each(f)
     }
 }
+
+/// An in-memory [`Backend`] with sparse files: for tests, fuzzing and fault simulation.
+#[cfg(feature = "std")]
+pub mod mem {
+    use alloc::collections::BTreeMap;
+    use alloc::string::{String, ToString};
+    use alloc::sync::Arc;
+    use alloc::vec::Vec;
+    use std::sync::{Mutex, MutexGuard};
+
+    use super::{Backend, StorageFile};
+    use crate::error::{IoError, IoErrorKind};
+    use crate::format::{chunk_file_name, META_FILE};
+
+    const PAGE: usize = 4096;
+
+    #[derive(Default)]
+    struct Pages {
+        len: u64,
+        pages: BTreeMap<u64, Vec<u8>>,
+    }
+
+    /// A sparse in-memory file: only pages that were written take memory.
+    #[derive(Clone, Default)]
+    pub struct MemFile {
+        name: String,
+        inner: Arc<Mutex<Pages>>,
+    }
+
+    impl MemFile {
+        fn lock(&self) -> MutexGuard<'_, Pages> {
+            self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        }
+
+        /// Every byte of the file (sparse holes as zeros).
+        pub fn contents(&self) -> Vec<u8> {
+            let len = self.lock().len as usize;
+            let mut out = alloc::vec![0u8; len];
+            self.read_at(0, &mut out).expect("in bounds");
+            out
+        }
+    }
+
+    impl StorageFile for MemFile {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
+            let p = self.lock();
+            if offset + buf.len() as u64 > p.len {
+                return Err(IoError::new(IoErrorKind::UnexpectedEof, alloc::format!("read {}", self.name), "short read"));
+            }
+            let mut at = offset;
+            let mut done = 0;
+            while done < buf.len() {
+                let (page, within) = (at / PAGE as u64, (at % PAGE as u64) as usize);
+                let n = (PAGE - within).min(buf.len() - done);
+                match p.pages.get(&page) {
+                    Some(bytes) => buf[done..done + n].copy_from_slice(&bytes[within..within + n]),
+                    None => buf[done..done + n].fill(0),
+                }
+                done += n;
+                at += n as u64;
+            }
+            Ok(())
+        }
+
+        fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), IoError> {
+            let mut p = self.lock();
+            let mut at = offset;
+            let mut done = 0;
+            while done < buf.len() {
+                let (page, within) = (at / PAGE as u64, (at % PAGE as u64) as usize);
+                let n = (PAGE - within).min(buf.len() - done);
+                let bytes = p.pages.entry(page).or_insert_with(|| alloc::vec![0u8; PAGE]);
+                bytes[within..within + n].copy_from_slice(&buf[done..done + n]);
+                done += n;
+                at += n as u64;
+            }
+            p.len = p.len.max(offset + buf.len() as u64);
+            Ok(())
+        }
+
+        fn len(&self) -> Result<u64, IoError> {
+            Ok(self.lock().len)
+        }
+
+        fn set_len(&self, len: u64) -> Result<(), IoError> {
+            let mut p = self.lock();
+            let keep = len.div_ceil(PAGE as u64);
+            p.pages.retain(|&k, _| k < keep);
+            if let Some(last) = p.pages.get_mut(&(len / PAGE as u64)) {
+                last[(len % PAGE as u64) as usize..].fill(0);
+            }
+            p.len = len;
+            Ok(())
+        }
+
+        fn sync(&self) -> Result<(), IoError> {
+            Ok(())
+        }
+    }
+
+    /// A directory of [`MemFile`]s. Clones share the same files, so a test can "reopen" a
+    /// store by opening a clone.
+    #[derive(Clone, Default)]
+    pub struct MemBackend {
+        files: Arc<Mutex<BTreeMap<String, MemFile>>>,
+    }
+
+    impl MemBackend {
+        /// An empty directory.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// The file called `name`, if it exists.
+        pub fn file(&self, name: &str) -> Option<MemFile> {
+            self.files.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+        }
+
+        /// Names of all files.
+        pub fn names(&self) -> Vec<String> {
+            self.files.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        }
+
+        fn open(&self, name: &str, create: bool) -> Option<MemFile> {
+            let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+            if create {
+                let f = files.entry(name.to_string()).or_insert_with(|| MemFile { name: name.to_string(), ..MemFile::default() });
+                return Some(f.clone());
+            }
+            files.get(name).cloned()
+        }
+    }
+
+    impl Backend for MemBackend {
+        type File = MemFile;
+
+        fn open_meta(&self, create: bool) -> Result<Option<MemFile>, IoError> {
+            Ok(self.open(META_FILE, create))
+        }
+
+        fn open_chunk(&self, id: u16, create: bool) -> Result<Option<MemFile>, IoError> {
+            Ok(self.open(&chunk_file_name(id), create))
+        }
+
+        fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
+            self.files.lock().unwrap_or_else(|p| p.into_inner()).remove(&chunk_file_name(id));
+            Ok(())
+        }
+
+        fn sync_dir(&self) -> Result<(), IoError> {
+            Ok(())
+        }
+
+        fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError> {
+            Ok(self.open(name, false).map(|f| f.contents()))
+        }
+
+        fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
+            let f = self.open(name, true).expect("created");
+            f.set_len(0)?;
+            f.write_at(0, bytes)
+        }
+    }
+}
