@@ -11,6 +11,7 @@ use crate::error::{Error, IoError};
 
 /// One file, addressed by absolute byte offsets. Implementations must be safe to share
 /// between threads: concurrent reads, and writes to disjoint ranges, are allowed.
+#[allow(clippy::len_without_is_empty)] // a file's length is a size, not a count
 pub trait StorageFile: Send + Sync {
     /// Reads exactly `buf.len()` bytes at `offset`; a short file is an error.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError>;

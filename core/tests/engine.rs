@@ -18,7 +18,7 @@ fn record(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|i| {
-            if seed % 2 == 0 {
+            if seed.is_multiple_of(2) {
                 (i / 7) as u8 ^ seed as u8
             } else {
                 x ^= x << 13;
