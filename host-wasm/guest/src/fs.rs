@@ -1,0 +1,169 @@
+//! The guest's [`Backend`]: a store directory through `std::fs`, which wasip2 turns into
+//! wasi:filesystem calls on the host's preopened directories. Nothing here knows about the
+//! sandbox: a path outside the preopens simply fails to open, as the host decides.
+//!
+//! WASI has no positional read/write in stable std (`std::os::wasi::fs::FileExt` is still
+//! unstable), so each file keeps its cursor behind a mutex and seeks before every access.
+//! The guest runs one thread, so the mutex is never contended; it is there to make the
+//! file `Sync` as the core's trait demands. No locking between processes: the default
+//! [`Backend::lock`] grants everything, and the host decides who may write by how it
+//! preopens the directory.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use zrecord_core::io::{Backend, StorageFile};
+use zrecord_core::{IoError, IoErrorKind};
+
+fn io_err(e: std::io::Error, context: impl Into<String>) -> IoError {
+    let kind = match e.kind() {
+        ErrorKind::NotFound => IoErrorKind::NotFound,
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => IoErrorKind::PermissionDenied,
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => IoErrorKind::StorageFull,
+        ErrorKind::UnexpectedEof => IoErrorKind::UnexpectedEof,
+        _ => IoErrorKind::Other,
+    };
+    IoError::new(kind, context, e.to_string())
+}
+
+/// One open file of the store (or an input/output file of a tool).
+pub struct FsFile {
+    file: Mutex<File>,
+    name: String,
+}
+
+impl FsFile {
+    /// Opens `path` for reading, and for writing too if `write`; `create` makes it if missing.
+    pub fn open(path: PathBuf, write: bool, create: bool) -> Result<Option<FsFile>, IoError> {
+        let name = path.display().to_string();
+        match OpenOptions::new().read(true).write(write).create(create && write).open(&path) {
+            Ok(file) => Ok(Some(FsFile { file: Mutex::new(file), name })),
+            Err(e) if e.kind() == ErrorKind::NotFound && !create => Ok(None),
+            Err(e) => Err(io_err(e, format!("open {name}"))),
+        }
+    }
+
+    /// Creates or truncates `path` for writing.
+    pub fn create(path: PathBuf) -> Result<FsFile, IoError> {
+        let name = path.display().to_string();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| io_err(e, format!("create {name}")))?;
+        Ok(FsFile { file: Mutex::new(file), name })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut File) -> std::io::Result<T>, what: impl FnOnce() -> String) -> Result<T, IoError> {
+        // A poisoned mutex only means an earlier call panicked; with panic=abort it cannot
+        // happen, and the file itself is still usable.
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut file).map_err(|e| io_err(e, what()))
+    }
+}
+
+impl StorageFile for FsFile {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        let n = buf.len();
+        self.with(
+            |f| {
+                f.seek(SeekFrom::Start(offset))?;
+                f.read_exact(buf)
+            },
+            || format!("read {n} bytes of {} at {offset}", self.name),
+        )
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), IoError> {
+        self.with(
+            |f| {
+                f.seek(SeekFrom::Start(offset))?;
+                f.write_all(buf)
+            },
+            || format!("write {} bytes of {} at {offset}", buf.len(), self.name),
+        )
+    }
+
+    fn len(&self) -> Result<u64, IoError> {
+        self.with(|f| Ok(f.metadata()?.len()), || format!("stat {}", self.name))
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), IoError> {
+        self.with(|f| f.set_len(len), || format!("resize {} to {len}", self.name))
+    }
+
+    fn sync(&self) -> Result<(), IoError> {
+        self.with(|f| f.sync_all(), || format!("sync {}", self.name))
+    }
+}
+
+/// A store directory.
+pub struct FsDir {
+    root: PathBuf,
+    writable: bool,
+}
+
+impl FsDir {
+    /// The store at `root`; files are opened for writing only if `writable`, so a store in a
+    /// read-only preopen can still be read.
+    pub fn new(root: impl Into<PathBuf>, writable: bool) -> FsDir {
+        FsDir { root: root.into(), writable }
+    }
+}
+
+impl Backend for FsDir {
+    type File = FsFile;
+
+    fn open_meta(&self, create: bool) -> Result<Option<FsFile>, IoError> {
+        FsFile::open(self.root.join("meta.zr"), self.writable, create)
+    }
+
+    fn open_chunk(&self, id: u16, create: bool) -> Result<Option<FsFile>, IoError> {
+        FsFile::open(self.root.join(format!("{id}.zr")), self.writable, create)
+    }
+
+    fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
+        let path = self.root.join(format!("{id}.zr"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(e, format!("remove {}", path.display()))),
+        }
+    }
+
+    fn sync_dir(&self) -> Result<(), IoError> {
+        // wasi:filesystem can sync a directory descriptor, and std opens one with File::open.
+        let dir = File::open(&self.root).map_err(|e| io_err(e, format!("open directory {}", self.root.display())))?;
+        match dir.sync_all() {
+            Ok(()) => Ok(()),
+            // Some hosts (and the JS shim) cannot sync a directory; entries then become
+            // durable with the host's next sync, which is all they offer.
+            Err(e) if matches!(e.kind(), ErrorKind::Unsupported | ErrorKind::InvalidInput) => Ok(()),
+            Err(e) => Err(io_err(e, format!("sync directory {}", self.root.display()))),
+        }
+    }
+
+    fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError> {
+        let path = self.root.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(e, format!("read {}", path.display()))),
+        }
+    }
+
+    fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
+        // Written beside and renamed over, so a reader never sees half a schema.
+        let path = self.root.join(name);
+        let tmp = self.root.join(format!(".{name}.tmp"));
+        let f = FsFile::create(tmp.clone())?;
+        f.write_at(0, bytes)?;
+        f.sync()?;
+        drop(f);
+        std::fs::rename(&tmp, &path).map_err(|e| io_err(e, format!("rename {} over {}", tmp.display(), path.display())))
+    }
+}
