@@ -1,0 +1,58 @@
+"""zrecord: a persistent record store and endless data loader for ML training.
+
+A drop-in for loaderx 0.5.4 (``import zrecord as loaderx``) that reads and writes the same
+stores, built on a Rust engine: gathers decode straight into numpy arrays across all cores
+with the GIL released, and the DataLoader's sample → gather → collate pipeline runs in Rust
+threads.
+
+Public names:
+
+- :class:`Zrecord`: a store of raw byte records (``append``, ``gather``, ``delete``, ...).
+- :class:`Dataset`: a numpy view of a store, with ``schema.json``; ``Dataset.write``.
+- :class:`DataLoader`: endless ``{"data", "label"}`` batches.
+- :class:`Sampler`: the endless index generator behind the loader.
+- :class:`ZrecordError` and its subclasses (see :mod:`zrecord.errors`).
+- ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``__version__``.
+"""
+
+from ._zrecord import MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
+from .dataloader import DataLoader
+from .dataset import CODECS, Dataset
+from .errors import (
+    BufferTooSmallError,
+    DecodeError,
+    FormatError,
+    IndexOutOfRangeError,
+    InternalError,
+    LockedError,
+    OutOfMemoryError,
+    RecordTooLargeError,
+    StoreClosedError,
+    StoreFullError,
+    StoreIOError,
+    ZrecordError,
+)
+from .sampler import Sampler
+
+__all__ = [
+    "BufferTooSmallError",
+    "CODECS",
+    "DataLoader",
+    "Dataset",
+    "DecodeError",
+    "FormatError",
+    "IndexOutOfRangeError",
+    "InternalError",
+    "LockedError",
+    "MAX_RECORDS",
+    "MAX_RECORD_LEN",
+    "OutOfMemoryError",
+    "RecordTooLargeError",
+    "Sampler",
+    "StoreClosedError",
+    "StoreFullError",
+    "StoreIOError",
+    "Zrecord",
+    "ZrecordError",
+    "__version__",
+]

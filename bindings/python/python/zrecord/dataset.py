@@ -1,0 +1,240 @@
+"""NumPy-shaped datasets over a zrecord store.
+
+A store holds raw byte records; a dataset adds the one piece of metadata that makes them
+tensors: ``schema.json`` inside the store directory, naming the per-sample dtype and shape.
+The file is written byte for byte as loaderx 0.5.4 writes it, so loaderx and zrecord read
+and append to each other's datasets.
+
+Reads decode straight into the freshly allocated output array; there is no staging copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+
+from ._zrecord import MAX_RECORD_LEN, Zrecord
+from .errors import StoreClosedError
+
+__all__ = ["Dataset", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
+
+#: File name of the schema inside a dataset directory.
+SCHEMA = "schema.json"
+#: The schema's ``format`` value.
+FORMAT = "loaderx-zrecord"
+#: Default upper bound on the source bytes handed to one append by ``Dataset.write``.
+WRITE_CHUNK_BYTES = 64 << 20
+
+CODECS = {"raw": 0, "flate": 1}
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _check_codec(codec: str) -> None:
+    if codec not in CODECS:
+        raise ValueError(f"unknown codec {codec!r}, expected one of {sorted(CODECS)}")
+
+
+class Dataset:
+    """A dataset of equally shaped samples, one zrecord record per sample.
+
+    ``Dataset(path)`` opens the dataset in directory ``path`` (written by
+    :meth:`Dataset.write`, here or by loaderx). Attributes: ``path`` (a ``Path``), ``dtype``,
+    ``shape`` (of one sample) and ``codec``.
+
+    Indexing: ``ds[i]`` (negative ``i`` counts from the end) is one sample; ``ds[slice]``,
+    ``ds[list]``, ``ds[ndarray]`` and ``ds[bool_mask]`` are batches shaped
+    ``(n, *shape)``. Samples are unordered records: every form of indexing is a gather.
+
+    Raises:
+        FileNotFoundError: ``path`` holds no ``schema.json``.
+        ValueError: the schema is not a ``loaderx-zrecord`` schema.
+    """
+
+    path: Path
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    codec: str
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = Path(path)
+        schema_path = self.path / SCHEMA
+        if not schema_path.is_file():
+            raise FileNotFoundError(f"{schema_path} not found; {self.path} is not a loaderx dataset")
+        schema = json.loads(schema_path.read_text())
+        if not isinstance(schema, dict) or schema.get("format") != FORMAT:
+            raise ValueError(f"{schema_path} is not a {FORMAT} schema")
+        self.dtype = np.dtype(schema["dtype"])
+        self.shape = tuple(int(d) for d in schema["shape"])
+        self.codec = schema["codec"]
+        _check_codec(self.codec)
+        self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self._store: Zrecord | None = Zrecord(self.path, codec=self.codec)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Zrecord:
+        """The underlying :class:`Zrecord` (raises ``StoreClosedError`` once closed)."""
+        if self._store is None:
+            raise StoreClosedError("dataset is closed")
+        return self._store
+
+    def __len__(self) -> int:
+        """Number of samples."""
+        return len(self.store)
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        """One sample for an integer index, otherwise a stacked batch.
+
+        Args:
+            idx: an int (negative counts from the end), a slice, a sequence or array of
+                indices, or a boolean mask of ``len(self)``.
+        """
+        if isinstance(idx, (int, np.integer)) and not isinstance(idx, (bool, np.bool_)):
+            i = int(idx)
+            if i < 0:
+                i += len(self)
+            return self.__getitems__([i])[0]
+        if isinstance(idx, slice):
+            idx = np.arange(*idx.indices(len(self)))
+        return self.__getitems__(idx)
+
+    def __getitems__(self, idxs: Any) -> np.ndarray:
+        """The samples at ``idxs``, as an array shaped ``(len(idxs), *self.shape)``.
+
+        The array is allocated once and every record decodes straight into its slot.
+        Negative or out-of-range indices raise ``IndexOutOfRangeError`` (code -3).
+        """
+        store = self.store
+        idxs = np.asarray(idxs)
+        # A boolean mask selects; cast to integers it would read records 0 and 1.
+        if idxs.dtype == np.bool_:
+            if idxs.shape != (len(store),):
+                raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
+            idxs = np.flatnonzero(idxs)
+        idxs = idxs.reshape(-1)
+        out = np.empty((idxs.size, *self.shape), dtype=self.dtype)
+        store.gather(idxs, out, self._itemsize)
+        return out
+
+    def __iter__(self):
+        """Samples in index order."""
+        for i in range(len(self)):
+            yield self[i]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @classmethod
+    def write(
+        cls,
+        path: PathLike,
+        array: Any,
+        codec: str = "flate",
+        chunk_bytes: int = WRITE_CHUNK_BYTES,
+    ) -> "Dataset":
+        """Persist ``array`` as a dataset, one record per slice along axis 0.
+
+        A 1-D array becomes a dataset of scalars (the usual label set). The array is read
+        in blocks of at most ``chunk_bytes``, so an ``np.load(..., mmap_mode="r")`` array is
+        never read into memory whole. If ``path`` already holds a dataset of the same
+        per-sample dtype and shape, the samples are appended to it (in its codec).
+
+        Args:
+            path: destination directory (created if missing).
+            array: samples stacked along axis 0.
+            codec: "flate" (compressed; records that do not shrink are stored raw) or "raw".
+            chunk_bytes: upper bound on the source bytes submitted per append.
+
+        Returns:
+            The dataset, opened for reading.
+
+        Raises:
+            ValueError: unknown codec, a 0-d array, a sample over ``MAX_RECORD_LEN`` bytes, or
+                a dtype/shape that differs from the existing dataset at ``path``.
+        """
+        _check_codec(codec)
+        array = np.asanyarray(array)
+        if array.ndim < 1:
+            raise ValueError("array must have a sample axis")
+        if array.dtype.hasobject:
+            raise TypeError(f"cannot store dtype {array.dtype}: its elements are Python objects")
+        dtype = np.dtype(array.dtype)
+        shape = tuple(int(d) for d in array.shape[1:])
+        itemsize = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if itemsize > MAX_RECORD_LEN:
+            raise ValueError(f"sample of {itemsize} bytes exceeds the {MAX_RECORD_LEN} byte record limit")
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        schema = {"format": FORMAT, "version": 1, "dtype": dtype.str, "shape": list(shape), "codec": codec}
+        schema_path = path / SCHEMA
+        if schema_path.is_file():
+            existing = json.loads(schema_path.read_text())
+            if not isinstance(existing, dict) or existing.get("format") != FORMAT:
+                raise ValueError(f"{schema_path} is not a {FORMAT} schema")
+            found = (existing.get("dtype"), tuple(existing.get("shape", ())))
+            if found != (dtype.str, shape):
+                raise ValueError(f"{path} holds {found[0]}{found[1]} records, cannot append {dtype.str}{shape}")
+            schema = existing
+        else:
+            schema_path.write_text(json.dumps(schema, indent=2) + "\n")
+
+        step = max(1, int(chunk_bytes) // max(itemsize, 1))
+        with Zrecord(path, codec=schema["codec"]) as store:
+            for start in range(0, len(array), step):
+                # A view when the source is already C-contiguous in this dtype (an mmap'd
+                # .npy usually is): the store then reads the file's pages directly.
+                block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
+                store.append(block, len(block), itemsize)
+            store.sync()
+        return cls(path)
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def delete(self, idxs: Any) -> None:
+        """Remove samples, keeping the index space dense.
+
+        ``len(self)`` shrinks and the survivors stay addressable as ``0..len(self)``; the
+        tail moves into each hole, so surviving samples may change index. The bytes stay on
+        disk until :meth:`compact`. Needs exclusive access: raises ``LockedError`` (-9)
+        while a DataLoader or another handle uses the store.
+        """
+        idxs = np.asarray(idxs)
+        if idxs.dtype == np.bool_:
+            idxs = np.flatnonzero(idxs)
+        self.store.delete(idxs)
+
+    def compact(self) -> None:
+        """Reclaim the space left by :meth:`delete`, in place (needs exclusive access)."""
+        self.store.compact()
+
+    def stats(self) -> dict:
+        """Storage usage; see :meth:`Zrecord.stats`."""
+        return self.store.stats()
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the underlying store. Idempotent."""
+        store, self._store = getattr(self, "_store", None), None
+        if store is not None:
+            store.close()
+
+    def __enter__(self) -> "Dataset":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self):
+        # Reopen by path in the receiving process (spawned DataLoader workers and the like).
+        return (type(self), (str(self.path),))
+
+    def __repr__(self) -> str:
+        state = "closed" if self._store is None else f"{len(self._store)} samples"
+        return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"

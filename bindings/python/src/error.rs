@@ -1,0 +1,68 @@
+//! zrecord's [`Error`] as Python exceptions.
+//!
+//! The classes live in `zrecord/errors.py` (a hierarchy under `ZrecordError(RuntimeError)`
+//! carrying the stable numeric `code`); this module looks them up once and raises the one
+//! matching an error's code. Codes -1 ..= -8 are loaderx 0.5.4's; -9 is a lock conflict
+//! (including use after close), -11 a bug caught here. Invalid arguments (-10) are a
+//! `ValueError`, as Python users expect.
+
+use std::any::Any;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyModule;
+use zrecord::Error;
+
+/// Code of a lock conflict (also the code of `StoreClosedError`).
+pub const LOCKED: i32 = -9;
+/// Code of an invalid argument; raised as `ValueError`.
+pub const INVALID_ARGUMENT: i32 = -10;
+/// Code of a Rust panic caught at the boundary: a bug in zrecord, reported, not a crash.
+pub const INTERNAL: i32 = -11;
+/// Code of an out-of-range index (loaderx's -3).
+pub const INDEX_OUT_OF_RANGE: i32 = -3;
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// The exception for `code`, with `message`, as `zrecord.errors.error_for` builds it.
+pub fn zrecord_error(py: Python<'_>, code: i32, message: String) -> PyErr {
+    if code == INVALID_ARGUMENT {
+        return PyValueError::new_err(message);
+    }
+    from_errors_module(py, "error_for", (code, message))
+}
+
+/// Calls `zrecord.errors.<factory>(*args)` and returns the exception it builds.
+fn from_errors_module<'py, A>(py: Python<'py>, factory: &str, args: A) -> PyErr
+where
+    A: pyo3::call::PyCallArgs<'py>,
+{
+    let build = || -> PyResult<PyErr> {
+        let module = ERRORS.get_or_try_init(py, || PyModule::import(py, "zrecord.errors").map(Bound::unbind))?;
+        let exc = module.bind(py).call_method1(factory, args)?;
+        Ok(PyErr::from_value(exc))
+    };
+    // Only a broken installation fails to build the exception; raising why beats hiding it.
+    build().unwrap_or_else(|e| e)
+}
+
+/// The Python exception for a store error.
+pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    zrecord_error(py, e.code(), e.to_string())
+}
+
+/// The error for a Rust panic caught at the boundary.
+pub fn panicked(py: Python<'_>, payload: Box<dyn Any + Send>) -> PyErr {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    zrecord_error(py, INTERNAL, format!("internal error (please report): {what}"))
+}
+
+/// The error for a store used after `close()`.
+pub fn closed(py: Python<'_>) -> PyErr {
+    from_errors_module(py, "StoreClosedError", ("store is closed",))
+}

@@ -1,0 +1,38 @@
+//! # zrecord._zrecord
+//!
+//! The native half of the `zrecord` Python package: pyo3 classes over the `zrecord` crate.
+//! The Python half (`python/zrecord/`) keeps what loaderx 0.5.4 kept in Python — the
+//! Dataset's `schema.json` handling and indexing sugar — and the exception hierarchy.
+//!
+//! Module map, mirroring the Rust crates:
+//! - [`store`]: `Zrecord`, one open store (zrecord's `Zrecord`).
+//! - [`sampler`]: `Sampler`, the endless index generator (zrecord-core's `sampler`).
+//! - [`loader`]: `_Pipeline`, the DataLoader's sample → gather → collate threads.
+//! - [`error`]: zrecord's `Error` → the Python exception of its stable code.
+//! - [`buffers`]: turning Python arguments into checked byte regions and index vectors.
+//! - [`pool`]: which rayon pool a store call runs on, so that forked children do not hang.
+//!
+//! Every call that touches a store releases the GIL, and every one is wrapped so that a
+//! Rust panic surfaces as a `ZrecordError`, never as pyo3's `PanicException`.
+
+use pyo3::prelude::*;
+
+mod buffers;
+mod error;
+mod loader;
+mod pool;
+mod sampler;
+mod store;
+
+/// The native module. `zrecord/__init__.py` re-exports what users should see.
+#[pymodule]
+fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    pool::remember_parent();
+    m.add("MAX_RECORD_LEN", zrecord::MAX_RECORD_LEN)?;
+    m.add("MAX_RECORDS", zrecord::MAX_RECORDS)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<store::Zrecord>()?;
+    m.add_class::<sampler::Sampler>()?;
+    m.add_class::<loader::Pipeline>()?;
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! `zrecord.Zrecord`: one open store, loaderx 0.5.4's `Zrecord` with the same methods.
+//!
+//! The handle is shared (`Arc`) between the Python object and any DataLoader pipeline
+//! reading it, and every call takes its own clone for the duration of the call, so a
+//! `close()` never pulls a store out from under a running gather: the files close when the
+//! last user lets go. `delete` and `compact` need the store exclusively (`&mut`); they get
+//! it only when no other call, loader or thread holds a clone, and otherwise fail at once
+//! with `LockedError` (code -9) rather than wait or race.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use numpy::PyArray1;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use zrecord::{Codec, OpenOptions};
+
+use crate::buffers::{self, indices};
+use crate::error;
+use crate::pool::store_call;
+
+/// Where the handle is.
+enum Slot {
+    Open(Arc<zrecord::Zrecord>),
+    /// Taken by a running delete or compact.
+    Busy,
+    Closed,
+}
+
+fn codec_named(name: &str) -> PyResult<Codec> {
+    Codec::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!("unknown codec {name:?}, expected one of ['flate', 'raw']"))
+    })
+}
+
+/// A zrecord store: a persistent, dense collection of independently compressed byte
+/// records, addressed `0..len(store)`.
+///
+/// `Zrecord(path, codec="flate")` opens the store in directory `path`, creating it if
+/// needed. `codec` ("flate" or "raw") is the default compression for `append`; records that
+/// do not shrink are stored raw regardless. Use it as a context manager, or call `close()`.
+///
+/// `gather`, `lengths`, `append` and `stats` may run from many threads at once and release
+/// the GIL. `delete` and `compact` need exclusive access: they raise `LockedError` (code -9)
+/// while another thread, a DataLoader or another open handle is using the store.
+#[pyclass(module = "zrecord", name = "Zrecord", frozen, subclass)]
+pub struct Zrecord {
+    slot: Mutex<Slot>,
+    codec: Codec,
+    path: PathBuf,
+}
+
+impl Zrecord {
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        // The slot is only ever swapped whole, so a panic elsewhere cannot leave it torn.
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A clone of the open handle, for one call or for a loader pipeline.
+    pub fn handle(&self, py: Python<'_>) -> PyResult<Arc<zrecord::Zrecord>> {
+        match &*self.slot() {
+            Slot::Open(store) => Ok(Arc::clone(store)),
+            Slot::Busy => Err(error::zrecord_error(
+                py,
+                error::LOCKED,
+                "store is locked: a delete or compact is running on it".into(),
+            )),
+            Slot::Closed => Err(error::closed(py)),
+        }
+    }
+
+    /// Runs `f` with the store exclusively (for delete and compact).
+    fn exclusive(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut zrecord::Zrecord) -> Result<(), zrecord::Error> + Send,
+    ) -> PyResult<()> {
+        let mut store = {
+            let mut slot = self.slot();
+            match std::mem::replace(&mut *slot, Slot::Busy) {
+                Slot::Open(store) => store,
+                other => {
+                    *slot = other;
+                    drop(slot);
+                    return self.handle(py).map(drop);
+                }
+            }
+        };
+        let result = match Arc::get_mut(&mut store) {
+            Some(exclusive) => store_call(py, move || f(exclusive)),
+            None => Err(error::zrecord_error(
+                py,
+                error::LOCKED,
+                "store is locked: delete and compact need exclusive access, but another thread \
+                 or a DataLoader is using this store"
+                    .into(),
+            )),
+        };
+        let mut slot = self.slot();
+        // A close() that came in meanwhile wins: the store drops (and closes) here.
+        if matches!(*slot, Slot::Busy) {
+            *slot = Slot::Open(store);
+        }
+        result
+    }
+}
+
+#[pymethods]
+impl Zrecord {
+    #[new]
+    #[pyo3(signature = (path, codec = "flate"))]
+    fn new(py: Python<'_>, path: PathBuf, codec: &str) -> PyResult<Self> {
+        let codec = codec_named(codec)?;
+        let opts = OpenOptions { codec, ..OpenOptions::default() };
+        let at = path.clone();
+        let store = store_call(py, move || zrecord::Zrecord::open_with(at, opts))?;
+        Ok(Zrecord { slot: Mutex::new(Slot::Open(Arc::new(store))), codec, path })
+    }
+
+    /// Default compression for `append`: "flate" or "raw".
+    #[getter]
+    fn codec(&self) -> &'static str {
+        self.codec.name()
+    }
+
+    /// The store directory, as given.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// True once `close()` has been called.
+    #[getter]
+    fn closed(&self) -> bool {
+        matches!(*self.slot(), Slot::Closed)
+    }
+
+    /// Number of records.
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.handle(py)?.len() as usize)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match &*self.slot() {
+            Slot::Open(s) => format!("{} records", s.len()),
+            Slot::Busy => "busy".into(),
+            Slot::Closed => "closed".into(),
+        };
+        format!("Zrecord({:?}, codec={:?}, {state})", self.path.display().to_string(), self.codec.name())
+    }
+
+    /// Flush chunk data, then the record table and header, to disk.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let store = self.handle(py)?;
+        store_call(py, move || store.sync())
+    }
+
+    /// The logical (uncompressed) size of each record in `idxs`, as a uint32 array.
+    fn lengths<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let idxs = indices(idxs)?;
+        let store = self.handle(py)?;
+        let mut out = vec![0u32; idxs.len()];
+        let slots = &mut out[..];
+        store_call(py, move || store.lengths(&idxs, slots))?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// Decode records `idxs` straight into `dst`, record `i` at byte `i * stride`.
+    ///
+    /// `dst` is any C-contiguous, writable numpy array (or writable buffer); it is filled in
+    /// place, with no staging copy. A record longer than `stride`, or a `dst` too small for
+    /// `len(idxs)` slots, is `BufferTooSmallError` (-6), raised before anything is written.
+    fn gather(&self, py: Python<'_>, idxs: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>, stride: i64) -> PyResult<()> {
+        let stride = buffers::size(stride, "stride")?;
+        let idxs = indices(idxs)?;
+        let mut region = buffers::writable(dst, "dst")?;
+        let store = self.handle(py)?;
+        let dst = region.bytes_mut();
+        store_call(py, move || store.gather(&idxs, dst, stride))
+    }
+
+    /// Decode ragged records `idxs` into `dst`, record `i` at byte `offsets[i]`.
+    ///
+    /// Regions must lie inside `dst` (else `BufferTooSmallError`, -6) and must not overlap
+    /// (else `ValueError`).
+    fn gather_var(
+        &self,
+        py: Python<'_>,
+        idxs: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        offsets: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let idxs = indices(idxs)?;
+        let offsets = buffers::offsets(offsets, "offsets")?;
+        let mut region = buffers::writable(dst, "dst")?;
+        let store = self.handle(py)?;
+        let dst = region.bytes_mut();
+        store_call(py, move || store.gather_var(&idxs, dst, &offsets))
+    }
+
+    /// Append `n` records of `item_len` bytes each, taken from the start of `src`.
+    ///
+    /// `src` is a C-contiguous numpy array (any dtype) or buffer of at least
+    /// `n * item_len` bytes. `codec` overrides the store's default. Returns the index of the
+    /// first new record.
+    #[pyo3(signature = (src, n, item_len, codec = None))]
+    fn append(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        n: i64,
+        item_len: i64,
+        codec: Option<&str>,
+    ) -> PyResult<u32> {
+        let n = buffers::size(n, "n")?;
+        let item_len = buffers::size(item_len, "item_len")?;
+        let codec = codec.map(codec_named).transpose()?;
+        let region = buffers::readable(src, "src")?;
+        let store = self.handle(py)?;
+        let src = region.bytes();
+        store_call(py, move || store.append(src, n, item_len, codec))
+    }
+
+    /// Append ragged records: record `i` is `src[offsets[i]:][:lens[i]]` (bytes).
+    ///
+    /// Returns the index of the first new record.
+    #[pyo3(signature = (src, offsets, lens, codec = None))]
+    fn append_var(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        offsets: &Bound<'_, PyAny>,
+        lens: &Bound<'_, PyAny>,
+        codec: Option<&str>,
+    ) -> PyResult<u32> {
+        let codec = codec.map(codec_named).transpose()?;
+        let offsets = buffers::offsets(offsets, "offsets")?;
+        let lens = buffers::lengths(lens, "lens")?;
+        let region = buffers::readable(src, "src")?;
+        let store = self.handle(py)?;
+        let src = region.bytes();
+        store_call(py, move || store.append_var(src, &offsets, &lens, codec))
+    }
+
+    /// Remove records, keeping the index space dense.
+    ///
+    /// The tail of the table moves into each hole, so afterwards the live records are
+    /// exactly `0..len(self)` and a surviving record may have a new index. Duplicates and
+    /// any order are fine; an index out of range fails the whole call before anything
+    /// changes. The bytes stay on disk until `compact()`. Needs exclusive access.
+    fn delete(&self, py: Python<'_>, idxs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let idxs = indices(idxs)?;
+        self.exclusive(py, move |store| store.delete(&idxs))
+    }
+
+    /// Reclaim the space left by `delete`, in place. Safe to interrupt and re-run. Needs
+    /// exclusive access.
+    fn compact(&self, py: Python<'_>) -> PyResult<()> {
+        self.exclusive(py, |store| store.compact())
+    }
+
+    /// Storage usage: a dict of `records`, `live_bytes` (what live records occupy),
+    /// `chunk_bytes` (how far the chunk files have grown) and `reclaimable` (an upper bound
+    /// on what `compact()` would free).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.handle(py)?;
+        let s = store_call(py, move || store.stats())?;
+        let d = PyDict::new(py);
+        d.set_item("records", s.records)?;
+        d.set_item("live_bytes", s.live_bytes)?;
+        d.set_item("chunk_bytes", s.chunk_bytes)?;
+        d.set_item("reclaimable", s.reclaimable)?;
+        Ok(d)
+    }
+
+    /// Close the store. Idempotent; later calls raise `StoreClosedError`. Calls already
+    /// running (and DataLoaders reading the store) finish first: the files close when the
+    /// last of them lets go.
+    fn close(&self, py: Python<'_>) {
+        let old = std::mem::replace(&mut *self.slot(), Slot::Closed);
+        // Dropping the last handle syncs nothing but releases locks and unmaps: no GIL needed.
+        py.detach(move || drop(old));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) {
+        self.close(py);
+    }
+}
