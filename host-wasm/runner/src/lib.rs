@@ -317,7 +317,11 @@ fn load_cached(engine: &Engine, bytes: &[u8], cache_dir: Option<&Path>) -> Resul
     // A cache that cannot be written only costs the next start its compile time.
     if std::fs::create_dir_all(dir).is_ok() {
         if let Ok(serialized) = component.serialize() {
-            let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("zr"), std::process::id()));
+            // Unique per writer: deserialize_file maps the entry, so a file another thread
+            // or process might be reading is only ever replaced by rename, never rewritten.
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+            let tmp = dir.join(format!(".{:016x}.{}.{seq}.tmp", h.finish(), std::process::id()));
             if std::fs::write(&tmp, &serialized).is_ok() && std::fs::rename(&tmp, &path).is_err() {
                 let _ = std::fs::remove_file(&tmp);
             }

@@ -1,0 +1,273 @@
+//! The wasmtime host against the real `zr.wasm`: typed calls through the WIT bindings,
+//! the sandbox (what the guest cannot reach), the limits (what stops it), and the code
+//! cache. The component comes from `$ZR_WASM_COMPONENT` or the copy embedded at build
+//! time; `make wasm-build` provides both.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use zr_wasm::exports::zrecord::store::types::{Codec, ErrorCode};
+use zr_wasm::exports::zrecord::store::store::Mode;
+use zr_wasm::{Limit, Preopen, Runtime, Sandbox, State, Zr};
+
+fn component() -> Vec<u8> {
+    if let Some(p) = std::env::var_os("ZR_WASM_COMPONENT") {
+        return std::fs::read(&p).unwrap_or_else(|e| panic!("reading {}: {e}", PathBuf::from(p).display()));
+    }
+    zr_wasm::embedded()
+        .expect("zr.wasm is neither embedded nor named by ZR_WASM_COMPONENT: run `make wasm-build` first")
+        .to_vec()
+}
+
+fn runtime() -> Runtime {
+    // A cache of their own keeps the tests fast without touching the user's; entries are
+    // only ever replaced by rename, so parallel tests and runs can share it.
+    let cache = std::env::temp_dir().join("zr-wasm-test-cache");
+    Runtime::new(&component(), Some(&cache)).expect("component loads")
+}
+
+fn ro(host: &Path, guest: &str) -> Preopen {
+    Preopen { host: host.to_path_buf(), guest: guest.into(), writable: false }
+}
+
+fn rw(host: &Path, guest: &str) -> Preopen {
+    Preopen { host: host.to_path_buf(), guest: guest.into(), writable: true }
+}
+
+/// A `.npy` of `rows` rows of `cols` bytes each (`|u1`), every byte a function of its place.
+fn write_npy(path: &Path, rows: usize, cols: usize) {
+    let dict = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    let mut header = dict.into_bytes();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend((0..rows * cols).map(|i| ((i / cols) as u8) ^ ((i % cols) as u8 & 0x0f)));
+    std::fs::write(path, out).unwrap();
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+/// `root/data/a.npy` (64 rows of 512 bytes), `root/data/store` converted from it with the
+/// native-equivalent tools, and `root/secret` outside what the tests preopen.
+fn fixture(rt: &Runtime) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("data/store")).unwrap();
+    std::fs::create_dir_all(root.join("secret/store")).unwrap();
+    write_npy(&root.join("data/a.npy"), 64, 512);
+    let sb = Sandbox { preopens: vec![rw(&root.join("data"), "/data"), rw(&root.join("secret"), "/secret")], ..Sandbox::default() };
+    let (mut store, zr) = rt.instantiate(&sb).unwrap();
+    for dir in ["/data/store", "/secret/store"] {
+        let n = zr.zrecord_store_tools().call_convert_npy(&mut store, "/data/a.npy", dir, Codec::Flate).unwrap().unwrap();
+        assert_eq!(n, 64);
+    }
+    Fixture { _tmp: tmp, root }
+}
+
+fn inspect(rt: &Runtime, sb: &Sandbox, path: &str) -> Result<String, (ErrorCode, String)> {
+    let (mut store, zr) = rt.instantiate(sb).unwrap();
+    zr.zrecord_store_tools().call_inspect(&mut store, path).unwrap().map_err(|e| (e.code, e.message))
+}
+
+#[test]
+fn typed_store_round_trip() {
+    let rt = runtime();
+    let fx = fixture(&rt);
+    let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
+    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    let api = zr.zrecord_store_store().store();
+    let h = api.call_open(&mut st, "/data/store", false, false).unwrap().unwrap();
+    assert_eq!(api.call_len(&mut st, h).unwrap(), 64);
+
+    let g = api.call_gather(&mut st, h, &[3, 0, 63]).unwrap().unwrap();
+    assert_eq!(g.lengths, vec![512, 512, 512]);
+    let row = |r: usize| -> Vec<u8> { (0..512).map(|c| (r as u8) ^ (c as u8 & 0x0f)).collect() };
+    assert_eq!(&g.data[..512], &row(3)[..]);
+    assert_eq!(&g.data[512..1024], &row(0)[..]);
+    assert_eq!(&g.data[1024..], &row(63)[..]);
+
+    let first = api.call_append(&mut st, h, b"hello, world", &[5, 7], Codec::Raw).unwrap().unwrap();
+    assert_eq!(first, 64);
+    let g = api.call_gather(&mut st, h, &[65, 64]).unwrap().unwrap();
+    assert_eq!(g.data, b", worldhello");
+    assert_eq!(g.lengths, vec![7, 5]);
+
+    let err = api.call_gather(&mut st, h, &[66]).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::IndexOutOfRange);
+    let err = api.call_append(&mut st, h, b"abc", &[4], Codec::Raw).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+
+    api.call_delete(&mut st, h, &[0, 1]).unwrap().unwrap();
+    api.call_compact(&mut st, h).unwrap().unwrap();
+    api.call_sync(&mut st, h).unwrap().unwrap();
+    let s = api.call_stats(&mut st, h).unwrap().unwrap();
+    assert_eq!(s.records, 64);
+    assert_eq!(s.reclaimable, 0);
+    h.resource_drop(&mut st).unwrap();
+
+    // A read-only handle refuses to write.
+    let h = api.call_open(&mut st, "/data/store", false, true).unwrap().unwrap();
+    let err = api.call_append(&mut st, h, b"x", &[1], Codec::Raw).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    h.resource_drop(&mut st).unwrap();
+}
+
+#[test]
+fn sampler_matches_the_core_stream() {
+    let rt = runtime();
+    let (mut st, zr) = rt.instantiate(&Sandbox::default()).unwrap();
+    let api = zr.zrecord_store_store().sampler();
+    let h = api.call_create(&mut st, 1000, 7, Mode::Iid, 42).unwrap().unwrap();
+    assert_eq!(api.call_batch_size(&mut st, h).unwrap(), 7);
+    let mut core = zrecord_core::Sampler::new(1000, 7, zrecord_core::Mode::Iid, 42).unwrap();
+    for _ in 0..5 {
+        let mut want = vec![0u64; 7];
+        core.fill(&mut want);
+        assert_eq!(api.call_next_batch(&mut st, h).unwrap(), want);
+    }
+    let err = api.call_create(&mut st, 0, 7, Mode::Sequential, 0).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+}
+
+#[test]
+fn guest_cannot_leave_its_preopens() {
+    let rt = runtime();
+    let fx = fixture(&rt);
+    let data = fx.root.join("data");
+    let sb = Sandbox { preopens: vec![ro(&data, "/data")], ..Sandbox::default() };
+    assert!(inspect(&rt, &sb, "/data/store").is_ok());
+
+    // `..` out of a preopen, an absolute host path, and a path under no preopen. Outside
+    // the preopens nothing exists as far as the guest can tell: the open fails (io) or
+    // finds no meta.zr (bad-format), and the secret store is never read.
+    let refused = |path: &str| {
+        let (code, msg) = inspect(&rt, &sb, path).expect_err(path);
+        assert!(
+            code == ErrorCode::Io || (code == ErrorCode::BadFormat && msg.contains("missing")),
+            "{path}: {code:?} {msg}"
+        );
+    };
+    for path in ["/data/../secret/store", "/data/../../secret/store", fx.root.join("secret/store").to_str().unwrap(), "/secret/store", "/"] {
+        refused(path);
+    }
+
+    // A symlinked file and a symlinked directory inside the preopen, pointing out of it.
+    std::fs::create_dir_all(data.join("linked")).unwrap();
+    std::os::unix::fs::symlink(fx.root.join("secret/store/meta.zr"), data.join("linked/meta.zr")).unwrap();
+    std::os::unix::fs::symlink(fx.root.join("secret/store/0.zr"), data.join("linked/0.zr")).unwrap();
+    std::os::unix::fs::symlink(fx.root.join("secret/store"), data.join("dirlink")).unwrap();
+    for path in ["/data/linked", "/data/dirlink"] {
+        refused(path);
+    }
+    // A symlink that stays inside the preopen is fine.
+    std::os::unix::fs::symlink("store", data.join("inside")).unwrap();
+    assert!(inspect(&rt, &sb, "/data/inside").is_ok());
+
+    // Nothing is written through a read-only preopen, nor out of a writable one.
+    let out = tempfile::tempdir().unwrap();
+    let sb = Sandbox { preopens: vec![ro(&data, "/data"), rw(out.path(), "/out")], ..Sandbox::default() };
+    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    let tools = zr.zrecord_store_tools();
+    for target in ["/data/new", "/out/../escaped", "/elsewhere"] {
+        let err = tools.call_convert_npy(&mut st, "/data/a.npy", target, Codec::Raw).unwrap().unwrap_err();
+        assert_eq!(err.code, ErrorCode::Io, "{target}: {}", err.message);
+    }
+    let err = tools.call_export_npy(&mut st, "/data/store", "/out/../escaped.npy").unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::Io, "{}", err.message);
+    assert!(!data.join("new").exists());
+    assert!(!out.path().parent().unwrap().join("escaped").exists());
+    assert!(!out.path().parent().unwrap().join("escaped.npy").exists());
+    assert_eq!(tools.call_export_npy(&mut st, "/data/store", "/out/ok.npy").unwrap().unwrap(), 64);
+    assert!(out.path().join("ok.npy").is_file());
+}
+
+#[test]
+fn huge_gather_is_refused_not_fatal() {
+    let rt = runtime();
+    let fx = fixture(&rt);
+    let sb = Sandbox { preopens: vec![ro(&fx.root.join("data"), "/data")], max_memory: 16 << 20, ..Sandbox::default() };
+    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    let api = zr.zrecord_store_store().store();
+    let h = api.call_open(&mut st, "/data/store", false, true).unwrap().unwrap();
+    // 64k copies of a 512-byte record: 32 MiB, twice the cap. The guest's allocation fails,
+    // it answers out-of-memory, and the instance stays usable.
+    let idx = vec![5u64; 1 << 16];
+    let err = rt.call(&mut st, &sb, |st| api.call_gather(st, h, &idx)).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::OutOfMemory, "{}", err.message);
+    let g = api.call_gather(&mut st, h, &[5]).unwrap().unwrap();
+    assert_eq!(g.lengths, vec![512]);
+}
+
+fn big_input(dir: &Path) -> PathBuf {
+    // 24 MiB of mildly compressible rows: more than the small cap below, and enough
+    // deflate work to outlast a short time limit.
+    let p = dir.join("big.npy");
+    write_npy(&p, 24 * 1024, 1024);
+    p
+}
+
+#[test]
+fn memory_cap_stops_a_command_with_a_clear_error() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    big_input(tmp.path());
+    std::fs::create_dir(tmp.path().join("out")).unwrap();
+    let sb = Sandbox {
+        preopens: vec![ro(tmp.path(), "/in"), rw(&tmp.path().join("out"), "/out")],
+        max_memory: 8 << 20,
+        ..Sandbox::default()
+    };
+    let args: Vec<String> = ["convert", "/in/big.npy", "/out", "--codec", "flate"].map(String::from).to_vec();
+    let err = rt.run_command(&args, &sb).expect_err("convert must not fit in 8 MiB");
+    let limit = err.downcast_ref::<Limit>().unwrap_or_else(|| panic!("not a limit error: {err:?}"));
+    assert!(matches!(limit, Limit::Memory { cap, .. } if *cap == 8 << 20), "{limit}");
+    assert!(limit.to_string().contains("--max-memory"), "{limit}");
+}
+
+#[test]
+fn timeout_stops_a_runaway_command() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    big_input(tmp.path());
+    std::fs::create_dir(tmp.path().join("out")).unwrap();
+    let sb = Sandbox {
+        preopens: vec![ro(tmp.path(), "/in"), rw(&tmp.path().join("out"), "/out")],
+        timeout: Some(Duration::from_millis(30)),
+        ..Sandbox::default()
+    };
+    let args: Vec<String> = ["convert", "/in/big.npy", "/out", "--codec", "flate", "--chunk-mib", "1"].map(String::from).to_vec();
+    let started = Instant::now();
+    let err = rt.run_command(&args, &sb).expect_err("convert must not finish in 30 ms");
+    assert!(started.elapsed() < Duration::from_secs(5), "stopped late: {:?}", started.elapsed());
+    let limit = err.downcast_ref::<Limit>().unwrap_or_else(|| panic!("not a limit error: {err:?}"));
+    assert_eq!(*limit, Limit::Timeout(Duration::from_millis(30)));
+}
+
+#[test]
+fn compiled_code_is_cached() {
+    let cache = tempfile::tempdir().unwrap();
+    let bytes = component();
+    let first = Runtime::new(&bytes, Some(cache.path())).unwrap();
+    assert!(!first.cache_hit);
+    let second = Runtime::new(&bytes, Some(cache.path())).unwrap();
+    assert!(second.cache_hit);
+    // A damaged entry is recompiled, not trusted.
+    // Replaced by rename, as any writer must: the runtimes above still map the old file.
+    drop((first, second));
+    for e in std::fs::read_dir(cache.path()).unwrap() {
+        let path = e.unwrap().path();
+        std::fs::write(path.with_extension("bad"), b"not a compiled component").unwrap();
+        std::fs::rename(path.with_extension("bad"), &path).unwrap();
+    }
+    let third = Runtime::new(&bytes, Some(cache.path())).unwrap();
+    assert!(!third.cache_hit);
+    let (mut st, zr): (wasmtime::Store<State>, Zr) = third.instantiate(&Sandbox::default()).unwrap();
+    assert!(zr.zrecord_store_tools().call_inspect(&mut st, "/nowhere").unwrap().is_err());
+}
