@@ -1,0 +1,115 @@
+// The component from Node: a store written by a native host (the `zr` CLI when it is
+// built, else `zr-wasm`, named by $ZR_NATIVE / $ZR_WASM or found under target/release)
+// is opened, gathered and inspected through the transpiled bindings; a store the
+// component writes is read back, and checked by the native host when it is there.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { load, ZrecordError } from '../src/index.js';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+const native = process.env.ZR_NATIVE ?? join(repo, 'target/release/zr');
+const wasmRunner = process.env.ZR_WASM ?? join(repo, 'target/release/zr-wasm');
+const writer = existsSync(native) ? native : wasmRunner;
+
+const ROWS = 50;
+const COLS = 24;
+const row = (r) => Uint8Array.from({ length: COLS }, (_, c) => (r * 7 + c) & 0xff);
+
+/** A `|u1` .npy of ROWS x COLS. */
+function npy() {
+  let header = `{'descr': '|u1', 'fortran_order': False, 'shape': (${ROWS}, ${COLS}), }`;
+  while ((10 + header.length + 1) % 64 !== 0) header += ' ';
+  header += '\n';
+  const pre = Buffer.from([0x93, ...Buffer.from('NUMPY'), 1, 0, header.length & 0xff, header.length >> 8]);
+  const body = Buffer.alloc(ROWS * COLS);
+  for (let r = 0; r < ROWS; r++) body.set(row(r), r * COLS);
+  return Buffer.concat([pre, Buffer.from(header, 'latin1'), body]);
+}
+
+let dir;
+let zr;
+
+before(async () => {
+  assert.ok(existsSync(writer), `no native host at ${native} or ${wasmRunner}: run make wasm-build`);
+  dir = mkdtempSync(join(tmpdir(), 'zr-js-'));
+  writeFileSync(join(dir, 'a.npy'), npy());
+  execFileSync(writer, ['convert', join(dir, 'a.npy'), join(dir, 'native.zr'), '--codec', 'flate'], { stdio: 'pipe' });
+  mkdirSync(join(dir, 'fresh'));
+  zr = await load({ preopens: { '/data': dir } });
+});
+
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test('gathers records of a natively written store', () => {
+  const s = zr.Store.open('/data/native.zr');
+  assert.equal(s.length, ROWS);
+  const idx = [0, 17, ROWS - 1, 17];
+  const g = s.gather(idx);
+  assert.deepEqual(Array.from(g.lengths), [COLS, COLS, COLS, COLS]);
+  idx.forEach((r, i) => assert.deepEqual(g.records[i], row(r)));
+  assert.deepEqual(Array.from(s.lengths([3n, 4n])), [COLS, COLS]);
+  s.close();
+});
+
+test('inspect and verify report the store', () => {
+  const report = zr.inspect('/data/native.zr');
+  assert.equal(report.records, ROWS);
+  assert.equal(report.flate_records + report.raw_records, ROWS);
+  assert.equal(report.bad_entries, 0);
+  assert.deepEqual(report.schema.shape, [COLS]);
+  assert.equal(report.schema.dtype, '|u1');
+  assert.match(zr.inspectText('/data/native.zr'), new RegExp(`records\\s+${ROWS}`));
+  const v = zr.verify('/data/native.zr');
+  assert.equal(v.checked, ROWS);
+  assert.equal(v.bad_count, 0);
+});
+
+test('errors carry the stable codes', () => {
+  assert.throws(() => zr.Store.open('/data/nothing-here'), (e) => e instanceof ZrecordError && e.code === -8 && e.kind === 'bad-format');
+  const s = zr.Store.open('/data/native.zr');
+  assert.throws(() => s.gather([ROWS]), (e) => e instanceof ZrecordError && e.code === -3);
+  s.close();
+  assert.throws(() => zr.Sampler.create(0, 4), (e) => e instanceof ZrecordError && e.code === -10);
+});
+
+test('a store the component writes reads back, here and natively', () => {
+  const s = zr.Store.open('/data/fresh', { create: true });
+  const recs = [new TextEncoder().encode('alpha'), new Uint8Array(3000).fill(9), Uint8Array.of(1)];
+  assert.equal(s.append(recs, 'flate'), 0);
+  s.delete([0]);
+  s.compact();
+  s.sync();
+  assert.equal(s.length, 2);
+  const g = s.gather([0, 1]);
+  assert.deepEqual(g.records[0], Uint8Array.of(1));
+  assert.deepEqual(g.records[1], recs[1]);
+  assert.equal(s.stats().records, 2);
+  s.close();
+  if (existsSync(native)) {
+    const out = execFileSync(native, ['verify', join(dir, 'fresh')], { encoding: 'utf8' });
+    assert.match(out, /2 records checked, 0 bad/);
+  }
+});
+
+test('convert and export round-trip a .npy', () => {
+  assert.equal(zr.convertNpy('/data/a.npy', '/data/js.zr', 'raw'), ROWS);
+  assert.equal(zr.exportNpy('/data/js.zr', '/data/back.npy'), ROWS);
+  assert.deepEqual(readFileSync(join(dir, 'back.npy')), readFileSync(join(dir, 'a.npy')));
+});
+
+test('samplers are deterministic', () => {
+  const a = zr.Sampler.create(1000, 8, 'iid', 7);
+  const b = zr.Sampler.create(1000, 8, 'iid', 7);
+  assert.equal(a.batchSize, 8);
+  assert.equal(a.mode, 'iid');
+  for (let i = 0; i < 3; i++) assert.deepEqual(a.next(), b.next());
+  const seq = zr.Sampler.create(10, 4);
+  assert.deepEqual(Array.from(seq.next(), Number), [0, 1, 2, 3]);
+});
