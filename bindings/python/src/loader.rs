@@ -103,8 +103,9 @@ struct Inline {
 /// The sample → gather → collate pipeline behind `zrecord.DataLoader` (internal).
 #[pyclass(module = "zrecord", name = "_Pipeline", frozen)]
 pub struct Pipeline {
-    data: Arc<Column>,
-    label: Arc<Column>,
+    /// The data and label sides; taken on close, releasing the stores (so that, e.g., a
+    /// `delete` can have them to itself again).
+    columns: Mutex<Option<Columns>>,
     stop: Arc<AtomicBool>,
     consumer: Mutex<Consumer>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -125,6 +126,8 @@ fn shaped(py: Python<'_>, batch_size: usize, shape: &Bound<'_, PyAny>) -> PyResu
     Ok(PyTuple::new(py, dims)?.unbind())
 }
 
+type Columns = (Arc<Column>, Arc<Column>);
+
 impl Pipeline {
     fn spawn(&self, mut sampler: zrecord::Sampler, workers: usize, prefetch: usize) -> std::io::Result<Vec<Receiver<Batch>>> {
         let mut threads = lock(&self.threads);
@@ -135,7 +138,10 @@ impl Pipeline {
         for w in 0..workers {
             let (idx_tx, idx_rx) = sync_channel::<Vec<u64>>(1);
             let (out_tx, out_rx) = sync_channel::<Batch>(depth);
-            let (data, label, stop) = (Arc::clone(&self.data), Arc::clone(&self.label), Arc::clone(&self.stop));
+            let Some((data, label)) = lock(&self.columns).clone() else {
+                return Err(std::io::Error::other("loader closed"));
+            };
+            let stop = Arc::clone(&self.stop);
             let handle = std::thread::Builder::new()
                 .name(format!("zrecord-loader-{w}"))
                 .spawn(move || worker(&data, &label, &stop, idx_rx, out_tx))?;
@@ -238,8 +244,7 @@ impl Pipeline {
         };
         let prefetch = usize::try_from(prefetch_size).unwrap_or(0).max(1);
         let mut pipeline = Pipeline {
-            data: Arc::new(data),
-            label: Arc::new(label),
+            columns: Mutex::new(Some((Arc::new(data), Arc::new(label)))),
             stop: Arc::new(AtomicBool::new(false)),
             consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
             threads: Mutex::new(Vec::new()),
@@ -274,7 +279,10 @@ impl Pipeline {
             Closed,
             Failed((i32, String)),
         }
-        let (data, label) = (&*self.data, &*self.label);
+        let Some((data, label)) = lock(&self.columns).clone() else {
+            return Err(PyStopIteration::new_err(()));
+        };
+        let (data, label) = (&*data, &*label);
         let got = if let Some(inline) = &self.inline {
             if lock(&self.consumer).queues.is_none() {
                 Got::Closed
@@ -325,9 +333,12 @@ impl Pipeline {
         }
     }
 
-    /// Stop and join every thread. Idempotent; returns once no thread is left.
+    /// Stop and join every thread, then let go of the stores. Idempotent; returns once no
+    /// thread is left.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.shutdown());
+        // Dropped attached: the columns hold Python objects (dtype, shape).
+        drop(lock(&self.columns).take());
     }
 
     /// True once `close()` has been called.

@@ -1,0 +1,246 @@
+"""zrecord.DataLoader: endless batches from Rust threads, clean shutdown."""
+
+import gc
+import itertools
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import zrecord
+from zrecord import DataLoader, Dataset, Sampler
+
+from conftest import images
+
+
+@pytest.fixture
+def pair(tmp_path):
+    data = images(300, 3)
+    labels = np.arange(300, dtype=np.int64)
+    d = Dataset.write(tmp_path / "data", data)
+    l = Dataset.write(tmp_path / "label", labels)
+    yield d, l, data
+    d.close()
+    l.close()
+
+
+def rust_threads():
+    """Names of this process's zrecord loader threads (Rust threads are not in threading)."""
+    import os
+
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:
+            pass
+    return [n for n in names if n.startswith("zrecord-")]
+
+
+def test_shapes_and_values(pair):
+    d, l, data = pair
+    with DataLoader(d, l, batch_size=32, num_workers=3) as loader:
+        for _, batch in zip(range(20), loader):
+            assert set(batch) == {"data", "label"}
+            assert batch["data"].shape == (32, 3, 8, 8) and batch["data"].dtype == np.uint8
+            assert batch["label"].shape == (32,) and batch["label"].dtype == np.int64
+            # Each label is its sample's index: data and label come from the same draw.
+            np.testing.assert_array_equal(batch["data"], data[batch["label"]])
+            assert batch["data"].flags.c_contiguous and batch["data"].flags.writeable
+
+
+@pytest.mark.parametrize("workers", [0, 1, 4])
+def test_stream_is_the_samplers_stream(pair, workers):
+    d, l, _ = pair
+    expected = Sampler(300, 16, Sampler.Mode.IID, seed=9)
+    with DataLoader(d, l, num_workers=workers, batch_size=16, seed=9, prefetch_size=2) as loader:
+        for batch in itertools.islice(loader, 25):
+            np.testing.assert_array_equal(batch["label"], expected.next().astype(np.int64))
+
+
+def test_sequential_mode(pair):
+    d, l, _ = pair
+    with DataLoader(d, l, batch_size=128, mode=Sampler.Mode.SEQUENTIAL) as loader:
+        labels = [next(loader)["label"] for _ in range(3)]
+    assert labels[0].tolist() == list(range(128))
+    assert labels[2].tolist() == list(range(256, 300)) + list(range(0, 84))
+
+
+def test_len_raises_type_error(pair):
+    d, l, _ = pair
+    with DataLoader(d, l) as loader:
+        with pytest.raises(TypeError):
+            len(loader)
+
+
+def test_length_mismatch(pair, tmp_path):
+    d, _, _ = pair
+    short = Dataset.write(tmp_path / "short", np.arange(10))
+    with pytest.raises(ValueError):
+        DataLoader(d, short)
+
+
+@pytest.mark.parametrize("kw", [{"batch_size": 0}, {"num_workers": -1}, {"mode": 5}])
+def test_bad_arguments(pair, kw):
+    d, l, _ = pair
+    with pytest.raises(ValueError):
+        DataLoader(d, l, **kw)
+
+
+def test_transform_only_when_given(pair):
+    d, l, _ = pair
+    calls = []
+
+    def transform(batch):
+        data, label = batch
+        calls.append(threading.current_thread())
+        return data.astype(np.float32) / 255, label + 1
+
+    with DataLoader(d, l, batch_size=8, transform=transform) as loader:
+        b = next(loader)
+        assert b["data"].dtype == np.float32 and b["data"].max() <= 1
+        assert b["label"].min() >= 1
+    assert len(calls) == 1
+
+
+def test_close_is_prompt_and_joins_everything(pair):
+    d, l, _ = pair
+    before = len(rust_threads())
+    loader = DataLoader(d, l, batch_size=64, num_workers=4, prefetch_size=8)
+    next(loader)
+    time.sleep(0.2)  # let every queue fill and every worker block on a full queue
+    assert len(rust_threads()) == before + 5
+    start = time.monotonic()
+    loader.close()
+    assert time.monotonic() - start < 2.0
+    assert loader.closed and loader._pipeline.threads_alive == 0
+    assert len(rust_threads()) == before
+    with pytest.raises(StopIteration):
+        next(loader)
+    loader.close()  # idempotent
+
+
+def test_close_from_another_thread_ends_a_waiting_next(pair):
+    d, l, _ = pair
+    loader = DataLoader(d, l, batch_size=8, num_workers=1)
+    threading.Timer(0.3, loader.close).start()
+    with pytest.raises(StopIteration):
+        while True:
+            next(loader)
+    assert loader._pipeline.threads_alive == 0
+
+
+def test_garbage_collected_loader_stops(pair):
+    d, l, _ = pair
+    before = len(rust_threads())
+    loader = DataLoader(d, l, batch_size=8)
+    next(loader)
+    del loader
+    gc.collect()
+    assert len(rust_threads()) == before
+
+
+def test_delete_is_locked_while_a_loader_reads(pair):
+    d, l, _ = pair
+    with DataLoader(d, l, batch_size=8) as loader:
+        next(loader)
+        with pytest.raises(zrecord.LockedError):
+            d.delete([0])
+    d.delete([0])
+    assert len(d) == 299
+
+
+def test_closing_the_dataset_does_not_break_a_running_loader(pair):
+    d, l, data = pair
+    with DataLoader(d, l, batch_size=8) as loader:
+        d.close()
+        l.close()
+        for batch in itertools.islice(loader, 5):
+            np.testing.assert_array_equal(batch["data"], data[batch["label"]])
+
+
+def test_worker_error_is_raised_by_next(tmp_path):
+    # A dataset whose schema claims smaller samples than its records hold: every gather
+    # fails with BufferTooSmallError, which must reach the consumer, not hang it.
+    d = Dataset.write(tmp_path / "d", np.zeros((20, 8), np.uint8))
+    l = Dataset.write(tmp_path / "l", np.arange(20))
+    d._itemsize = 4
+    with DataLoader(d, l, batch_size=4, num_workers=2) as loader:
+        with pytest.raises(zrecord.BufferTooSmallError):
+            next(loader)
+        with pytest.raises(zrecord.BufferTooSmallError):
+            next(loader)
+
+
+def test_any_dataset_object_works(pair):
+    """Objects with __len__/__getitems__ (here: loaderx's Dataset) take the Python path."""
+    import loaderx
+
+    d, l, data = pair
+    ref_d, ref_l = loaderx.Dataset(d.path), loaderx.Dataset(l.path)
+    try:
+        with DataLoader(ref_d, ref_l, batch_size=16, num_workers=2) as loader:
+            for batch in itertools.islice(loader, 5):
+                np.testing.assert_array_equal(batch["data"], data[batch["label"]])
+        assert loader._pipeline.threads_alive == 0
+    finally:
+        ref_d.close()
+        ref_l.close()
+
+
+def test_no_thread_left_at_exit(tmp_path):
+    """A loader never closed by the program still ends with the interpreter, promptly."""
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, zrecord
+        d = zrecord.Dataset.write({str(tmp_path / "d")!r}, np.zeros((100, 64), np.uint8))
+        l = zrecord.Dataset.write({str(tmp_path / "l")!r}, np.arange(100))
+        loader = zrecord.DataLoader(d, l, batch_size=10, num_workers=4)
+        next(loader)
+        keep = [loader]  # still referenced at exit
+        print("ok")
+        """
+    )
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    assert time.monotonic() - start < 30
+
+
+def test_fork_safety(tmp_path):
+    """After fork, the child can read (its own pool) but not use the parent's loader."""
+    script = textwrap.dedent(
+        f"""
+        import os, numpy as np, zrecord
+        d = zrecord.Dataset.write({str(tmp_path / "d")!r}, np.arange(4000).reshape(1000, 4))
+        l = zrecord.Dataset.write({str(tmp_path / "l")!r}, np.arange(1000))
+        loader = zrecord.DataLoader(d, l, batch_size=256, num_workers=2)
+        next(loader)
+        d[np.arange(1000)]  # the parent's rayon pool is running now
+        pid = os.fork()
+        if pid == 0:
+            ok = int(d[np.arange(1000)].sum() == np.arange(4000).sum())
+            try:
+                next(loader)
+                ok = 0
+            except RuntimeError:
+                pass
+            with zrecord.DataLoader(d, l, batch_size=8, num_workers=2) as child_loader:
+                b = next(child_loader)
+                ok &= int((b["data"][:, 0] == b["label"] * 4).all())
+            loader.close()
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        loader.close()
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0", out.stderr
