@@ -128,10 +128,13 @@ def test_close_is_prompt_and_joins_everything(pair):
 def test_close_from_another_thread_ends_a_waiting_next(pair):
     d, l, _ = pair
     loader = DataLoader(d, l, batch_size=8, num_workers=1)
-    threading.Timer(0.3, loader.close).start()
+    closer = threading.Timer(0.3, loader.close)
+    closer.start()
     with pytest.raises(StopIteration):
         while True:
             next(loader)
+    closer.join(5)
+    assert not closer.is_alive()
     assert loader._pipeline.threads_alive == 0
 
 
