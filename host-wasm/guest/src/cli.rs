@@ -37,9 +37,12 @@ impl From<Error> for Failure {
     }
 }
 
-/// Splits `args` into positionals and the value of each `--flag` in `known` (a flag with no
-/// value is recorded as present with an empty string).
-fn parse(args: &[String], valued: &[&str], switches: &[&str]) -> Result<(Vec<String>, Vec<(String, String)>), Failure> {
+/// Positional arguments, and `(name, value)` for each option given.
+type Parsed = (Vec<String>, Vec<(String, String)>);
+
+/// Splits `args` into positionals and options: `valued` options take a value (`--codec raw`
+/// or `--codec=raw`), `switches` take none and are recorded with an empty value.
+fn parse(args: &[String], valued: &[&str], switches: &[&str]) -> Result<Parsed, Failure> {
     let (mut pos, mut flags) = (Vec::new(), Vec::new());
     let mut it = args.iter();
     while let Some(a) = it.next() {
