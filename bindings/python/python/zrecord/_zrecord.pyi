@@ -1,0 +1,99 @@
+"""Type stubs for the native module ``zrecord._zrecord`` (pyo3)."""
+
+import os
+from typing import Any, Iterator, Literal, Optional, SupportsIndex, Union
+
+import numpy as np
+import numpy.typing as npt
+
+_Path = Union[str, "os.PathLike[str]"]
+_Codec = Literal["raw", "flate"]
+# Anything numpy turns into an integer array: an int, a sequence of ints, an integer array.
+_Indices = Union[SupportsIndex, "npt.ArrayLike"]
+# A C-contiguous numpy array of any non-object dtype, or any object with the buffer protocol.
+_Buffer = Any
+
+MAX_RECORD_LEN: int
+MAX_RECORDS: int
+__version__: str
+
+class Zrecord:
+    """A zrecord store: a persistent, dense collection of independently compressed byte
+    records, addressed ``0..len(store)``."""
+
+    def __init__(self, path: _Path, codec: str = "flate") -> None: ...
+    @property
+    def codec(self) -> _Codec:
+        """Default compression for ``append``."""
+    @property
+    def path(self) -> "os.PathLike[str]":
+        """The store directory."""
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` has been called."""
+    def __len__(self) -> int: ...
+    def sync(self) -> None:
+        """Flush chunk data, then the record table and header, to disk."""
+    def lengths(self, idxs: _Indices) -> "npt.NDArray[np.uint32]":
+        """The logical size of each record in ``idxs``."""
+    def gather(self, idxs: _Indices, dst: _Buffer, stride: int) -> None:
+        """Decode records ``idxs`` into ``dst``, record ``i`` at byte ``i * stride``."""
+    def gather_var(self, idxs: _Indices, dst: _Buffer, offsets: "npt.ArrayLike") -> None:
+        """Decode records ``idxs`` into ``dst``, record ``i`` at byte ``offsets[i]``."""
+    def append(self, src: _Buffer, n: int, item_len: int, codec: Optional[str] = None) -> int:
+        """Append ``n`` records of ``item_len`` bytes; returns the first new index."""
+    def append_var(
+        self, src: _Buffer, offsets: "npt.ArrayLike", lens: "npt.ArrayLike", codec: Optional[str] = None
+    ) -> int:
+        """Append ragged records ``src[offsets[i]:][:lens[i]]``; returns the first new index."""
+    def delete(self, idxs: _Indices) -> None:
+        """Remove records, keeping the index space dense (needs exclusive access)."""
+    def compact(self) -> None:
+        """Reclaim the space left by ``delete``, in place (needs exclusive access)."""
+    def stats(self) -> dict[str, int]:
+        """``records``, ``live_bytes``, ``chunk_bytes`` and ``reclaimable``."""
+    def close(self) -> None:
+        """Close the store; idempotent."""
+    def __enter__(self) -> "Zrecord": ...
+    def __exit__(self, *exc: object) -> None: ...
+
+class Sampler:
+    """An endless generator of index batches over ``0..length``."""
+
+    def __init__(self, length: int, batch_size: int, mode: int, seed: int = 42) -> None: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def mode(self) -> int: ...
+    def next(self) -> "npt.NDArray[np.uint64]":
+        """The next batch: a fresh uint64 array of ``batch_size`` indices."""
+    def __iter__(self) -> Iterator["npt.NDArray[np.uint64]"]: ...
+    def __next__(self) -> "npt.NDArray[np.uint64]": ...
+
+class _Pipeline:
+    """The DataLoader's sample → gather → collate threads (internal)."""
+
+    def __init__(
+        self,
+        data: Zrecord,
+        data_itemsize: int,
+        data_dtype: np.dtype,
+        data_shape: tuple[int, ...],
+        label: Zrecord,
+        label_itemsize: int,
+        label_dtype: np.dtype,
+        label_shape: tuple[int, ...],
+        num_workers: int,
+        batch_size: int,
+        prefetch_size: int,
+        mode: int,
+        seed: int,
+    ) -> None: ...
+    def next(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def threads_alive(self) -> int: ...

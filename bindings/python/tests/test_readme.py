@@ -1,0 +1,30 @@
+"""The README's Python quick start runs as printed."""
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+
+def quick_start() -> str:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Python", 1)
+    if len(section) < 2:
+        pytest.skip("README has no Python section")
+    blocks = re.findall(r"```python\n(.*?)```", section[1], re.S)
+    if not blocks:
+        pytest.skip("README's Python section has no python block")
+    return blocks[0]
+
+
+def test_readme_quick_start(tmp_path):
+    code = quick_start()
+    np.save(tmp_path / "data.npy", np.random.default_rng(0).integers(0, 255, (1000, 3, 16, 16), dtype=np.uint8))
+    np.save(tmp_path / "label.npy", np.arange(1000, dtype=np.int64))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "(256, 3, 16, 16) (256,)" in out.stdout
