@@ -187,3 +187,13 @@ pub fn lengths(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u32>> {
 pub fn size(v: i64, name: &str) -> PyResult<usize> {
     usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} must be >= 0, got {v}")))
 }
+
+/// A zeroed vector of `n` items, or `Error::OutOfMemory` (code -1, a `MemoryError` in
+/// Python) where `vec!` would abort the interpreter. Sizes here come from callers
+/// (`batch_size`, index counts), so they may be absurd.
+pub fn zeroed<T: Clone + Default>(n: usize) -> Result<Vec<T>, zrecord::Error> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| zrecord::Error::OutOfMemory)?;
+    v.resize(n, T::default());
+    Ok(v)
+}

@@ -31,6 +31,7 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+use crate::buffers::zeroed;
 use crate::error;
 use crate::pool::on_pool;
 use crate::sampler::Sampler;
@@ -54,7 +55,8 @@ impl Column {
         // Zeroed, not uninitialised: the gather API takes `&mut [u8]`. The allocation comes
         // from `malloc` (align 1 <= the system allocator's minimum), so it is aligned for
         // every numpy dtype, as numpy's own allocations are.
-        let mut buf = vec![0u8; idxs.len() * self.itemsize];
+        let len = idxs.len().checked_mul(self.itemsize).ok_or(zrecord::Error::OutOfMemory)?;
+        let mut buf = zeroed::<u8>(len)?;
         self.store.gather(idxs, &mut buf, self.itemsize)?;
         Ok(buf)
     }
@@ -153,7 +155,9 @@ impl Pipeline {
         let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
             let mut turn = 0usize;
             while !stop.load(Ordering::Acquire) {
-                let mut idxs = vec![0u64; sampler.batch_size()];
+                // The constructor made a batch of this size, so this allocation succeeds as
+                // surely as any other; if it does not, the consumer hears of it (queues close).
+                let Ok(mut idxs) = zeroed::<u64>(sampler.batch_size()) else { break };
                 sampler.fill(&mut idxs);
                 if index_queues[turn].send(idxs).is_err() {
                     break;
@@ -242,6 +246,16 @@ impl Pipeline {
             dtype: label_dtype,
             shape: shaped(py, bs, label_shape)?,
         };
+        // Make one batch now, so that an impossible batch size fails here, as a MemoryError,
+        // rather than inside a thread.
+        let probe = || -> Result<(), zrecord::Error> {
+            zeroed::<u64>(bs)?;
+            for itemsize in [data_itemsize, label_itemsize] {
+                zeroed::<u8>(bs.checked_mul(itemsize).ok_or(zrecord::Error::OutOfMemory)?)?;
+            }
+            Ok(())
+        };
+        probe().map_err(|e| error::to_py(py, e))?;
         let prefetch = usize::try_from(prefetch_size).unwrap_or(0).max(1);
         let mut pipeline = Pipeline {
             columns: Mutex::new(Some((Arc::new(data), Arc::new(label)))),
@@ -287,9 +301,15 @@ impl Pipeline {
             if lock(&self.consumer).queues.is_none() {
                 Got::Closed
             } else {
-                let mut idxs = vec![0u64; lock(inline).sampler.batch_size()];
-                lock(inline).sampler.fill(&mut idxs);
-                Got::Batch(py.detach(|| fetch_batch(data, label, &idxs)))
+                let mut sampler = lock(inline);
+                match zeroed::<u64>(sampler.sampler.batch_size()) {
+                    Ok(mut idxs) => {
+                        sampler.sampler.fill(&mut idxs);
+                        drop(sampler);
+                        Got::Batch(py.detach(|| fetch_batch(data, label, &idxs)))
+                    }
+                    Err(e) => Got::Batch(Err(Failure::Store(e))),
+                }
             }
         } else {
             py.detach(|| {

@@ -9,6 +9,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use zrecord::Mode;
 
+use crate::buffers::zeroed;
 use crate::error;
 
 /// An endless generator of index batches over `0..length`.
@@ -66,19 +67,19 @@ impl Sampler {
     }
 
     /// The next batch: a fresh uint64 array of `batch_size` indices.
-    fn next<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let mut sampler = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let mut batch = vec![0u64; sampler.batch_size()];
+        let mut batch = zeroed::<u64>(sampler.batch_size()).map_err(|e| error::to_py(py, e))?;
         sampler.fill(&mut batch);
         // The vector becomes the array's memory: no copy.
-        PyArray1::from_vec(py, batch)
+        Ok(PyArray1::from_vec(py, batch))
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
-    fn __next__<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
         self.next(py)
     }
 }

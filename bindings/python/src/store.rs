@@ -160,7 +160,7 @@ impl Zrecord {
     fn lengths<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<u32>>> {
         let idxs = indices(idxs)?;
         let store = self.handle(py)?;
-        let mut out = vec![0u32; idxs.len()];
+        let mut out = buffers::zeroed::<u32>(idxs.len()).map_err(|e| error::to_py(py, e))?;
         let slots = &mut out[..];
         store_call(py, move || store.lengths(&idxs, slots))?;
         Ok(PyArray1::from_vec(py, out))

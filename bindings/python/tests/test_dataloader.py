@@ -247,3 +247,11 @@ def test_fork_safety(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0", out.stderr
+
+
+def test_impossible_batch_size_is_a_memory_error(pair):
+    d, l, _ = pair
+    with pytest.raises(MemoryError):
+        DataLoader(d, l, batch_size=2**60)
+    with pytest.raises(MemoryError):
+        DataLoader(d, l, batch_size=2**60, num_workers=0)

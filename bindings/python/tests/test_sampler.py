@@ -63,3 +63,9 @@ def test_attributes_and_repr():
 def test_bad_arguments(args):
     with pytest.raises(ValueError):
         Sampler(*args)
+
+
+def test_impossible_batch_is_a_memory_error_not_an_abort():
+    s = Sampler(10, 2**60, 1)
+    with pytest.raises(MemoryError):
+        s.next()
