@@ -197,22 +197,34 @@ def test_any_dataset_object_works(pair):
 
 
 def test_no_thread_left_at_exit(tmp_path):
-    """A loader never closed by the program still ends with the interpreter, promptly."""
+    """A loader never closed by the program is closed at exit: its threads are gone before
+    the interpreter finalises (checked by an exit hook that runs after zrecord's)."""
     script = textwrap.dedent(
         f"""
+        import atexit, os
+
+        def count_loader_threads():
+            names = []
+            for tid in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{{tid}}/comm") as f:
+                    names.append(f.read().strip())
+            print("left:", sum(n.startswith("zrecord-loader") or n == "zrecord-sampler" for n in names))
+
+        atexit.register(count_loader_threads)  # registered first, so it runs last
+
         import numpy as np, zrecord
         d = zrecord.Dataset.write({str(tmp_path / "d")!r}, np.zeros((100, 64), np.uint8))
         l = zrecord.Dataset.write({str(tmp_path / "l")!r}, np.arange(100))
         loader = zrecord.DataLoader(d, l, batch_size=10, num_workers=4)
         next(loader)
         keep = [loader]  # still referenced at exit
-        print("ok")
+        print("running")
         """
     )
     start = time.monotonic()
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    assert out.stdout.split() == ["running", "left:", "0"], out.stdout
     assert time.monotonic() - start < 30
 
 

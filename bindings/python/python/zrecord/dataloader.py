@@ -203,4 +203,7 @@ class DataLoader:
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - late in interpreter shutdown, module globals may be gone
+            pass
