@@ -256,22 +256,47 @@ impl<B: Backend> Store<B> {
         let create = opts.create && !opts.read_only;
         let meta = backend.open_meta(create)?.ok_or(FormatError::MissingMeta)?;
         let meta_len = meta.len()?;
-        if meta_len == 0 && create {
-            // A new store, or one whose creation was interrupted before the header landed.
+        if create && never_used(&meta, meta_len)? {
+            // A new store, or one whose creation was cut short before its header was
+            // durable (no record was ever appended to it, so starting over loses nothing).
+            // The header is synced and the directory entries made durable before the store
+            // is handed out: a power cut can no longer leave a meta.zr without its magic.
             let chunk0 = backend.open_chunk(0, true)?.ok_or(FormatError::MissingChunk { chunk: 0 })?;
             if chunk0.len()? < CHUNK_FILE_LEN {
                 chunk0.set_len(CHUNK_FILE_LEN)?;
             }
             meta.set_len(META_LEN)?;
             meta.write_at(0, &Header::default().encode())?;
+            meta.sync()?;
             backend.sync_dir()?;
         } else if meta_len != META_LEN {
             return Err(FormatError::MetaSize { found: meta_len, expected: META_LEN }.into());
         }
         let mut raw = [0u8; HEADER_LEN];
         meta.read_at(0, &mut raw)?;
-        let header = Header::decode(&raw)?;
+        let mut header = Header::decode(&raw)?;
         backend.lock(LockMode::Shared)?;
+        // An interrupted delete is finished before anything reads the table (see
+        // `DeleteJournal`): its journal is its commit point.
+        if let Some(journal) = DeleteJournal::load(&backend, &header, !opts.read_only)? {
+            if opts.read_only {
+                backend.unlock(LockMode::Shared);
+                return Err(FormatError::InterruptedDelete.into());
+            }
+            if let Err(e) = backend.lock(LockMode::Exclusive) {
+                backend.unlock(LockMode::Shared);
+                return Err(e);
+            }
+            let replayed = journal.replay(&backend, &meta);
+            backend.unlock(LockMode::Exclusive);
+            match replayed {
+                Ok(h) => header = h,
+                Err(e) => {
+                    backend.unlock(LockMode::Shared);
+                    return Err(e);
+                }
+            }
+        }
 
         let chunks = (0..MAX_CHUNKS).map(|_| OnceBox::new()).collect();
         let store = Store {
@@ -617,7 +642,7 @@ impl<B: Backend> Store<B> {
         }
         h.length = first + count as u32;
         for id in w.header.tail_chunk + 1..=h.tail_chunk {
-            self.create_chunk(id)?;
+            self.create_chunk(w, id)?;
         }
 
         // 3. Write the bytes, each worker its own records, coalescing adjacent ones.
@@ -637,18 +662,49 @@ impl<B: Backend> Store<B> {
             }
         }
         self.write_entries(first, &entries)?;
+        // Barrier: the payloads and entries must be durable before the header that makes
+        // them visible, or a power cut could keep the header and lose what it points at.
+        self.sync_files(w, w.header.tail_chunk..=h.tail_chunk)?;
         self.write_header(w, h)?;
         self.publish(&h);
         w.deflaters.extend(work.into_iter().filter_map(|s| s.deflater));
         Ok(first)
     }
 
-    fn create_chunk(&self, id: u16) -> Result<()> {
+    /// Syncs the chunks in `chunks` that are open, then meta.zr. A failure poisons the
+    /// writer: after a failed fsync the kernel may have dropped the dirty pages, so nothing
+    /// may be built on the assumption that they landed.
+    fn sync_files(&self, w: &mut Writer, chunks: core::ops::RangeInclusive<u16>) -> Result<()> {
+        let result = (|| {
+            for id in chunks {
+                if let Some(f) = self.chunks[usize::from(id)].get() {
+                    f.sync()?;
+                }
+            }
+            self.meta.sync()
+        })();
+        if let Err(e) = result {
+            w.poisoned = true;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Fails like `r`, poisoning the writer if it is an error: used for every sync.
+    fn poison_on_err(w: &mut Writer, r: Result<(), IoError>) -> Result<()> {
+        r.map_err(|e| {
+            w.poisoned = true;
+            Error::Io(e)
+        })
+    }
+
+    fn create_chunk(&self, w: &mut Writer, id: u16) -> Result<()> {
         let file = self.backend.open_chunk(id, true)?.ok_or(FormatError::MissingChunk { chunk: id })?;
         if file.len()? < CHUNK_FILE_LEN {
             file.set_len(CHUNK_FILE_LEN)?;
         }
-        self.backend.sync_dir()?;
+        // The new file's directory entry must be durable before anything points into it.
+        Self::poison_on_err(w, self.backend.sync_dir())?;
         let slot = &self.chunks[usize::from(id)];
         // A slot already filled by an earlier, failed append holds the same file.
         let _ = slot.set(Box::new(file));
@@ -704,24 +760,62 @@ impl<B: Backend> Store<B> {
             return Ok(());
         }
         self.backend.lock(LockMode::Exclusive)?;
-        let result = (|| {
-            let mut len = length;
-            for &i in &sorted {
-                let i = i as u32;
-                let last = len - 1;
-                if i != last {
-                    let moved = self.entry(last)?;
-                    self.write_entries(i, &[moved])?;
-                }
-                len = last;
-            }
-            let h = Header { length: len, ..w.header };
-            self.write_header(w, h)?;
-            self.publish(&h);
-            Ok(())
-        })();
+        let result = self.delete_locked(w, &sorted);
         self.backend.unlock(LockMode::Exclusive);
         result
+    }
+
+    fn delete_locked(&mut self, w: &mut Writer, sorted: &[u64]) -> Result<()> {
+        let old = w.header;
+        // Plan the swaps first: a slot filled by an earlier swap can be the source of a
+        // later one, so the plan reads through its own overlay.
+        let mut overlay: alloc::collections::BTreeMap<u32, RecordLoc> = alloc::collections::BTreeMap::new();
+        let mut len = old.length;
+        for &i in sorted {
+            let (i, last) = (i as u32, len - 1);
+            if i != last {
+                let moved = match overlay.get(&last) {
+                    Some(&e) => e,
+                    None => self.entry(last)?,
+                };
+                overlay.insert(i, moved);
+            }
+            len = last;
+        }
+        overlay.retain(|&slot, _| slot < len);
+        if overlay.is_empty() {
+            // Only tail records go: the 16-byte header write is the whole change.
+            let h = Header { length: len, ..old };
+            self.write_header(w, h)?;
+            self.publish(&h);
+            return Ok(());
+        }
+        let journal = DeleteJournal { header: old, new_length: len, moves: overlay.into_iter().collect() };
+        // The journal is the commit point: once it is durable the delete will complete,
+        // here or on the next writable open; before it, nothing was touched. It names the
+        // current header, which must itself be durable first (an append's header is not
+        // synced), or a power cut could keep the journal and lose the header it matches.
+        Self::poison_on_err(w, self.meta.sync())?;
+        self.backend.write_side_file(DELETE_JOURNAL, &journal.encode())?;
+        match journal.apply(&self.meta) {
+            Ok(h) => {
+                w.header = h;
+                self.publish(&h);
+            }
+            Err(e) => {
+                // The table is half rewritten under this handle; only a reopen (which
+                // replays the journal) may touch it again.
+                w.poisoned = true;
+                return Err(e);
+            }
+        }
+        if let Err(e) = self.backend.remove_side_file(DELETE_JOURNAL) {
+            // Harmless to leave (a later open replays it idempotently or finds it stale),
+            // but a store that cannot remove files should not be written to.
+            w.poisoned = true;
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Storage usage; reads every live entry.
@@ -811,7 +905,7 @@ impl<B: Backend> Store<B> {
         let new = Header { tail_chunk: frontier.0, tail_offset: frontier.1 as u32, length: h.length };
         self.write_header(w, new)?;
         self.publish(&new);
-        self.meta.sync()?;
+        Self::poison_on_err(w, self.meta.sync())?;
         for id in (new.tail_chunk + 1)..=old_tail {
             self.chunks[usize::from(id)] = OnceBox::new();
             self.backend.remove_chunk(id)?;
@@ -821,7 +915,7 @@ impl<B: Backend> Store<B> {
         let tail = self.chunk(new.tail_chunk)?;
         tail.set_len(u64::from(new.tail_offset))?;
         tail.set_len(CHUNK_FILE_LEN)?;
-        self.backend.sync_dir()?;
+        Self::poison_on_err(w, self.backend.sync_dir())?;
         Ok(())
     }
 
@@ -835,7 +929,7 @@ impl<B: Backend> Store<B> {
             }
             h.tail_chunk += 1;
             h.tail_offset = 0;
-            self.create_chunk(h.tail_chunk)?;
+            self.create_chunk(w, h.tail_chunk)?;
         }
         let at = (h.tail_chunk, h.tail_offset);
         self.chunk(at.0)?.write_at(u64::from(at.1), bytes)?;
@@ -856,19 +950,10 @@ impl<B: Backend> Store<B> {
     /// Makes everything written so far durable: chunk data first, then the table and header.
     /// A failed sync poisons the writer; later writes are refused.
     pub fn sync(&self, w: &mut Writer) -> Result<()> {
-        let result = (|| {
-            for id in 0..=w.header.tail_chunk {
-                if let Some(f) = self.chunks[usize::from(id)].get() {
-                    f.sync()?;
-                }
-            }
-            self.meta.sync()
-        })();
-        if let Err(e) = result {
-            w.poisoned = true;
-            return Err(e.into());
+        if w.poisoned {
+            w.check_writable()?;
         }
-        Ok(())
+        self.sync_files(w, 0..=w.header.tail_chunk)
     }
 
     /// Releases the host locks this store holds. Hosts call it when the handle closes.
@@ -878,5 +963,127 @@ impl<B: Backend> Store<B> {
             w.appender_locked = false;
         }
         self.backend.unlock(LockMode::Shared);
+    }
+}
+
+/// True if meta.zr holds no store yet, or one whose creation was interrupted before a
+/// record was ever appended: empty, or nothing but zeros and at most the initial header in
+/// the header and first entry.
+fn never_used<F: StorageFile>(meta: &F, len: u64) -> Result<bool> {
+    if len == 0 {
+        return Ok(true);
+    }
+    if len > META_LEN {
+        return Ok(false);
+    }
+    let mut head = [0u8; HEADER_LEN + ENTRY_LEN];
+    let n = head.len().min(len as usize);
+    meta.read_at(0, &mut head[..n])?;
+    let (h, e) = head.split_at(HEADER_LEN);
+    let header_fresh = h.iter().all(|&b| b == 0) || *h == Header::default().encode();
+    Ok(header_fresh && e.iter().all(|&b| b == 0))
+}
+
+/// Name of the side file holding a delete's redo journal while the delete runs.
+pub const DELETE_JOURNAL: &str = "delete.zrj";
+const JOURNAL_MAGIC: [u8; 4] = *b"ZRDJ";
+const JOURNAL_HEAD: usize = 24;
+const JOURNAL_MOVE: usize = 4 + ENTRY_LEN;
+
+/// The redo journal of one delete: the header before it, the new length, and the final
+/// contents of every slot below the new length that the delete rewrites.
+///
+/// Delete overwrites live table slots, which no ordering of 16-byte writes can make atomic;
+/// the journal does. Layout (little-endian): `"ZRDJ"`, version u16 = 1, the old header's
+/// tail_chunk u16, tail_offset u32 and length u32, the new length u32, the move count u32,
+/// then per move the slot u32 and the 16-byte entry, then an FNV-1a 64 checksum of all of
+/// it. A journal that fails its checksum was never complete, so nothing was touched; one
+/// whose header matches neither the old nor the new state of the store is stale.
+struct DeleteJournal {
+    header: Header,
+    new_length: u32,
+    moves: Vec<(u32, RecordLoc)>,
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+impl DeleteJournal {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(JOURNAL_HEAD + self.moves.len() * JOURNAL_MOVE + 8);
+        b.extend_from_slice(&JOURNAL_MAGIC);
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&self.header.tail_chunk.to_le_bytes());
+        b.extend_from_slice(&self.header.tail_offset.to_le_bytes());
+        b.extend_from_slice(&self.header.length.to_le_bytes());
+        b.extend_from_slice(&self.new_length.to_le_bytes());
+        b.extend_from_slice(&(self.moves.len() as u32).to_le_bytes());
+        for (slot, e) in &self.moves {
+            b.extend_from_slice(&slot.to_le_bytes());
+            b.extend_from_slice(&e.encode());
+        }
+        let sum = fnv1a(&b);
+        b.extend_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Self> {
+        let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        if b.len() < JOURNAL_HEAD + 8 || b[..4] != JOURNAL_MAGIC || b[4..6] != 1u16.to_le_bytes() {
+            return None;
+        }
+        let (body, sum) = b.split_at(b.len() - 8);
+        if fnv1a(body).to_le_bytes() != sum {
+            return None;
+        }
+        let header = Header { tail_chunk: u16::from_le_bytes([b[6], b[7]]), tail_offset: u32_at(8), length: u32_at(12) };
+        let (new_length, count) = (u32_at(16), u32_at(20) as usize);
+        if body.len() != JOURNAL_HEAD + count.checked_mul(JOURNAL_MOVE)? || new_length > header.length {
+            return None;
+        }
+        let moves: Vec<(u32, RecordLoc)> = body[JOURNAL_HEAD..]
+            .chunks_exact(JOURNAL_MOVE)
+            .map(|m| (u32::from_le_bytes([m[0], m[1], m[2], m[3]]), RecordLoc::decode(&m[4..])))
+            .collect();
+        if moves.iter().any(|&(slot, _)| slot >= new_length) {
+            return None;
+        }
+        Some(DeleteJournal { header, new_length, moves })
+    }
+
+    /// The journal left in `backend` by an interrupted delete, if one applies to a store
+    /// whose header is `current`. Torn or stale journals are removed when `writable`.
+    fn load<B: Backend>(backend: &B, current: &Header, writable: bool) -> Result<Option<Self>> {
+        let Some(bytes) = backend.read_side_file(DELETE_JOURNAL)? else { return Ok(None) };
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let journal = DeleteJournal::decode(&bytes).filter(|j| {
+            let same_tail = (current.tail_chunk, current.tail_offset) == (j.header.tail_chunk, j.header.tail_offset);
+            same_tail && (current.length == j.header.length || current.length == j.new_length)
+        });
+        if journal.is_none() && writable {
+            backend.remove_side_file(DELETE_JOURNAL)?;
+        }
+        Ok(journal)
+    }
+
+    /// Writes the moves and the new header, and makes them durable. Idempotent.
+    fn apply<F: StorageFile>(&self, meta: &F) -> Result<Header> {
+        for (slot, e) in &self.moves {
+            meta.write_at(entry_offset(*slot), &e.encode())?;
+        }
+        let h = Header { length: self.new_length, ..self.header };
+        meta.write_at(0, &h.encode())?;
+        meta.sync()?;
+        Ok(h)
+    }
+
+    /// Finishes an interrupted delete found at open, then drops the journal.
+    fn replay<B: Backend>(&self, backend: &B, meta: &B::File) -> Result<Header> {
+        let h = self.apply(meta)?;
+        backend.remove_side_file(DELETE_JOURNAL)?;
+        Ok(h)
     }
 }

@@ -129,6 +129,10 @@ pub enum FormatError {
         /// The other.
         b: u32,
     },
+    /// A delete was interrupted (its journal, `delete.zrj`, is still there) and a
+    /// read-only handle cannot finish it.
+    #[error("an interrupted delete must be finished first: open the store writable once")]
+    InterruptedDelete,
     /// A `.npy` or `schema.json` file is malformed or unsupported.
     #[error("{0}")]
     Container(String),
@@ -144,6 +148,9 @@ pub enum DecodeError {
         /// The tag.
         tag: u8,
     },
+    /// The entry claims an empty record, which no writer stores.
+    #[error("entry claims an empty record")]
+    EmptyRecord,
     /// The entry's lengths exceed the 1 MiB record limit.
     #[error("entry lengths (logical {logic}, stored {phys}) exceed the record limit")]
     LengthOverLimit {

@@ -135,6 +135,9 @@ impl RecordLoc {
     pub fn check(&self, header: &Header) -> Result<Codec, crate::error::DecodeError> {
         use crate::error::DecodeError as D;
         let codec = Codec::from_tag(self.codec).ok_or(D::UnknownCodec { tag: self.codec })?;
+        if self.logic_length == 0 || self.phys_length == 0 {
+            return Err(D::EmptyRecord);
+        }
         if self.logic_length > MAX_RECORD_LEN || self.phys_length > MAX_RECORD_LEN {
             return Err(D::LengthOverLimit { logic: self.logic_length, phys: self.phys_length });
         }
@@ -204,6 +207,8 @@ mod tests {
         assert!(matches!(bad(RecordLoc { codec: 9, ..ok }), D::UnknownCodec { tag: 9 }));
         assert!(matches!(bad(RecordLoc { logic_length: MAX_RECORD_LEN + 1, ..ok }), D::LengthOverLimit { .. }));
         assert!(matches!(bad(RecordLoc { codec: 0, ..ok }), D::RawLengthMismatch { .. }));
+        assert_eq!(bad(RecordLoc::default()), D::EmptyRecord);
+        assert_eq!(bad(RecordLoc { phys_length: 0, ..ok }), D::EmptyRecord);
         assert!(matches!(bad(RecordLoc { offset: 95, ..ok }), D::OutOfBounds { .. }));
         assert!(matches!(bad(RecordLoc { chunk_id: 2, ..ok }), D::OutOfBounds { .. }));
         assert!(matches!(bad(RecordLoc { offset: u32::MAX, chunk_id: 0, ..ok }), D::OutOfBounds { .. }));

@@ -60,8 +60,16 @@ pub trait Backend: Send + Sync {
     fn sync_dir(&self) -> Result<(), IoError>;
     /// Reads a side file such as `schema.json`; `Ok(None)` if missing.
     fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError>;
-    /// Writes a side file whole, replacing it.
+    /// Writes a side file whole, replacing it. When this returns, the new contents must be
+    /// durable, and a crash at any point must leave the old file or the new one, never a
+    /// mix (write beside, sync, rename over, sync the directory): the engine commits a
+    /// delete by writing its journal here.
     fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError>;
+    /// Removes a side file; a missing file is not an error. Hosts that cannot remove files
+    /// keep the default, which empties it (an empty side file counts as absent).
+    fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
+        self.write_side_file(name, &[])
+    }
     /// Takes the directory in `mode`, or fails at once with [`Error::Locked`]. Hosts without
     /// inter-process locking (the wasm guest) keep the default, which grants everything.
     fn lock(&self, mode: LockMode) -> Result<(), Error> {
@@ -258,9 +266,16 @@ pub mod mem {
         }
 
         fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
-            let f = self.open(name, true).expect("created");
-            f.set_len(0)?;
-            f.write_at(0, bytes)
+            // Replaced whole under the directory lock: atomic, as the trait requires.
+            let f = MemFile { name: name.to_string(), ..MemFile::default() };
+            f.write_at(0, bytes)?;
+            self.files.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), f);
+            Ok(())
+        }
+
+        fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
+            self.files.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+            Ok(())
         }
     }
 }

@@ -177,8 +177,27 @@ impl Backend for DirBackend {
     }
 
     fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
+        // Written beside, synced, renamed over and the directory synced: a crash leaves the
+        // old file or the new one, and the new one is durable when this returns (the engine
+        // commits deletes through a side file).
         let path = self.dir.join(name);
-        std::fs::write(&path, bytes).map_err(|e| io_err(e, format!("write {}", path.display())))
+        let tmp = self.dir.join(format!(".{name}.tmp"));
+        let write = || -> io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            io::Write::write_all(&mut f, bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| io_err(e, format!("write {}", path.display())))?;
+        self.sync_dir()
+    }
+
+    fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
+        let path = self.dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(e, format!("remove {}", path.display()))),
+            _ => self.sync_dir(),
+        }
     }
 
     fn lock(&self, mode: LockMode) -> Result<(), Error> {
