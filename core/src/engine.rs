@@ -237,6 +237,28 @@ struct WriteShard {
     placed: Vec<(u16, u32)>,
 }
 
+/// Compact moves at most this many bytes, and this many records, between two syncs.
+const COMPACT_BATCH_BYTES: u64 = 64 << 20;
+const COMPACT_BATCH_RECORDS: usize = 1024;
+
+/// One payload compact moves, with the entries (a range of the sorted live list) that
+/// point at it.
+struct Move {
+    group: Range<usize>,
+    from: RecordLoc,
+    to: (u16, u32),
+}
+
+impl Move {
+    /// True if this move's destination overlaps the payload at `src`.
+    fn lands_on(&self, src: &RecordLoc) -> bool {
+        let (start, len) = (u64::from(self.to.1), u64::from(self.from.phys_length));
+        self.to.0 == src.chunk_id
+            && start < u64::from(src.offset) + u64::from(src.phys_length)
+            && u64::from(src.offset) < start + len
+    }
+}
+
 fn pack_tail(h: &Header) -> u64 {
     (u64::from(h.tail_chunk) << 32) | u64::from(h.tail_offset)
 }
@@ -784,11 +806,13 @@ impl<B: Backend> Store<B> {
         }
         overlay.retain(|&slot, _| slot < len);
         if overlay.is_empty() {
-            // Only tail records go: the 16-byte header write is the whole change.
+            // Only tail records go: the 16-byte header write is the whole change. It is
+            // synced before returning: the next append writes entries into the slots it
+            // freed, which a header still durable on disk would count as live.
             let h = Header { length: len, ..old };
             self.write_header(w, h)?;
             self.publish(&h);
-            return Ok(());
+            return Self::poison_on_err(w, self.meta.sync());
         }
         let journal = DeleteJournal { header: old, new_length: len, moves: overlay.into_iter().collect() };
         // The journal is the commit point: once it is durable the delete will complete,
@@ -864,9 +888,10 @@ impl<B: Backend> Store<B> {
             }
         }
 
+        // Plan: where each group of entries sharing a payload lands.
         let total = live.len() as u64;
         let mut frontier = (0u16, 0u64);
-        let mut buf = Vec::new();
+        let mut moves: Vec<Move> = Vec::new();
         let mut g = 0;
         while g < live.len() {
             let (loc, _) = live[g];
@@ -883,21 +908,73 @@ impl<B: Backend> Store<B> {
                 // could land on records not yet moved, so the record stays where it is.
                 frontier = (loc.chunk_id, u64::from(loc.offset));
             }
-            let target = (frontier.0, frontier.1 as u32);
-            if target != (loc.chunk_id, loc.offset) {
-                buf.resize(loc.phys_length as usize, 0);
-                self.chunk(loc.chunk_id)?.read_at(u64::from(loc.offset), &mut buf)?;
-                let overlaps = target.0 == loc.chunk_id && u64::from(target.1) + phys > u64::from(loc.offset);
-                if overlaps {
-                    let parked = self.park(w, &buf)?;
-                    self.move_entries(&live[g..end], parked, &loc)?;
-                }
-                self.chunk(target.0)?.write_at(u64::from(target.1), &buf)?;
-                self.move_entries(&live[g..end], target, &loc)?;
+            let to = (frontier.0, frontier.1 as u32);
+            if to != (loc.chunk_id, loc.offset) {
+                moves.push(Move { group: g..end, from: loc, to });
             }
             frontier.1 += phys;
             g = end;
-            progress(g as u64, total);
+        }
+
+        // Move in batches. Within a batch every payload is read first; if any destination
+        // overlaps any source of the batch, the batch is first copied to a park area past
+        // the frontier and its entries pointed there. Each step is synced before the next
+        // one can overwrite what the previous one still needs, so a kill or a power cut
+        // anywhere leaves every entry pointing at intact bytes.
+        let batch_cap = self.capacity.min(COMPACT_BATCH_BYTES) as usize;
+        let mut park: Option<(u16, u32)> = None;
+        let mut buf = Vec::new();
+        let mut m = 0;
+        while m < moves.len() {
+            let mut end = m;
+            let mut bytes = 0usize;
+            while end < moves.len() && end - m < COMPACT_BATCH_RECORDS {
+                let phys = moves[end].from.phys_length as usize;
+                if end > m && bytes + phys > batch_cap {
+                    break;
+                }
+                bytes += phys;
+                end += 1;
+            }
+            let batch = &moves[m..end];
+            buf.clear();
+            buf.try_reserve(bytes).map_err(|_| Error::OutOfMemory)?;
+            let mut at = Vec::with_capacity(batch.len());
+            for mv in batch {
+                at.push(buf.len());
+                let start = buf.len();
+                buf.resize(start + mv.from.phys_length as usize, 0);
+                self.chunk(mv.from.chunk_id)?.read_at(u64::from(mv.from.offset), &mut buf[start..])?;
+            }
+            let overlap = batch.iter().any(|t| batch.iter().any(|s| t.lands_on(&s.from)));
+            if overlap {
+                let spot = match park {
+                    Some(spot) => spot,
+                    None => {
+                        let spot = self.make_park_area(w, batch_cap as u64)?;
+                        park = Some(spot);
+                        spot
+                    }
+                };
+                self.chunk(spot.0)?.write_at(u64::from(spot.1), &buf)?;
+                // Syncs the parked bytes and the header that covers them.
+                self.sync_files(w, spot.0..=spot.0)?;
+                for (mv, &off) in batch.iter().zip(&at) {
+                    self.move_entries(&live[mv.group.clone()], (spot.0, spot.1 + off as u32), &mv.from)?;
+                }
+                Self::poison_on_err(w, self.meta.sync())?;
+            }
+            for (mv, &off) in batch.iter().zip(&at) {
+                let len = mv.from.phys_length as usize;
+                self.chunk(mv.to.0)?.write_at(u64::from(mv.to.1), &buf[off..off + len])?;
+            }
+            self.sync_files(w, batch[0].to.0..=batch[batch.len() - 1].to.0)?;
+            for mv in batch {
+                self.move_entries(&live[mv.group.clone()], mv.to, &mv.from)?;
+            }
+            Self::poison_on_err(w, self.meta.sync())?;
+            progress(batch[batch.len() - 1].group.end as u64, total);
+            m = end;
         }
         progress(total, total);
 
@@ -919,21 +996,21 @@ impl<B: Backend> Store<B> {
         Ok(())
     }
 
-    /// Copies `bytes` past the current frontier, extends the header over it, and returns
-    /// where they went.
-    fn park(&self, w: &mut Writer, bytes: &[u8]) -> Result<(u16, u32)> {
+    /// Reserves `len` bytes past the current frontier (in a new chunk if the tail chunk has
+    /// no room), extends the header over them, and returns where they start. Nothing live
+    /// is there, and the final header of the compact drops them again.
+    fn make_park_area(&self, w: &mut Writer, len: u64) -> Result<(u16, u32)> {
         let mut h = w.header;
-        if u64::from(h.tail_offset) + bytes.len() as u64 > self.capacity {
+        if u64::from(h.tail_offset) + len > self.capacity {
             if u32::from(h.tail_chunk) + 1 >= MAX_CHUNKS {
-                return Err(Error::StoreFull("no room to move a record during compact"));
+                return Err(Error::StoreFull("no room to move records during compact"));
             }
             h.tail_chunk += 1;
             h.tail_offset = 0;
             self.create_chunk(w, h.tail_chunk)?;
         }
         let at = (h.tail_chunk, h.tail_offset);
-        self.chunk(at.0)?.write_at(u64::from(at.1), bytes)?;
-        h.tail_offset += bytes.len() as u32;
+        h.tail_offset += len as u32;
         self.write_header(w, h)?;
         self.publish(&h);
         Ok(at)

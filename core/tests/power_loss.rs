@@ -286,7 +286,7 @@ fn check_workload(steps: &[Step], rng: u64) -> (usize, usize) {
     drop((s, w));
     let (images, cuts) = sim.with(|x| (std::mem::take(&mut x.images), x.cuts));
     for (n, (step, img)) in images.iter().enumerate() {
-        let ctx = format!("image {n} cut during step {step} ({:?})", steps[*step]);
+        let ctx = format!("image {n} cut during step {step} ({:?}) of {steps:?}", steps[*step]);
         let (st, _w) = Store::open(img.clone(), opts()).unwrap_or_else(|e| panic!("{ctx}: open failed: {e}"));
         let found: Vec<Vec<u8>> = (0..u64::from(st.len()))
             .map(|i| st.read(i).unwrap_or_else(|e| panic!("{ctx}: record {i} of {}: {e}", st.len())))
@@ -339,8 +339,52 @@ fn every_power_cut_during_delete_leaves_before_or_after() {
 #[test]
 fn every_power_cut_in_the_scripted_workload_is_consistent() {
     for rng in [1u64, 2, 3] {
-        let steps: Vec<Step> = common::scripted_workload().into_iter().filter(|s| !matches!(s, Step::Compact)).collect();
-        let (cuts, images) = check_workload(&steps, rng.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let (cuts, images) = check_workload(&common::scripted_workload(), rng.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         eprintln!("scripted workload: {cuts} cut points, {images} images checked");
     }
+}
+
+/// A random workload of appends, deletes, compacts and syncs, from `seed`.
+fn random_workload(seed: u64) -> Vec<Step> {
+    let mut x = seed | 1;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let (mut steps, mut len, mut first) = (Vec::new(), 0u64, 0u64);
+    for _ in 0..10 {
+        match next(8) {
+            0..=3 => {
+                let count = 1 + next(6);
+                steps.push(Step::Append { first, count, codec: if next(2) == 0 { Codec::Raw } else { Codec::Flate } });
+                first += count;
+                len += count;
+            }
+            4 | 5 if len > 0 => {
+                let idxs: Vec<u64> = (0..1 + next(4)).map(|_| next(len)).collect();
+                let mut d = idxs.clone();
+                d.sort_unstable();
+                d.dedup();
+                len -= d.len() as u64;
+                steps.push(Step::Delete(idxs));
+            }
+            6 => steps.push(Step::Compact),
+            _ => steps.push(Step::Sync),
+        }
+    }
+    steps
+}
+
+#[test]
+fn every_power_cut_in_random_workloads_is_consistent() {
+    let runs: u64 = std::env::var("ZR_POWER_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
+    let (mut cuts, mut images) = (0, 0);
+    for seed in 0..runs {
+        let (c, i) = check_workload(&random_workload(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) + 1), seed + 99);
+        cuts += c;
+        images += i;
+    }
+    eprintln!("random workloads: {runs} workloads, {cuts} cut points, {images} images checked");
 }
