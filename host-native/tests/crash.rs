@@ -33,7 +33,7 @@ fn rng(mut x: u64) -> impl FnMut(u64) -> u64 {
 fn record(seed: u64, i: u64) -> Vec<u8> {
     let mut r = rng(seed ^ (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let len = 1 + r(16 * 1024) as usize;
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         (0..len).map(|_| r(256) as u8).collect()
     } else {
         let b = r(256) as u8;
@@ -54,7 +54,7 @@ fn append_range(zr: &Zrecord, seed: u64, range: std::ops::Range<u64>) {
         lens.push(r.len() as u32);
         src.extend_from_slice(&r);
     }
-    let codec = if range.start % 2 == 0 { Codec::Flate } else { Codec::Raw };
+    let codec = if range.start.is_multiple_of(2) { Codec::Flate } else { Codec::Raw };
     assert_eq!(u64::from(zr.append_var(&src, &offsets, &lens, Some(codec)).unwrap()), range.start);
 }
 
