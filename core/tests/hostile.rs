@@ -159,7 +159,8 @@ fn length_past_the_written_table_reads_as_typed_errors() {
 #[test]
 fn damaged_entries_are_typed_errors_on_every_read_path() {
     type Damage = fn(&mut RecordLoc, &Header);
-    let cases: Vec<(&str, u32, Damage, fn(&Error) -> bool)> = vec![
+    type Expect = fn(&Error) -> bool;
+    let cases: Vec<(&str, u32, Damage, Expect)> = vec![
         ("unknown codec", 2, |e, _| e.codec = 7, |e| matches!(e, Error::Decode { source: DecodeError::UnknownCodec { tag: 7 }, .. })),
         ("raw with phys != logic", 1, |e, _| e.logic_length += 1, |e| matches!(e, Error::Decode { source: DecodeError::RawLengthMismatch { .. }, .. })),
         ("logic over 1 MiB", 2, |e, _| e.logic_length = (1 << 20) + 1, |e| matches!(e, Error::Decode { source: DecodeError::LengthOverLimit { .. }, .. })),
