@@ -1,0 +1,169 @@
+//! Fuzz target bodies, plain functions over bytes so that `cargo test` can replay the kept
+//! corpus (`fuzz/regressions/<target>/`) on stable without libFuzzer
+//! (`core/tests/fuzz_replay.rs` includes this file).
+//!
+//! - [`open_store`]: a store built from arbitrary meta.zr and chunk bytes is opened and
+//!   read every way; anything may fail, nothing may panic.
+//! - [`inflate`]: arbitrary DEFLATE into a destination of arbitrary size.
+//! - [`ops`]: append/delete/compact/gather/sync/reopen sequences against an in-memory model
+//!   (redb's fuzzer style); the store must match the model after every step.
+
+use zrecord_core::codec::{decode_into, inflate_into, Codec};
+use zrecord_core::engine::{Batch, Options, Store};
+use zrecord_core::format::{CHUNK_FILE_LEN, META_FILE, META_LEN};
+use zrecord_core::io::mem::MemBackend;
+use zrecord_core::io::{Backend, Serial, StorageFile};
+use zrecord_core::tools;
+
+fn u16_at(d: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([*d.get(at).unwrap_or(&0), *d.get(at + 1).unwrap_or(&0)])
+}
+
+/// `data` = meta length (u16) | meta bytes | chunk 0 bytes | ... split at u16 lengths.
+pub fn open_store(data: &[u8]) {
+    let meta_n = usize::from(u16_at(data, 0)).min(data.len().saturating_sub(2));
+    let (meta, rest) = data.get(2..).unwrap_or(&[]).split_at(meta_n);
+    let b = MemBackend::new();
+    let m = b.open_meta(true).unwrap().unwrap();
+    m.write_at(0, meta).unwrap();
+    // Mostly a full-size meta.zr (so entries are reached); sometimes the raw size.
+    if rest.first().is_some_and(|&x| x & 1 == 0) {
+        m.set_len(META_LEN).unwrap();
+    }
+    let mut rest = rest.get(1..).unwrap_or(&[]);
+    for id in 0..3u16 {
+        if rest.is_empty() && id > 0 {
+            break;
+        }
+        let n = usize::from(u16_at(rest, 0)).min(rest.len().saturating_sub(2));
+        let bytes = &rest.get(2..).unwrap_or(&[])[..n];
+        let c = b.open_chunk(id, true).unwrap().unwrap();
+        c.write_at(0, bytes).unwrap();
+        if id % 2 == 0 {
+            c.set_len(CHUNK_FILE_LEN).unwrap();
+        }
+        rest = rest.get(2 + n..).unwrap_or(&[]);
+    }
+    if let Ok((s, _)) = Store::open(b.clone(), Options::read_only()) {
+        read_everything(&s);
+    }
+    // Writable: may replay nothing, re-initialise a never-used meta.zr, or compact.
+    if let Ok((mut s, mut w)) = Store::open(b.clone(), Options { chunk_capacity: 4096, ..Options::default() }) {
+        read_everything(&s);
+        if s.len() <= 256 {
+            let _ = s.compact(&mut w, &mut |_, _| {});
+            read_everything(&s);
+            let _ = s.delete(&mut w, &[0, 1]);
+        }
+        let _ = s.append(&mut w, &Batch::Fixed { src: b"fuzz", count: 1, item_len: 4 }, Codec::Flate, &Serial);
+        read_everything(&s);
+    }
+    let _ = b.file(META_FILE);
+}
+
+fn read_everything<B: Backend>(s: &Store<B>) {
+    let n = u64::from(s.len());
+    // A hostile length can claim 2^24 entries; read a bounded sample of them.
+    let idxs: Vec<u64> = (0..n.min(64)).chain(n.saturating_sub(4)..n + 2).collect();
+    for &i in &idxs {
+        let _ = s.read(i);
+    }
+    let mut dst = vec![0u8; 16 * 4096];
+    for w in idxs.chunks(16) {
+        let _ = s.gather(w, &mut dst, 4096, &Serial);
+        let offsets: Vec<u64> = (0..w.len() as u64).map(|k| k * 3000).collect();
+        let _ = s.gather_var(w, &mut dst, &offsets, &Serial);
+    }
+    let mut lens = vec![0u32; idxs.len()];
+    let _ = s.lengths(&idxs, &mut lens);
+    if n <= 4096 {
+        let _ = tools::verify(s, &Serial, &mut |_, _| {});
+        let _ = tools::inspect(s);
+        let _ = s.stats();
+    }
+}
+
+/// `data` = destination length (u16, scaled) | DEFLATE bytes.
+pub fn inflate(data: &[u8]) {
+    let n = usize::from(u16_at(data, 0)) * 17 % ((1 << 20) + 1);
+    let src = data.get(2..).unwrap_or(&[]);
+    let mut dst = vec![0u8; n];
+    // A success produced exactly n bytes; check it against a fresh decode.
+    if inflate_into(src, &mut dst).is_ok() {
+        let mut again = vec![0xEEu8; n];
+        decode_into(Codec::Flate, src, &mut again).unwrap();
+        assert_eq!(dst, again);
+    }
+    let _ = decode_into(Codec::Raw, src, &mut dst);
+}
+
+/// A byte-code of store operations checked against a model after each.
+pub fn ops(data: &[u8]) {
+    let b = MemBackend::new();
+    let opts = Options { chunk_capacity: 2048, ..Options::default() };
+    let (mut s, mut w) = Store::open(b.clone(), opts).unwrap();
+    let mut model: Vec<Vec<u8>> = Vec::new();
+    let mut d = data.iter().copied();
+    let mut serial = 0u32;
+    while let Some(op) = d.next() {
+        let arg = d.next().unwrap_or(0);
+        match op % 6 {
+            0 | 1 => {
+                let count = usize::from(arg % 8);
+                let len = 1 + usize::from(d.next().unwrap_or(0)) * 4;
+                let recs: Vec<Vec<u8>> = (0..count)
+                    .map(|_| {
+                        serial += 1;
+                        let s = serial;
+                        (0..len).map(|k| if op & 8 == 0 { (k / 5) as u8 ^ s as u8 } else { (k as u32).wrapping_mul(s).wrapping_mul(2654435761) as u8 }).collect()
+                    })
+                    .collect();
+                let src = recs.concat();
+                let codec = if op & 16 == 0 { Codec::Flate } else { Codec::Raw };
+                let first = s.append(&mut w, &Batch::Fixed { src: &src, count, item_len: len }, codec, &Serial).unwrap();
+                assert_eq!(first as usize, model.len());
+                model.extend(recs);
+            }
+            2 => {
+                let idxs: Vec<u64> = (0..arg % 5).map(|_| u64::from(d.next().unwrap_or(0))).collect();
+                let r = s.delete(&mut w, &idxs);
+                if idxs.iter().any(|&i| i >= model.len() as u64) {
+                    assert!(r.is_err());
+                } else {
+                    r.unwrap();
+                    let mut sorted = idxs.clone();
+                    sorted.sort_unstable_by(|a, b| b.cmp(a));
+                    sorted.dedup();
+                    for i in sorted {
+                        model.swap_remove(i as usize);
+                    }
+                }
+            }
+            3 => s.compact(&mut w, &mut |_, _| {}).unwrap(),
+            4 => {
+                if arg & 1 == 0 {
+                    s.sync(&mut w).unwrap();
+                } else {
+                    drop((s, w));
+                    (s, w) = Store::open(b.clone(), opts).unwrap();
+                }
+            }
+            _ => {
+                if !model.is_empty() {
+                    let idxs: Vec<u64> = (0..1 + arg % 6).map(|_| u64::from(d.next().unwrap_or(0)) % model.len() as u64).collect();
+                    let stride = 1 + 4 * 255;
+                    let mut dst = vec![0u8; idxs.len() * stride];
+                    s.gather(&idxs, &mut dst, stride, &Serial).unwrap();
+                    for (k, &i) in idxs.iter().enumerate() {
+                        let r = &model[i as usize];
+                        assert_eq!(&dst[k * stride..k * stride + r.len()], &r[..]);
+                    }
+                }
+            }
+        }
+        assert_eq!(s.len() as usize, model.len());
+    }
+    for (i, r) in model.iter().enumerate() {
+        assert_eq!(&s.read(i as u64).unwrap(), r);
+    }
+}
