@@ -37,6 +37,8 @@ python: setup-python
 
 test-rust:
 	$(CARGO) test
+	# The core alone, without the native host's features: the pure-Rust inflater path.
+	$(CARGO) test -p zrecord-core --lib
 	$(CARGO) clippy --all-targets -p zrecord-core -p zrecord -- -D warnings
 
 # The core must build without std on a target that has none.

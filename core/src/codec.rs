@@ -110,6 +110,32 @@ impl Deflater {
 /// Inflates the raw DEFLATE stream `src` into exactly `dst`: fails if the stream would
 /// produce more or fewer than `dst.len()` bytes, or is malformed. Never writes outside `dst`.
 pub fn inflate_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
+    #[cfg(feature = "libdeflate")]
+    return libdeflate_into(src, dst);
+    #[cfg(not(feature = "libdeflate"))]
+    miniz_into(src, dst)
+}
+
+#[cfg(feature = "libdeflate")]
+fn libdeflate_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
+    use libdeflater::{DecompressionError, Decompressor};
+    std::thread_local! {
+        // A decompressor is ~10 KiB of tables; one per thread, reused across records.
+        static DECOMPRESSOR: core::cell::RefCell<Decompressor> = core::cell::RefCell::new(Decompressor::new());
+    }
+    let result = DECOMPRESSOR.with(|d| d.borrow_mut().deflate_decompress(src, dst));
+    match result {
+        Ok(n) if n == dst.len() => Ok(()),
+        Ok(produced) => Err(DecodeError::TooShort { produced, logic: dst.len() as u32 }),
+        Err(DecompressionError::InsufficientSpace) => Err(DecodeError::TooLong { logic: dst.len() as u32 }),
+        Err(DecompressionError::BadData) => Err(DecodeError::Corrupt),
+    }
+}
+
+/// The pure-Rust inflater: what `no_std` and wasm builds use, and the reference the
+/// libdeflate path is tested against.
+#[cfg_attr(feature = "libdeflate", allow(dead_code))]
+fn miniz_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     let mut state = DecompressorOxide::new();
     let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
     let (status, _consumed, produced) = decompress(&mut state, src, dst, 0, flags);
@@ -216,6 +242,24 @@ mod tests {
                 None => decode_into(Codec::Raw, &src, &mut out).unwrap(),
             }
             prop_assert_eq!(out, src);
+        }
+
+        /// The native fast path and the pure-Rust inflater must agree on every input they
+        /// both accept, and on valid streams must both accept.
+        #[cfg(feature = "libdeflate")]
+        #[test]
+        fn libdeflate_agrees_with_miniz(src in proptest::collection::vec(any::<u8>(), 0..3000), garbage in proptest::collection::vec(any::<u8>(), 0..64), n in 0usize..4000) {
+            if let Some(packed) = compress_vec(&src) {
+                let (mut a, mut b) = (vec![0u8; src.len()], vec![0u8; src.len()]);
+                prop_assert_eq!(libdeflate_into(&packed, &mut a), Ok(()));
+                prop_assert_eq!(miniz_into(&packed, &mut b), Ok(()));
+                prop_assert_eq!(&a, &src);
+                prop_assert_eq!(&b, &src);
+            }
+            let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
+            if let (Ok(()), Ok(())) = (libdeflate_into(&garbage, &mut a), miniz_into(&garbage, &mut b)) {
+                prop_assert_eq!(a, b);
+            }
         }
 
         #[test]
