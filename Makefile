@@ -59,3 +59,14 @@ demo: setup build python
 clean:
 	$(CARGO) clean
 	rm -rf $(VENV)
+
+# Long reliability runs (docs/reliability.md); the fast versions are part of `make test`.
+.PHONY: reliability-long fuzz-long tsan
+reliability-long:
+	tests/reliability/long.sh
+
+fuzz-long:
+	tests/reliability/fuzz-long.sh
+
+tsan:
+	tests/reliability/tsan.sh
