@@ -11,6 +11,7 @@ Reads decode straight into the freshly allocated output array; there is no stagi
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from pathlib import Path
 from typing import Any, Union
@@ -185,12 +186,19 @@ class Dataset:
             schema_path.write_text(json.dumps(schema, indent=2) + "\n")
 
         step = max(1, int(chunk_bytes) // max(itemsize, 1))
+        source_map = _backing_mmap(array)
         with Zrecord(path, codec=schema["codec"]) as store:
             for start in range(0, len(array), step):
                 # A view when the source is already C-contiguous in this dtype (an mmap'd
                 # .npy usually is): the store then reads the file's pages directly.
                 block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
                 store.append(block, len(block), itemsize)
+                del block
+                if source_map is not None:
+                    # Pages of a file mapping stay in this process's resident set once read;
+                    # drop them (the page cache keeps the data) so memory stays bounded by
+                    # chunk_bytes rather than growing to the size of the file.
+                    _release(source_map)
             store.sync()
         return cls(path)
 
@@ -238,3 +246,29 @@ class Dataset:
     def __repr__(self) -> str:
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
+
+
+def _backing_mmap(array: Any) -> Any:
+    """The shared ``mmap.mmap`` behind a ``np.memmap`` (or a view of one), if any.
+
+    Copy-on-write maps (``mode="c"``) are left alone: dropping their pages would discard
+    the caller's private changes.
+    """
+    obj = array
+    for _ in range(32):
+        if obj is None:
+            break
+        if isinstance(obj, np.memmap):
+            mm = getattr(obj, "_mmap", None)
+            if isinstance(mm, mmap.mmap) and getattr(obj, "mode", "c") in ("r", "r+", "w+", "readonly", "readwrite", "write"):
+                return mm
+        obj = getattr(obj, "base", None)
+    return None
+
+
+def _release(mm: "mmap.mmap") -> None:
+    """Drop the resident pages of a file mapping; the next read faults them back in."""
+    try:
+        mm.madvise(mmap.MADV_DONTNEED)
+    except (AttributeError, OSError, ValueError):
+        pass  # a platform without madvise, or a closed map: nothing to release
