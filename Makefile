@@ -11,7 +11,7 @@ CARGO ?= cargo
 ZR := $(CURDIR)/target/release/zr
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: setup setup-rust setup-python build python test test-rust test-nostd test-python demo bench clean
+.PHONY: setup setup-rust setup-python build python test test-rust test-nostd test-python demo bench bench-smoke clean
 
 setup: setup-rust setup-python
 
@@ -50,8 +50,28 @@ test-python: setup-python build python
 
 -include host-wasm/wasm.mk
 
-test: setup test-rust test-nostd test-python $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
+test: setup test-rust test-nostd test-python bench-smoke $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
 	@echo "all test suites passed"
+
+# Benchmarks against peers, in their own venv (h5py, lmdb, array-record, torch when it
+# installs). Not part of `make test`; `bench-smoke` runs a tiny version there so the script
+# cannot rot.
+BENCH_VENV := $(CURDIR)/bench/.venv
+
+$(BENCH_VENV)/.stamp: bench/requirements.txt bench/requirements-torch.txt
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements.txt
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-torch.txt || echo "torch did not install: the loader table will skip it"
+	touch $@
+
+bench: $(BENCH_VENV)/.stamp
+	$(BENCH_VENV)/bin/pip install -q ./bindings/python
+	$(BENCH_VENV)/bin/python -W ignore bench/bench.py all
+
+bench-smoke: python
+	$(PY) bench/bench.py sampler --quick
+	$(PY) bench/bench.py store --quick --only zrecord,loaderx,npy
 
 demo: setup build python
 	$(PY) tests/demo.py --zr $(ZR)
