@@ -238,8 +238,8 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
         one_ahead += u64::from(!matches(acked as usize));
     }
     eprintln!(
-        "delete: {} kills, {acked_total} acknowledged deletes all present, {one_ahead} kills left the next delete done (killed inside it, its journal replayed, or before its ack) \
-",
+        "delete: {} kills, {acked_total} acknowledged deletes all present, {one_ahead} kills left the next \
+         delete done (killed inside it and its journal replayed, or before its ack)",
         trials()
     );
 }
