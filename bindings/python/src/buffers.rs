@@ -118,17 +118,29 @@ pub fn readable<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Region<'py
 }
 
 /// Copies an integer array-like into a `Vec<u64>`, calling `negative` for a value below 0.
+/// Most indices, offsets or lengths one call accepts: 2^26 (512 MiB of u64). A larger batch
+/// is almost surely a bug (a broadcast view, a wrong shape), and copying it would take
+/// gigabytes before the store could refuse it.
+pub const MAX_BATCH: usize = 1 << 26;
+
 fn unsigned(obj: &Bound<'_, PyAny>, name: &str, negative: &dyn Fn(i64) -> PyErr) -> PyResult<Vec<u64>> {
     let py = obj.py();
     let arr = match obj.cast::<PyUntypedArray>() {
         Ok(a) => a.clone(),
         Err(_) => numpy(py)?.call_method1("asarray", (obj,))?.cast_into::<PyUntypedArray>()?,
     };
+    if arr.len() > MAX_BATCH {
+        return Err(PyValueError::new_err(format!(
+            "{name} holds {} items; one call takes at most {MAX_BATCH} (split the batch)",
+            arr.len()
+        )));
+    }
     macro_rules! try_typed {
         ($($t:ty),*) => {$(
             if let Ok(typed) = arr.cast::<PyArrayDyn<$t>>() {
                 let view = typed.try_readonly().map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?;
-                let mut out = Vec::with_capacity(arr.len());
+                let mut out = zeroed::<u64>(0).map_err(|e| error::to_py(py, e))?;
+                out.try_reserve_exact(arr.len()).map_err(|_| error::to_py(py, zrecord::Error::OutOfMemory))?;
                 for &v in view.as_array().iter() {
                     #[allow(unused_comparisons)]
                     if v < 0 {

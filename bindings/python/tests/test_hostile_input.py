@@ -65,13 +65,6 @@ def test_indices_past_every_width(store, idx):
         assert (out == expected(3)).all()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, reported to the bindings owner: buffers.rs `unsigned` copies every index "
-    "with Vec::with_capacity, so 10^9 indices allocate 8 GB and abort the interpreter when that "
-    "fails; fix: try_reserve_exact (MemoryError) and check the batch against the destination "
-    "before copying. strict: this test starts failing (XPASS) once it is fixed.",
-)
 def test_billion_index_batch_is_refused_in_bounded_memory(store):
     # 10^9 indices as a zero-stride view take no memory; the store must refuse the batch
     # (destination far too small) without materialising 8 GB of indices or output.
