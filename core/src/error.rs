@@ -232,6 +232,23 @@ impl IoError {
     }
 }
 
+#[cfg(feature = "std")]
+impl IoError {
+    /// Converts a `std::io::Error` from a host's file call, naming what was being done. The
+    /// one mapping of OS error kinds every std host (native, wasm guest) shares.
+    pub fn from_std(e: std::io::Error, context: impl Into<String>) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match e.kind() {
+            K::NotFound => IoErrorKind::NotFound,
+            K::PermissionDenied | K::ReadOnlyFilesystem => IoErrorKind::PermissionDenied,
+            K::StorageFull | K::QuotaExceeded => IoErrorKind::StorageFull,
+            K::UnexpectedEof => IoErrorKind::UnexpectedEof,
+            _ => IoErrorKind::Other,
+        };
+        IoError::new(kind, context, alloc::string::ToString::to_string(&e))
+    }
+}
+
 impl fmt::Display for IoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "file I/O failed: {}: {}", self.context, self.message)

@@ -8,20 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use memmap2::Mmap;
-use zrecord_core::error::{Error, IoError, IoErrorKind};
+use zrecord_core::error::{Error, IoError};
 use zrecord_core::format::{chunk_file_name, META_FILE};
 use zrecord_core::io::{Backend, LockMode, StorageFile};
 
 /// Converts a std I/O error, naming what was being done.
 pub(crate) fn io_err(e: io::Error, context: impl Into<String>) -> IoError {
-    let kind = match e.kind() {
-        io::ErrorKind::NotFound => IoErrorKind::NotFound,
-        io::ErrorKind::PermissionDenied => IoErrorKind::PermissionDenied,
-        io::ErrorKind::UnexpectedEof => IoErrorKind::UnexpectedEof,
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => IoErrorKind::StorageFull,
-        _ => IoErrorKind::Other,
-    };
-    IoError::new(kind, context, e.to_string())
+    IoError::from_std(e, context)
 }
 
 /// One file of the store, optionally mapped read-only for fast reads.

@@ -15,17 +15,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use zrecord_core::io::{Backend, StorageFile};
-use zrecord_core::{IoError, IoErrorKind};
+use zrecord_core::IoError;
 
 fn io_err(e: std::io::Error, context: impl Into<String>) -> IoError {
-    let kind = match e.kind() {
-        ErrorKind::NotFound => IoErrorKind::NotFound,
-        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => IoErrorKind::PermissionDenied,
-        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => IoErrorKind::StorageFull,
-        ErrorKind::UnexpectedEof => IoErrorKind::UnexpectedEof,
-        _ => IoErrorKind::Other,
-    };
-    IoError::new(kind, context, e.to_string())
+    IoError::from_std(e, context)
 }
 
 /// One open file of the store (or an input/output file of a tool).
