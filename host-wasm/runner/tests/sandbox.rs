@@ -10,14 +10,8 @@ use zr_wasm::exports::zrecord::store::types::{Codec, ErrorCode};
 use zr_wasm::exports::zrecord::store::store::Mode;
 use zr_wasm::{Limit, Preopen, Runtime, Sandbox, State, Zr};
 
-fn component() -> Vec<u8> {
-    if let Some(p) = std::env::var_os("ZR_WASM_COMPONENT") {
-        return std::fs::read(&p).unwrap_or_else(|e| panic!("reading {}: {e}", PathBuf::from(p).display()));
-    }
-    zr_wasm::embedded()
-        .expect("zr.wasm is neither embedded nor named by ZR_WASM_COMPONENT: run `make wasm-build` first")
-        .to_vec()
-}
+mod common;
+use common::{component, write_npy};
 
 fn runtime() -> Runtime {
     // A cache of their own keeps the tests fast without touching the user's; entries are
@@ -32,21 +26,6 @@ fn ro(host: &Path, guest: &str) -> Preopen {
 
 fn rw(host: &Path, guest: &str) -> Preopen {
     Preopen { host: host.to_path_buf(), guest: guest.into(), writable: true }
-}
-
-/// A `.npy` of `rows` rows of `cols` bytes each (`|u1`), every byte a function of its place.
-fn write_npy(path: &Path, rows: usize, cols: usize) {
-    let dict = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(&header);
-    out.extend((0..rows * cols).map(|i| ((i / cols) as u8) ^ ((i % cols) as u8 & 0x0f)));
-    std::fs::write(path, out).unwrap();
 }
 
 struct Fixture {

@@ -2,32 +2,13 @@
 //! in `sandbox.rs`): after a guest is stopped by the epoch timeout or refused memory past
 //! its cap, the same `Runtime` instantiates a fresh guest that does real work correctly.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use zr_wasm::exports::zrecord::store::types::Codec;
 use zr_wasm::{Limit, Preopen, Runtime, Sandbox};
 
-fn component() -> Vec<u8> {
-    if let Some(p) = std::env::var_os("ZR_WASM_COMPONENT") {
-        return std::fs::read(&p).unwrap_or_else(|e| panic!("reading {}: {e}", PathBuf::from(p).display()));
-    }
-    zr_wasm::embedded().expect("run `make wasm-build` first").to_vec()
-}
-
-fn write_npy(path: &Path, rows: usize, cols: usize) {
-    let dict = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(&header);
-    out.extend((0..rows * cols).map(|i| ((i / cols) as u8) ^ ((i % cols) as u8 & 0x0f)));
-    std::fs::write(path, out).unwrap();
-}
+mod common;
+use common::{component, write_npy};
 
 #[test]
 fn the_host_runs_on_after_each_limit() {
