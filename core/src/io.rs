@@ -30,6 +30,11 @@ pub trait StorageFile: Send + Sync {
     fn view(&self) -> Option<&[u8]> {
         None
     }
+    /// A hint that the bytes at `offset` will be read soon (a cache prefetch on a mapped
+    /// file). It must never fail or block; the default does nothing.
+    fn prefetch(&self, offset: u64) {
+        let _ = offset;
+    }
 }
 
 /// How a handle wants to hold the store directory (see [`Backend::lock`]).
