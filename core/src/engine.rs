@@ -23,8 +23,8 @@ use once_cell::race::OnceBox;
 use crate::codec::{decode_into, Codec, Deflater};
 use crate::error::{DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
 use crate::format::{
-    entry_offset, Header, RecordLoc, CHUNK_FILE_LEN, DEFAULT_CHUNK_CAPACITY, ENTRY_LEN, HEADER_LEN,
-    MAX_CHUNKS, MAX_RECORDS, MAX_RECORD_LEN, META_LEN,
+    entry_offset, Header, RecordLoc, CHUNK_FILE_LEN, DEFAULT_CHUNK_CAPACITY, ENTRY_LEN, HEADER_LEN, MAX_CHUNKS,
+    MAX_RECORDS, MAX_RECORD_LEN, META_LEN,
 };
 use crate::io::{Backend, LockMode, Parallel, StorageFile};
 
@@ -546,7 +546,14 @@ impl<B: Backend> Store<B> {
     }
 
     /// Decodes one checked record into `dst` (exactly its logical length).
-    fn read_record(&self, index: u32, loc: &RecordLoc, codec: Codec, dst: &mut [u8], scratch: &mut Vec<u8>) -> Result<()> {
+    fn read_record(
+        &self,
+        index: u32,
+        loc: &RecordLoc,
+        codec: Codec,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
         let file = self.chunk(loc.chunk_id)?;
         let start = loc.offset as usize;
         let phys = loc.phys_length as usize;
@@ -696,7 +703,13 @@ impl<B: Backend> Store<B> {
         for shard in &work {
             for (k, (&(phys, codec, _), &(chunk_id, offset))) in shard.stored.iter().zip(&shard.placed).enumerate() {
                 let logic = batch.range(shard.records.start + k).len() as u32;
-                entries.push(RecordLoc { offset, phys_length: phys, logic_length: logic, chunk_id, codec: codec.tag() });
+                entries.push(RecordLoc {
+                    offset,
+                    phys_length: phys,
+                    logic_length: logic,
+                    chunk_id,
+                    codec: codec.tag(),
+                });
             }
         }
         self.write_entries(first, &entries)?;
@@ -899,7 +912,8 @@ impl<B: Backend> Store<B> {
         for pair in live.windows(2) {
             let ((a, ai), (b, bi)) = (pair[0], pair[1]);
             let same = (a.chunk_id, a.offset, a.phys_length) == (b.chunk_id, b.offset, b.phys_length);
-            if !same && a.chunk_id == b.chunk_id && u64::from(a.offset) + u64::from(a.phys_length) > u64::from(b.offset) {
+            if !same && a.chunk_id == b.chunk_id && u64::from(a.offset) + u64::from(a.phys_length) > u64::from(b.offset)
+            {
                 return Err(FormatError::OverlappingRecords { a: ai, b: bi }.into());
             }
         }
@@ -1130,7 +1144,8 @@ impl DeleteJournal {
         if fnv1a(body).to_le_bytes() != sum {
             return None;
         }
-        let header = Header { tail_chunk: u16::from_le_bytes([b[6], b[7]]), tail_offset: u32_at(8), length: u32_at(12) };
+        let header =
+            Header { tail_chunk: u16::from_le_bytes([b[6], b[7]]), tail_offset: u32_at(8), length: u32_at(12) };
         let (new_length, count) = (u32_at(16), u32_at(20) as usize);
         if body.len() != JOURNAL_HEAD + count.checked_mul(JOURNAL_MOVE)? || new_length > header.length {
             return None;

@@ -160,7 +160,11 @@ pub mod mem {
         fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
             let p = self.lock();
             if offset + buf.len() as u64 > p.len {
-                return Err(IoError::new(IoErrorKind::UnexpectedEof, alloc::format!("read {}", self.name), "short read"));
+                return Err(IoError::new(
+                    IoErrorKind::UnexpectedEof,
+                    alloc::format!("read {}", self.name),
+                    "short read",
+                ));
             }
             let mut at = offset;
             let mut done = 0;
@@ -239,7 +243,9 @@ pub mod mem {
         fn open(&self, name: &str, create: bool) -> Option<MemFile> {
             let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
             if create {
-                let f = files.entry(name.to_string()).or_insert_with(|| MemFile { name: name.to_string(), ..MemFile::default() });
+                let f = files
+                    .entry(name.to_string())
+                    .or_insert_with(|| MemFile { name: name.to_string(), ..MemFile::default() });
                 return Some(f.clone());
             }
             files.get(name).cloned()

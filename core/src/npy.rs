@@ -173,7 +173,8 @@ mod tests {
         let mut h = write_header("|u1", &[5]);
         h[6] = 9;
         assert!(parse_header(&h).is_err());
-        let structured = b"\x93NUMPY\x01\x00\x40\x00{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (3,), }          \n";
+        let structured =
+            b"\x93NUMPY\x01\x00\x40\x00{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (3,), }          \n";
         assert!(parse_header(structured).is_err());
     }
 }

@@ -33,7 +33,13 @@ pub struct Schema {
 impl Schema {
     /// A version-1 schema.
     pub fn new(dtype: &str, shape: &[u64], codec: crate::Codec) -> Self {
-        Schema { format: FORMAT.into(), version: 1, dtype: dtype.into(), shape: shape.to_vec(), codec: codec.name().into() }
+        Schema {
+            format: FORMAT.into(),
+            version: 1,
+            dtype: dtype.into(),
+            shape: shape.to_vec(),
+            codec: codec.name().into(),
+        }
     }
 
     /// The file's bytes, identical to loaderx's.

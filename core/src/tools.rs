@@ -77,8 +77,7 @@ pub struct Inspection {
 /// Reads the header and every entry (no record bytes) and summarises them.
 pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
     let h: Header = store.header();
-    let mut chunks: Vec<ChunkUse> =
-        (0..=h.tail_chunk).map(|id| ChunkUse { id, ..ChunkUse::default() }).collect();
+    let mut chunks: Vec<ChunkUse> = (0..=h.tail_chunk).map(|id| ChunkUse { id, ..ChunkUse::default() }).collect();
     let (mut raw, mut flate, mut bad, mut live, mut logical) = (0u32, 0u32, 0u32, 0u64, 0u64);
     for i in 0..h.length {
         let e = store.entry(i)?;
@@ -139,7 +138,11 @@ impl fmt::Display for Inspection {
         writeln!(f, "format        zrecord v{} (meta.zr header ZREC)", self.version)?;
         writeln!(f, "records       {}", self.records)?;
         writeln!(f, "frontier      chunk {} offset {}", self.tail_chunk, self.tail_offset)?;
-        writeln!(f, "codecs        raw {}  flate {}  bad entries {}", self.raw_records, self.flate_records, self.bad_entries)?;
+        writeln!(
+            f,
+            "codecs        raw {}  flate {}  bad entries {}",
+            self.raw_records, self.flate_records, self.bad_entries
+        )?;
         writeln!(f, "logical size  {}", human_bytes(self.logical_bytes))?;
         writeln!(f, "stored size   {}", human_bytes(self.live_bytes))?;
         if self.live_bytes > 0 {
@@ -299,11 +302,12 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
     if sample_len > u64::from(MAX_RECORD_LEN) || sample_len == 0 {
         return Err(Error::RecordTooLarge { length: sample_len });
     }
-    let data_len = rows
-        .checked_mul(sample_len)
-        .ok_or_else(|| Error::InvalidArgument("array size overflows".into()))?;
+    let data_len = rows.checked_mul(sample_len).ok_or_else(|| Error::InvalidArgument("array size overflows".into()))?;
     if input.len()? < h.data_offset + data_len {
-        return Err(FormatError::Container(format!(".npy data is truncated: {rows} rows of {sample_len} bytes expected")).into());
+        return Err(FormatError::Container(format!(
+            ".npy data is truncated: {rows} rows of {sample_len} bytes expected"
+        ))
+        .into());
     }
 
     let schema = match read_schema(store)? {

@@ -113,11 +113,13 @@ fn append_rejects_bad_records_without_change() {
     let b = MemBackend::new();
     let (s, mut w) = open(&b, CHUNK_FILE_LEN);
     let big = vec![0u8; (1 << 20) + 1];
-    let e = s.append(&mut w, &Batch::Fixed { src: &big, count: 1, item_len: big.len() }, Codec::Raw, &Serial).unwrap_err();
+    let e =
+        s.append(&mut w, &Batch::Fixed { src: &big, count: 1, item_len: big.len() }, Codec::Raw, &Serial).unwrap_err();
     assert_eq!(e.code(), -4);
     let e = s.append(&mut w, &Batch::Fixed { src: &big, count: 3, item_len: 0 }, Codec::Raw, &Serial).unwrap_err();
     assert_eq!(e.code(), -4, "zero-length records are refused as loaderx does");
-    let e = s.append(&mut w, &Batch::Fixed { src: &big[..10], count: 2, item_len: 6 }, Codec::Raw, &Serial).unwrap_err();
+    let e =
+        s.append(&mut w, &Batch::Fixed { src: &big[..10], count: 2, item_len: 6 }, Codec::Raw, &Serial).unwrap_err();
     assert_eq!(e.code(), -6);
     let e = s
         .append(&mut w, &Batch::Ragged { src: &big[..10], offsets: &[0, 5], lens: &[5] }, Codec::Raw, &Serial)
@@ -211,7 +213,10 @@ fn bad_directories_are_typed_errors() {
     drop(open(&b, CHUNK_FILE_LEN));
     let meta = b.file(META_FILE).unwrap();
     meta.write_at(0, b"ZRED").unwrap();
-    assert!(matches!(Store::open(b.clone(), Options::default()).err().unwrap(), Error::Format(FormatError::BadMagic { .. })));
+    assert!(matches!(
+        Store::open(b.clone(), Options::default()).err().unwrap(),
+        Error::Format(FormatError::BadMagic { .. })
+    ));
     meta.write_at(0, &Header::default().encode()).unwrap();
     meta.write_at(4, &[2, 0]).unwrap();
     assert!(matches!(
@@ -219,7 +224,10 @@ fn bad_directories_are_typed_errors() {
         Error::Format(FormatError::UnsupportedVersion { found: 2 })
     ));
     meta.set_len(15).unwrap();
-    assert!(matches!(Store::open(b.clone(), Options::default()).err().unwrap(), Error::Format(FormatError::MetaSize { .. })));
+    assert!(matches!(
+        Store::open(b.clone(), Options::default()).err().unwrap(),
+        Error::Format(FormatError::MetaSize { .. })
+    ));
 }
 
 #[derive(Debug, Clone)]

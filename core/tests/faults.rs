@@ -152,7 +152,9 @@ fn opts() -> Options {
 /// Reopens the raw files with no faults and returns every record.
 fn reopen(inner: &MemBackend, ctx: &str) -> Vec<Vec<u8>> {
     let (s, _w) = Store::open(inner.clone(), opts()).unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
-    (0..u64::from(s.len())).map(|i| s.read(i).unwrap_or_else(|e| panic!("{ctx}: after reopen, record {i}: {e}"))).collect()
+    (0..u64::from(s.len()))
+        .map(|i| s.read(i).unwrap_or_else(|e| panic!("{ctx}: after reopen, record {i}: {e}")))
+        .collect()
 }
 
 /// Runs the scripted workload with operation `n` failing; returns false once `n` is past
@@ -190,7 +192,8 @@ fn run_with_fault(n: u64, kind: IoErrorKind, extra: &Step) -> bool {
                     assert!(poisoned, "{step:?}: the handle kept writing after a failed {what}");
                 }
                 drop((s, w));
-                let found = reopen(&inner, &format!("{step:?} failing at op {n} ({what}, {kind:?}, poisoned {poisoned})"));
+                let found =
+                    reopen(&inner, &format!("{step:?} failing at op {n} ({what}, {kind:?}, poisoned {poisoned})"));
                 let (old, new) = if poisoned {
                     (model.clone(), after.clone())
                 } else {
@@ -253,7 +256,9 @@ fn a_failed_sync_poisons_the_writer_for_good() {
     fb.counter.lock().unwrap().fail_at = Some(at);
     let e = s.sync(&mut w).unwrap_err();
     assert!(fb.failed().unwrap().starts_with("sync"), "{e}");
-    for step in [Step::Append { first: 3, count: 1, codec: Codec::Raw }, Step::Delete(vec![0]), Step::Compact, Step::Sync] {
+    for step in
+        [Step::Append { first: 3, count: 1, codec: Codec::Raw }, Step::Delete(vec![0]), Step::Compact, Step::Sync]
+    {
         match run_step(&mut s, &mut w, SEED, &step) {
             Err(Error::Io(io)) if io.kind == IoErrorKind::Poisoned => {}
             other => panic!("{step:?} after a failed sync: {other:?}"),

@@ -135,7 +135,10 @@ fn truncated_meta_fails_at_open() {
         assert_err!(open_ro(&b).err().unwrap(), Error::Format(FormatError::MetaSize { .. }));
         if len >= 32 {
             // Writable opens too: the bytes that remain show records were stored.
-            assert_err!(Store::open(b.clone(), Options::default()).err().unwrap(), Error::Format(FormatError::MetaSize { .. }));
+            assert_err!(
+                Store::open(b.clone(), Options::default()).err().unwrap(),
+                Error::Format(FormatError::MetaSize { .. })
+            );
         }
     }
     let b = MemBackend::new();
@@ -161,18 +164,86 @@ fn damaged_entries_are_typed_errors_on_every_read_path() {
     type Damage = fn(&mut RecordLoc, &Header);
     type Expect = fn(&Error) -> bool;
     let cases: Vec<(&str, u32, Damage, Expect)> = vec![
-        ("unknown codec", 2, |e, _| e.codec = 7, |e| matches!(e, Error::Decode { source: DecodeError::UnknownCodec { tag: 7 }, .. })),
-        ("raw with phys != logic", 1, |e, _| e.logic_length += 1, |e| matches!(e, Error::Decode { source: DecodeError::RawLengthMismatch { .. }, .. })),
-        ("logic over 1 MiB", 2, |e, _| e.logic_length = (1 << 20) + 1, |e| matches!(e, Error::Decode { source: DecodeError::LengthOverLimit { .. }, .. })),
-        ("phys over 1 MiB", 2, |e, _| e.phys_length = u32::MAX, |e| matches!(e, Error::Decode { source: DecodeError::LengthOverLimit { .. }, .. })),
-        ("zero lengths", 3, |e, _| (e.logic_length, e.phys_length) = (0, 0), |e| matches!(e, Error::Decode { source: DecodeError::EmptyRecord, .. })),
-        ("offset + phys overflows u32", 3, |e, _| e.offset = u32::MAX - 10, |e| matches!(e, Error::Decode { source: DecodeError::OutOfBounds { .. }, .. })),
-        ("past the frontier", 5, |e, h| (e.chunk_id, e.offset) = (h.tail_chunk, h.tail_offset), |e| matches!(e, Error::Decode { source: DecodeError::OutOfBounds { .. }, .. })),
-        ("chunk past the tail", 5, |e, h| e.chunk_id = h.tail_chunk + 1, |e| matches!(e, Error::Decode { source: DecodeError::OutOfBounds { .. }, .. })),
-        ("flate expands past logic_length (bomb)", 0, |e, _| e.logic_length = 10, |e| matches!(e, Error::Decode { source: DecodeError::TooLong { logic: 10 }, .. })),
-        ("flate stops short", 0, |e, _| e.logic_length += 1000, |e| matches!(e, Error::Decode { source: DecodeError::TooShort { .. }, .. })),
-        ("flate stream cut", 2, |e, _| e.phys_length /= 2, |e| matches!(e, Error::Decode { source: DecodeError::TooShort { .. } | DecodeError::Corrupt, .. })),
-        ("raw read as flate", 1, |e, _| e.codec = 1, |e| matches!(e, Error::Decode { source: DecodeError::Corrupt | DecodeError::TooShort { .. } | DecodeError::TooLong { .. }, .. })),
+        (
+            "unknown codec",
+            2,
+            |e, _| e.codec = 7,
+            |e| matches!(e, Error::Decode { source: DecodeError::UnknownCodec { tag: 7 }, .. }),
+        ),
+        (
+            "raw with phys != logic",
+            1,
+            |e, _| e.logic_length += 1,
+            |e| matches!(e, Error::Decode { source: DecodeError::RawLengthMismatch { .. }, .. }),
+        ),
+        (
+            "logic over 1 MiB",
+            2,
+            |e, _| e.logic_length = (1 << 20) + 1,
+            |e| matches!(e, Error::Decode { source: DecodeError::LengthOverLimit { .. }, .. }),
+        ),
+        (
+            "phys over 1 MiB",
+            2,
+            |e, _| e.phys_length = u32::MAX,
+            |e| matches!(e, Error::Decode { source: DecodeError::LengthOverLimit { .. }, .. }),
+        ),
+        (
+            "zero lengths",
+            3,
+            |e, _| (e.logic_length, e.phys_length) = (0, 0),
+            |e| matches!(e, Error::Decode { source: DecodeError::EmptyRecord, .. }),
+        ),
+        (
+            "offset + phys overflows u32",
+            3,
+            |e, _| e.offset = u32::MAX - 10,
+            |e| matches!(e, Error::Decode { source: DecodeError::OutOfBounds { .. }, .. }),
+        ),
+        (
+            "past the frontier",
+            5,
+            |e, h| (e.chunk_id, e.offset) = (h.tail_chunk, h.tail_offset),
+            |e| matches!(e, Error::Decode { source: DecodeError::OutOfBounds { .. }, .. }),
+        ),
+        (
+            "chunk past the tail",
+            5,
+            |e, h| e.chunk_id = h.tail_chunk + 1,
+            |e| matches!(e, Error::Decode { source: DecodeError::OutOfBounds { .. }, .. }),
+        ),
+        (
+            "flate expands past logic_length (bomb)",
+            0,
+            |e, _| e.logic_length = 10,
+            |e| matches!(e, Error::Decode { source: DecodeError::TooLong { logic: 10 }, .. }),
+        ),
+        (
+            "flate stops short",
+            0,
+            |e, _| e.logic_length += 1000,
+            |e| matches!(e, Error::Decode { source: DecodeError::TooShort { .. }, .. }),
+        ),
+        (
+            "flate stream cut",
+            2,
+            |e, _| e.phys_length /= 2,
+            |e| matches!(e, Error::Decode { source: DecodeError::TooShort { .. } | DecodeError::Corrupt, .. }),
+        ),
+        (
+            "raw read as flate",
+            1,
+            |e, _| e.codec = 1,
+            |e| {
+                matches!(
+                    e,
+                    Error::Decode {
+                        source: DecodeError::Corrupt | DecodeError::TooShort { .. } | DecodeError::TooLong { .. },
+                        ..
+                    }
+                )
+            },
+        ),
     ];
     for (name, index, damage, expect) in cases {
         let b = good_store();

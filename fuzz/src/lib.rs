@@ -115,12 +115,21 @@ pub fn ops(data: &[u8]) {
                     .map(|_| {
                         serial += 1;
                         let s = serial;
-                        (0..len).map(|k| if op & 8 == 0 { (k / 5) as u8 ^ s as u8 } else { (k as u32).wrapping_mul(s).wrapping_mul(2654435761) as u8 }).collect()
+                        (0..len)
+                            .map(|k| {
+                                if op & 8 == 0 {
+                                    (k / 5) as u8 ^ s as u8
+                                } else {
+                                    (k as u32).wrapping_mul(s).wrapping_mul(2654435761) as u8
+                                }
+                            })
+                            .collect()
                     })
                     .collect();
                 let src = recs.concat();
                 let codec = if op & 16 == 0 { Codec::Flate } else { Codec::Raw };
-                let first = s.append(&mut w, &Batch::Fixed { src: &src, count, item_len: len }, codec, &Serial).unwrap();
+                let first =
+                    s.append(&mut w, &Batch::Fixed { src: &src, count, item_len: len }, codec, &Serial).unwrap();
                 assert_eq!(first as usize, model.len());
                 model.extend(recs);
             }
@@ -150,7 +159,8 @@ pub fn ops(data: &[u8]) {
             }
             _ => {
                 if !model.is_empty() {
-                    let idxs: Vec<u64> = (0..1 + arg % 6).map(|_| u64::from(d.next().unwrap_or(0)) % model.len() as u64).collect();
+                    let idxs: Vec<u64> =
+                        (0..1 + arg % 6).map(|_| u64::from(d.next().unwrap_or(0)) % model.len() as u64).collect();
                     let stride = 1 + 4 * 255;
                     let mut dst = vec![0u8; idxs.len() * stride];
                     s.gather(&idxs, &mut dst, stride, &Serial).unwrap();

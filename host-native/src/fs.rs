@@ -237,7 +237,9 @@ impl Backend for DirBackend {
                 let d = File::open(&self.dir).map_err(|e| lock_io(e, "store directory"))?;
                 match d.try_lock() {
                     Ok(()) => {}
-                    Err(TryLockError::WouldBlock) => return Err(Self::locked("another handle is appending to this store")),
+                    Err(TryLockError::WouldBlock) => {
+                        return Err(Self::locked("another handle is appending to this store"))
+                    }
                     Err(TryLockError::Error(e)) => return Err(lock_io(e, "store directory")),
                 }
                 *self.appender.lock().unwrap_or_else(|p| p.into_inner()) = Some(d);

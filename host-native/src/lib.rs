@@ -40,13 +40,13 @@ use rayon::prelude::*;
 
 pub use fs::{DirBackend, NativeFile};
 pub use zrecord_core::engine::Stats;
+use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::error::{DecodeError, Error, FormatError, IoError, IoErrorKind};
 pub use zrecord_core::format::{MAX_RECORDS, MAX_RECORD_LEN};
+use zrecord_core::io::Parallel;
 pub use zrecord_core::sampler::{Mode, Sampler};
 pub use zrecord_core::tools::{Conversion, Inspection, Verification};
 pub use zrecord_core::{schema::Schema, Codec};
-use zrecord_core::engine::{Batch, Options, Store, Writer};
-use zrecord_core::io::Parallel;
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -84,7 +84,12 @@ pub struct OpenOptions {
 impl Default for OpenOptions {
     fn default() -> Self {
         let core = Options::default();
-        OpenOptions { create: core.create, read_only: core.read_only, codec: Codec::Flate, chunk_capacity: core.chunk_capacity }
+        OpenOptions {
+            create: core.create,
+            read_only: core.read_only,
+            codec: Codec::Flate,
+            chunk_capacity: core.chunk_capacity,
+        }
     }
 }
 

@@ -90,7 +90,8 @@ const BASE: u64 = 200;
 fn crash_child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else { return };
     let mut parts = spec.split(',');
-    let (mode, dir, seed) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap().parse::<u64>().unwrap());
+    let (mode, dir, seed) =
+        (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap().parse::<u64>().unwrap());
     let dir = Path::new(dir);
     let ack = |n: u64| println!("ack {n}");
     match mode {
@@ -225,7 +226,8 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
             swap_delete(&mut ids, idxs);
             states.push(ids.clone());
         }
-        let matches = |k: usize| states.get(k).is_some_and(|s| s.iter().map(|&i| record(seed, i)).eq(found.iter().cloned()));
+        let matches =
+            |k: usize| states.get(k).is_some_and(|s| s.iter().map(|&i| record(seed, i)).eq(found.iter().cloned()));
         assert!(
             matches(acked as usize) || matches(acked as usize + 1),
             "trial {t}: {} records after a kill with {acked} deletes acknowledged; matches states {:?} (lengths {:?})",

@@ -14,7 +14,8 @@ fn main() {
     let path = match std::env::var_os("ZR_WASM_COMPONENT") {
         Some(p) => PathBuf::from(p),
         None => {
-            let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+            let manifest =
+                PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
             manifest.join("../../target/wasm/zr.wasm")
         }
     };

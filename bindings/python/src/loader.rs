@@ -63,7 +63,9 @@ impl Column {
 
     /// Hands `buf` to numpy as this column's batch array, without copying it.
     fn to_array<'py>(&self, py: Python<'py>, buf: Vec<u8>) -> PyResult<Bound<'py, PyAny>> {
-        PyArray1::from_vec(py, buf).call_method1("view", (self.dtype.bind(py),))?.call_method1("reshape", (self.shape.bind(py),))
+        PyArray1::from_vec(py, buf)
+            .call_method1("view", (self.dtype.bind(py),))?
+            .call_method1("reshape", (self.shape.bind(py),))
     }
 }
 
@@ -131,7 +133,12 @@ fn shaped(py: Python<'_>, batch_size: usize, shape: &Bound<'_, PyAny>) -> PyResu
 type Columns = (Arc<Column>, Arc<Column>);
 
 impl Pipeline {
-    fn spawn(&self, mut sampler: zrecord::Sampler, workers: usize, prefetch: usize) -> std::io::Result<Vec<Receiver<Batch>>> {
+    fn spawn(
+        &self,
+        mut sampler: zrecord::Sampler,
+        workers: usize,
+        prefetch: usize,
+    ) -> std::io::Result<Vec<Receiver<Batch>>> {
         let mut threads = lock(&self.threads);
         let mut index_queues = Vec::with_capacity(workers);
         let mut batch_queues = Vec::with_capacity(workers);

@@ -59,10 +59,7 @@ pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 }
 
 /// Runs a store operation with the GIL released, on the right pool, with panics caught.
-pub fn store_call<T: Send>(
-    py: Python<'_>,
-    f: impl FnOnce() -> Result<T, zrecord::Error> + Send,
-) -> PyResult<T> {
+pub fn store_call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, zrecord::Error> + Send) -> PyResult<T> {
     match py.detach(|| catch_unwind(AssertUnwindSafe(|| on_pool(f)))) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(error::to_py(py, e)),

@@ -29,9 +29,8 @@ enum Slot {
 }
 
 fn codec_named(name: &str) -> PyResult<Codec> {
-    Codec::from_name(name).ok_or_else(|| {
-        PyValueError::new_err(format!("unknown codec {name:?}, expected one of ['flate', 'raw']"))
-    })
+    Codec::from_name(name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown codec {name:?}, expected one of ['flate', 'raw']")))
 }
 
 /// A zrecord store: a persistent, dense collection of independently compressed byte

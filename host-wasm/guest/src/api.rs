@@ -56,14 +56,18 @@ pub fn try_zeroed(len: u64) -> Result<Vec<u8>, Error> {
 /// Opens the store at `path` for the tools: read-only unless `create`.
 pub fn open_store(path: &str, create: bool) -> Result<(CoreStore<FsDir>, Writer), Error> {
     if create {
-        std::fs::create_dir_all(path)
-            .map_err(|e| Error::Io(zrecord_core::IoError::new(zrecord_core::IoErrorKind::Other, format!("create directory {path}"), e.to_string())))?;
+        std::fs::create_dir_all(path).map_err(|e| {
+            Error::Io(zrecord_core::IoError::new(
+                zrecord_core::IoErrorKind::Other,
+                format!("create directory {path}"),
+                e.to_string(),
+            ))
+        })?;
         CoreStore::open(FsDir::new(path, true), Options::default())
     } else {
         CoreStore::open(FsDir::new(path, false), Options::read_only())
     }
 }
-
 
 /// The `store` resource: the core store and its single writer. Methods that need the
 /// writer, or `&mut` store access, borrow the cell; the component model never re-enters a
@@ -146,7 +150,12 @@ impl wit_store::GuestStore for StoreRes {
 
     fn stats(&self) -> Result<wit_types::Stats, WitError> {
         let s = self.inner.borrow().0.stats().map_err(to_wit)?;
-        Ok(wit_types::Stats { records: s.records, live_bytes: s.live_bytes, chunk_bytes: s.chunk_bytes, reclaimable: s.reclaimable })
+        Ok(wit_types::Stats {
+            records: s.records,
+            live_bytes: s.live_bytes,
+            chunk_bytes: s.chunk_bytes,
+            reclaimable: s.reclaimable,
+        })
     }
 
     fn sync(&self) -> Result<(), WitError> {
@@ -210,8 +219,13 @@ pub fn verify_json(path: &str) -> Result<(tools::Verification, String), Error> {
 /// `convert` as the CLI and the `tools` export run it.
 /// Returns the conversion and the store's length after it.
 pub fn convert(input: &str, output: &str, c: Codec, chunk_bytes: usize) -> Result<(tools::Conversion, u32), Error> {
-    let src = FsFile::open(input.into(), false, false)?
-        .ok_or_else(|| Error::Io(zrecord_core::IoError::new(zrecord_core::IoErrorKind::NotFound, format!("open {input}"), "no such file")))?;
+    let src = FsFile::open(input.into(), false, false)?.ok_or_else(|| {
+        Error::Io(zrecord_core::IoError::new(
+            zrecord_core::IoErrorKind::NotFound,
+            format!("open {input}"),
+            "no such file",
+        ))
+    })?;
     let (store, mut w) = open_store(output, true)?;
     let out = tools::convert(&src, &store, &mut w, c, chunk_bytes, &Serial, &mut |_, _| {});
     store.release_locks(&mut w);

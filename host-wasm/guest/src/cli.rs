@@ -127,7 +127,8 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
             let (pos, flags) = parse(rest, &["codec", "chunk-mib"], &[])?;
             let [input, output] = positionals("convert", pos)?;
             let name = flag(&flags, "codec").unwrap_or("flate");
-            let codec = Codec::from_name(name).ok_or_else(|| Failure::Usage(format!("unknown codec {name:?} (flate or raw)")))?;
+            let codec = Codec::from_name(name)
+                .ok_or_else(|| Failure::Usage(format!("unknown codec {name:?} (flate or raw)")))?;
             let chunk_bytes = match flag(&flags, "chunk-mib") {
                 Some(m) => m
                     .parse::<usize>()

@@ -51,7 +51,11 @@ impl FsFile {
         Ok(FsFile { file: Mutex::new(file), name })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut File) -> std::io::Result<T>, what: impl FnOnce() -> String) -> Result<T, IoError> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut File) -> std::io::Result<T>,
+        what: impl FnOnce() -> String,
+    ) -> Result<T, IoError> {
         // A poisoned mutex only means an earlier call panicked; with panic=abort it cannot
         // happen, and the file itself is still usable.
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());

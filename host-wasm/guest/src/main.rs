@@ -6,8 +6,8 @@
 //! only code of its own here is the `std::fs` backend ([`fs`]) and the translation between
 //! core types and WIT types.
 
-mod cli;
 mod api;
+mod cli;
 mod fs;
 
 wit_bindgen::generate!({

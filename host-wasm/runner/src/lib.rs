@@ -58,7 +58,12 @@ pub struct Sandbox {
 
 impl Default for Sandbox {
     fn default() -> Self {
-        Sandbox { preopens: Vec::new(), max_memory: 1 << 30, timeout: Some(Duration::from_secs(3600)), inherit_stdio: false }
+        Sandbox {
+            preopens: Vec::new(),
+            max_memory: 1 << 30,
+            timeout: Some(Duration::from_secs(3600)),
+            inherit_stdio: false,
+        }
     }
 }
 
@@ -80,7 +85,11 @@ pub enum Limit {
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Limit::Timeout(t) => write!(f, "stopped: the call ran past its time limit of {:.3} s (raise it with --timeout)", t.as_secs_f64()),
+            Limit::Timeout(t) => write!(
+                f,
+                "stopped: the call ran past its time limit of {:.3} s (raise it with --timeout)",
+                t.as_secs_f64()
+            ),
             Limit::Memory { requested, cap } => write!(
                 f,
                 "stopped: the guest asked for {} MiB of memory, over the cap of {} MiB (raise it with --max-memory)",
@@ -206,7 +215,11 @@ impl Runtime {
             b.preopened_dir(&p.host, &p.guest, perms)
                 .with_context(|| format!("preopening {} as {}", p.host.display(), p.guest))?;
         }
-        let state = State { wasi: b.build(), table: ResourceTable::new(), limiter: MemoryCap { cap: sandbox.max_memory, refused: None } };
+        let state = State {
+            wasi: b.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryCap { cap: sandbox.max_memory, refused: None },
+        };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
@@ -220,7 +233,12 @@ impl Runtime {
 
     /// Runs `f` with an epoch ticker running, and turns a trap caused by a limit into
     /// a [`Limit`] error.
-    fn bounded<T>(&self, store: &mut Store<State>, sandbox: &Sandbox, f: impl FnOnce(&mut Store<State>) -> Result<T>) -> Result<T> {
+    fn bounded<T>(
+        &self,
+        store: &mut Store<State>,
+        sandbox: &Sandbox,
+        f: impl FnOnce(&mut Store<State>) -> Result<T>,
+    ) -> Result<T> {
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = sandbox.timeout.map(|_| {
             let (engine, stop) = (self.engine.clone(), stop.clone());
@@ -267,7 +285,12 @@ impl Runtime {
     }
 
     /// Makes one typed call with the time limit running and limit traps explained.
-    pub fn call<T>(&self, store: &mut Store<State>, sandbox: &Sandbox, f: impl FnOnce(&mut Store<State>) -> Result<T>) -> Result<T> {
+    pub fn call<T>(
+        &self,
+        store: &mut Store<State>,
+        sandbox: &Sandbox,
+        f: impl FnOnce(&mut Store<State>) -> Result<T>,
+    ) -> Result<T> {
         self.bounded(store, sandbox, f)
     }
 }

@@ -26,7 +26,8 @@ use wasmtime::error::Context;
 use wasmtime::{bail, Result};
 use zr_wasm::{default_cache_dir, Limit, Preopen, Runtime, Sandbox, Source};
 
-const USAGE: &str = "usage: zr-wasm [--max-memory MIB] [--timeout SECS] [--component PATH] [--cache-dir DIR] [--no-cache]
+const USAGE: &str =
+    "usage: zr-wasm [--max-memory MIB] [--timeout SECS] [--component PATH] [--cache-dir DIR] [--no-cache]
                  inspect STORE [--json] | verify STORE [--json] | stats STORE
                  | convert IN.npy OUT [--codec flate|raw] [--chunk-mib N] | export STORE OUT.npy";
 
@@ -42,12 +43,21 @@ struct Options {
 }
 
 fn parse_options(args: Vec<String>) -> Result<Options> {
-    let mut o = Options { max_memory_mib: 1024, timeout: Some(Duration::from_secs(3600)), component: None, cache_dir: default_cache_dir(), rest: Vec::new() };
+    let mut o = Options {
+        max_memory_mib: 1024,
+        timeout: Some(Duration::from_secs(3600)),
+        component: None,
+        cache_dir: default_cache_dir(),
+        rest: Vec::new(),
+    };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
         match a.as_str() {
-            "--max-memory" => o.max_memory_mib = value("--max-memory")?.parse::<usize>().context("--max-memory takes a number of MiB")?,
+            "--max-memory" => {
+                o.max_memory_mib =
+                    value("--max-memory")?.parse::<usize>().context("--max-memory takes a number of MiB")?
+            }
             "--timeout" => {
                 let secs: f64 = value("--timeout")?.parse::<f64>().context("--timeout takes a number of seconds")?;
                 if !(secs >= 0.0 && secs.is_finite()) {
@@ -92,7 +102,8 @@ fn existing_dir(p: &str) -> Result<PathBuf> {
 /// The parent directory and file name of `p` (which need not exist).
 fn split_file(p: &str) -> Result<(PathBuf, String)> {
     let path = Path::new(p);
-    let name = path.file_name().and_then(|n| n.to_str()).with_context(|| format!("{p} does not name a file"))?.to_string();
+    let name =
+        path.file_name().and_then(|n| n.to_str()).with_context(|| format!("{p} does not name a file"))?.to_string();
     let parent = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

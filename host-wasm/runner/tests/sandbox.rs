@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use zr_wasm::exports::zrecord::store::types::{Codec, ErrorCode};
 use zr_wasm::exports::zrecord::store::store::Mode;
+use zr_wasm::exports::zrecord::store::types::{Codec, ErrorCode};
 use zr_wasm::{Limit, Preopen, Runtime, Sandbox, State, Zr};
 
 mod common;
@@ -41,10 +41,14 @@ fn fixture(rt: &Runtime) -> Fixture {
     std::fs::create_dir_all(root.join("data/store")).unwrap();
     std::fs::create_dir_all(root.join("secret/store")).unwrap();
     write_npy(&root.join("data/a.npy"), 64, 512);
-    let sb = Sandbox { preopens: vec![rw(&root.join("data"), "/data"), rw(&root.join("secret"), "/secret")], ..Sandbox::default() };
+    let sb = Sandbox {
+        preopens: vec![rw(&root.join("data"), "/data"), rw(&root.join("secret"), "/secret")],
+        ..Sandbox::default()
+    };
     let (mut store, zr) = rt.instantiate(&sb).unwrap();
     for dir in ["/data/store", "/secret/store"] {
-        let n = zr.zrecord_store_tools().call_convert_npy(&mut store, "/data/a.npy", dir, Codec::Flate).unwrap().unwrap();
+        let n =
+            zr.zrecord_store_tools().call_convert_npy(&mut store, "/data/a.npy", dir, Codec::Flate).unwrap().unwrap();
         assert_eq!(n, 64);
     }
     Fixture { _tmp: tmp, root }
@@ -133,7 +137,13 @@ fn guest_cannot_leave_its_preopens() {
             "{path}: {code:?} {msg}"
         );
     };
-    for path in ["/data/../secret/store", "/data/../../secret/store", fx.root.join("secret/store").to_str().unwrap(), "/secret/store", "/"] {
+    for path in [
+        "/data/../secret/store",
+        "/data/../../secret/store",
+        fx.root.join("secret/store").to_str().unwrap(),
+        "/secret/store",
+        "/",
+    ] {
         refused(path);
     }
 
@@ -221,7 +231,8 @@ fn timeout_stops_a_runaway_command() {
         timeout: Some(Duration::from_millis(30)),
         ..Sandbox::default()
     };
-    let args: Vec<String> = ["convert", "/in/big.npy", "/out", "--codec", "flate", "--chunk-mib", "1"].map(String::from).to_vec();
+    let args: Vec<String> =
+        ["convert", "/in/big.npy", "/out", "--codec", "flate", "--chunk-mib", "1"].map(String::from).to_vec();
     let started = Instant::now();
     let err = rt.run_command(&args, &sb).expect_err("convert must not finish in 30 ms");
     assert!(started.elapsed() < Duration::from_secs(5), "stopped late: {:?}", started.elapsed());

@@ -26,7 +26,9 @@ fn the_host_runs_on_after_each_limit() {
 
     for round in 0..3 {
         let slow = Sandbox { preopens: pre.clone(), timeout: Some(Duration::from_millis(20)), ..Sandbox::default() };
-        let err = rt.run_command(&args(&["convert", "/in/big.npy", "/out/t", "--codec", "flate", "--chunk-mib", "1"]), &slow).unwrap_err();
+        let err = rt
+            .run_command(&args(&["convert", "/in/big.npy", "/out/t", "--codec", "flate", "--chunk-mib", "1"]), &slow)
+            .unwrap_err();
         assert!(matches!(err.downcast_ref::<Limit>(), Some(Limit::Timeout(_))), "round {round}: {err:?}");
 
         let tight = Sandbox { preopens: pre.clone(), max_memory: 8 << 20, ..Sandbox::default() };
@@ -36,7 +38,8 @@ fn the_host_runs_on_after_each_limit() {
         // Same runtime, fresh guest: real work, correct result.
         let dir = format!("/out/ok{round}");
         let (mut st, zr) = rt.instantiate(&normal).unwrap();
-        let n = zr.zrecord_store_tools().call_convert_npy(&mut st, "/in/small.npy", &dir, Codec::Flate).unwrap().unwrap();
+        let n =
+            zr.zrecord_store_tools().call_convert_npy(&mut st, "/in/small.npy", &dir, Codec::Flate).unwrap().unwrap();
         assert_eq!(n, 32, "round {round}");
         let api = zr.zrecord_store_store().store();
         let h = api.call_open(&mut st, &dir, false, true).unwrap().unwrap();
