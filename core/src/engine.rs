@@ -177,7 +177,6 @@ impl<'a> Batch<'a> {
 pub struct Writer {
     header: Header,
     read_only: bool,
-    appender_locked: bool,
     poisoned: bool,
     deflaters: Vec<Deflater>,
 }
@@ -334,13 +333,7 @@ impl<B: Backend> Store<B> {
         if !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
             tail.set_len(CHUNK_FILE_LEN)?;
         }
-        let writer = Writer {
-            header,
-            read_only: opts.read_only,
-            appender_locked: false,
-            poisoned: false,
-            deflaters: Vec::new(),
-        };
+        let writer = Writer { header, read_only: opts.read_only, poisoned: false, deflaters: Vec::new() };
         Ok((store, writer))
     }
 
@@ -604,17 +597,18 @@ impl<B: Backend> Store<B> {
     pub fn append<P: Parallel>(&self, w: &mut Writer, batch: &Batch<'_>, codec: Codec, par: &P) -> Result<u32> {
         w.check_writable()?;
         batch.validate()?;
-        let first = w.header.length;
         let count = batch.len();
         if count == 0 {
-            return Ok(first);
+            return Ok(w.header.length);
         }
+        // Taken on every call (a no-op while held): a handle inherited through fork() must
+        // win the lock in its own process before it writes. Under it, the header on disk is
+        // the truth: another handle may have appended since this one last looked.
+        self.backend.lock(LockMode::Appender)?;
+        self.reload(w)?;
+        let first = w.header.length;
         if u64::from(first) + count as u64 > u64::from(MAX_RECORDS) {
             return Err(Error::StoreFull("the 2^24 record limit would be exceeded"));
-        }
-        if !w.appender_locked {
-            self.backend.lock(LockMode::Appender)?;
-            w.appender_locked = true;
         }
 
         // 1. Compress, each worker a contiguous run of records with its own compressor.
@@ -811,7 +805,7 @@ impl<B: Backend> Store<B> {
             return Ok(());
         }
         self.backend.lock(LockMode::Exclusive)?;
-        let result = self.delete_locked(w, &sorted);
+        let result = self.reload(w).and_then(|()| self.delete_locked(w, &sorted));
         self.backend.unlock(LockMode::Exclusive);
         result
     }
@@ -892,7 +886,7 @@ impl<B: Backend> Store<B> {
     pub fn compact(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
         w.check_writable()?;
         self.backend.lock(LockMode::Exclusive)?;
-        let result = self.compact_locked(w, progress);
+        let result = self.reload(w).and_then(|()| self.compact_locked(w, progress));
         self.backend.unlock(LockMode::Exclusive);
         result
     }
@@ -1065,11 +1059,38 @@ impl<B: Backend> Store<B> {
 
     /// Releases the host locks this store holds. Hosts call it when the handle closes.
     pub fn release_locks(&self, w: &mut Writer) {
-        if w.appender_locked {
-            self.backend.unlock(LockMode::Appender);
-            w.appender_locked = false;
-        }
+        let _ = w;
+        self.backend.unlock(LockMode::Appender);
         self.backend.unlock(LockMode::Shared);
+    }
+
+    /// Re-reads the header and adopts it if it only extends what this handle knows (other
+    /// handles appended). Called under the appender or exclusive lock, and by hosts when a
+    /// handle inherited through `fork()` takes its locks again in the child. A header that
+    /// does not extend ours means records were deleted or moved while this handle held no
+    /// lock (a handle used across fork while another process deleted or compacted, or a
+    /// writer that takes no locks, such as loaderx): the handle's view is stale, and using
+    /// it could write over live records, so it is refused.
+    pub fn reload(&self, w: &mut Writer) -> Result<()> {
+        let mut raw = [0u8; HEADER_LEN];
+        self.meta.read_at(0, &mut raw)?;
+        let disk = Header::decode(&raw)?;
+        if disk == w.header {
+            return Ok(());
+        }
+        let ours = &w.header;
+        let extends =
+            disk.length >= ours.length && (disk.tail_chunk, disk.tail_offset) >= (ours.tail_chunk, ours.tail_offset);
+        if !extends {
+            return Err(Error::Locked(
+                "the store was changed by another process while this handle held no lock on it \
+                 (used across fork(), or changed by a writer that takes no locks); reopen it"
+                    .into(),
+            ));
+        }
+        w.header = disk;
+        self.publish(&disk);
+        Ok(())
     }
 }
 

@@ -1,11 +1,14 @@
 //! The native [`Backend`]: files in a directory, positional I/O for writes, memory maps for
-//! reads, and `flock` advisory locks so that processes sharing a store cannot corrupt it.
+//! reads, and advisory locks (see [`crate::lock`]) so that processes sharing a store cannot
+//! corrupt it.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
+
+use crate::lock::{HandleLocks, MetaFile};
 
 use memmap2::Mmap;
 use zrecord_core::error::{Error, IoError};
@@ -17,9 +20,16 @@ pub(crate) fn io_err(e: io::Error, context: impl Into<String>) -> IoError {
     IoError::from_std(e, context)
 }
 
+/// A descriptor of our own, or the process's shared meta.zr (which must never be closed
+/// while another handle of this process holds locks on it).
+enum Fd {
+    Own(File),
+    Meta(Arc<MetaFile>),
+}
+
 /// One file of the store, optionally mapped read-only for fast reads.
 pub struct NativeFile {
-    file: File,
+    fd: Fd,
     name: String,
     map: Option<Mmap>,
 }
@@ -33,11 +43,18 @@ impl NativeFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
             Err(e) => return Err(io_err(e, format!("open {name}"))),
         };
-        let mut f = NativeFile { file, name, map: None };
+        let mut f = NativeFile { fd: Fd::Own(file), name, map: None };
         if map {
             f.remap()?;
         }
         Ok(Some(f))
+    }
+
+    fn file(&self) -> &File {
+        match &self.fd {
+            Fd::Own(f) => f,
+            Fd::Meta(m) => m.file(),
+        }
     }
 
     /// Creates or truncates a plain output file (for `export`).
@@ -50,11 +67,11 @@ impl NativeFile {
             .truncate(true)
             .open(path)
             .map_err(|e| io_err(e, format!("create {name}")))?;
-        Ok(NativeFile { file, name, map: None })
+        Ok(NativeFile { fd: Fd::Own(file), name, map: None })
     }
 
     fn remap(&mut self) -> Result<(), IoError> {
-        let len = self.file.metadata().map_err(|e| io_err(e, format!("stat {}", self.name)))?.len();
+        let len = self.file().metadata().map_err(|e| io_err(e, format!("stat {}", self.name)))?.len();
         self.map = if len == 0 {
             None
         } else {
@@ -66,7 +83,7 @@ impl NativeFile {
             // Truncation by a foreign process would turn reads into SIGBUS; the engine
             // bounds every read by the mapped length taken here, so our own truncation in
             // compact (under `&mut`) never leaves a stale range in use.
-            let map = unsafe { Mmap::map(&self.file) }.map_err(|e| io_err(e, format!("map {}", self.name)))?;
+            let map = unsafe { Mmap::map(self.file()) }.map_err(|e| io_err(e, format!("map {}", self.name)))?;
             #[cfg(unix)]
             let _ = map.advise(memmap2::Advice::Random);
             Some(map)
@@ -77,23 +94,23 @@ impl NativeFile {
 
 impl StorageFile for NativeFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
-        self.file.read_exact_at(buf, offset).map_err(|e| io_err(e, format!("read {} at {offset}", self.name)))
+        self.file().read_exact_at(buf, offset).map_err(|e| io_err(e, format!("read {} at {offset}", self.name)))
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), IoError> {
-        self.file.write_all_at(buf, offset).map_err(|e| io_err(e, format!("write {} at {offset}", self.name)))
+        self.file().write_all_at(buf, offset).map_err(|e| io_err(e, format!("write {} at {offset}", self.name)))
     }
 
     fn len(&self) -> Result<u64, IoError> {
-        Ok(self.file.metadata().map_err(|e| io_err(e, format!("stat {}", self.name)))?.len())
+        Ok(self.file().metadata().map_err(|e| io_err(e, format!("stat {}", self.name)))?.len())
     }
 
     fn set_len(&self, len: u64) -> Result<(), IoError> {
-        self.file.set_len(len).map_err(|e| io_err(e, format!("resize {} to {len}", self.name)))
+        self.file().set_len(len).map_err(|e| io_err(e, format!("resize {} to {len}", self.name)))
     }
 
     fn sync(&self) -> Result<(), IoError> {
-        self.file.sync_data().map_err(|e| io_err(e, format!("sync {}", self.name)))
+        self.file().sync_data().map_err(|e| io_err(e, format!("sync {}", self.name)))
     }
 
     fn view(&self) -> Option<&[u8]> {
@@ -116,11 +133,7 @@ impl StorageFile for NativeFile {
 pub struct DirBackend {
     dir: PathBuf,
     writable: bool,
-    /// Every handle holds a shared flock on meta.zr through this descriptor; delete and
-    /// compact trade it for an exclusive one.
-    presence: Mutex<Option<File>>,
-    /// The one appending handle holds an exclusive flock on the directory.
-    appender: Mutex<Option<File>>,
+    locks: HandleLocks,
 }
 
 impl DirBackend {
@@ -129,7 +142,7 @@ impl DirBackend {
         if writable {
             std::fs::create_dir_all(dir).map_err(|e| io_err(e, format!("create directory {}", dir.display())))?;
         }
-        Ok(DirBackend { dir: dir.to_path_buf(), writable, presence: Mutex::new(None), appender: Mutex::new(None) })
+        Ok(DirBackend { dir: dir.to_path_buf(), writable, locks: HandleLocks::default() })
     }
 
     /// The store directory.
@@ -137,20 +150,27 @@ impl DirBackend {
         &self.dir
     }
 
-    fn locked(what: &str) -> Error {
-        Error::Locked(format!("{what}; close the other handle or wait for it to finish"))
+    /// In a process forked after this handle was opened, takes the handle's locks again in
+    /// this process; `Ok(true)` if it did (the caller re-reads the header).
+    pub fn revive(&self) -> Result<bool, Error> {
+        self.locks.revive()
     }
-}
-
-fn lock_io(e: io::Error, what: &str) -> Error {
-    Error::Io(io_err(e, format!("lock {what}")))
 }
 
 impl Backend for DirBackend {
     type File = NativeFile;
 
     fn open_meta(&self, create: bool) -> Result<Option<NativeFile>, IoError> {
-        NativeFile::open(&self.dir.join(META_FILE), create, self.writable, true)
+        let path = self.dir.join(META_FILE);
+        let name = path.display().to_string();
+        let Some(meta) = MetaFile::open(&path, create, self.writable).map_err(|e| io_err(e, format!("open {name}")))?
+        else {
+            return Ok(None);
+        };
+        self.locks.attach(meta.clone());
+        let mut f = NativeFile { fd: Fd::Meta(meta), name, map: None };
+        f.remap()?;
+        Ok(Some(f))
     }
 
     fn open_chunk(&self, id: u16, create: bool) -> Result<Option<NativeFile>, IoError> {
@@ -205,63 +225,10 @@ impl Backend for DirBackend {
     }
 
     fn lock(&self, mode: LockMode) -> Result<(), Error> {
-        let meta = self.dir.join(META_FILE);
-        match mode {
-            LockMode::Shared => {
-                let f = File::open(&meta).map_err(|e| lock_io(e, "meta.zr"))?;
-                match f.try_lock_shared() {
-                    Ok(()) => {}
-                    Err(TryLockError::WouldBlock) => {
-                        return Err(Self::locked("another handle is deleting from or compacting this store"))
-                    }
-                    Err(TryLockError::Error(e)) => return Err(lock_io(e, "meta.zr")),
-                }
-                *self.presence.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
-            }
-            LockMode::Exclusive => {
-                let guard = self.presence.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(f) = guard.as_ref() else { return Err(Self::locked("the store handle is closed")) };
-                // flock converts our shared lock in place; it fails while any other handle,
-                // in this process or another, holds its own shared lock.
-                match f.try_lock() {
-                    Ok(()) => {}
-                    Err(TryLockError::WouldBlock) => {
-                        // A failed conversion may have dropped our shared lock: take it back.
-                        f.lock_shared().map_err(|e| lock_io(e, "meta.zr"))?;
-                        return Err(Self::locked("delete and compact need the only open handle, and another is open"));
-                    }
-                    Err(TryLockError::Error(e)) => return Err(lock_io(e, "meta.zr")),
-                }
-            }
-            LockMode::Appender => {
-                let d = File::open(&self.dir).map_err(|e| lock_io(e, "store directory"))?;
-                match d.try_lock() {
-                    Ok(()) => {}
-                    Err(TryLockError::WouldBlock) => {
-                        return Err(Self::locked("another handle is appending to this store"))
-                    }
-                    Err(TryLockError::Error(e)) => return Err(lock_io(e, "store directory")),
-                }
-                *self.appender.lock().unwrap_or_else(|p| p.into_inner()) = Some(d);
-            }
-        }
-        Ok(())
+        self.locks.lock(mode)
     }
 
     fn unlock(&self, mode: LockMode) {
-        match mode {
-            LockMode::Shared => {
-                // Dropping the descriptor releases the lock.
-                self.presence.lock().unwrap_or_else(|p| p.into_inner()).take();
-            }
-            LockMode::Exclusive => {
-                if let Some(f) = self.presence.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                    let _ = f.lock_shared();
-                }
-            }
-            LockMode::Appender => {
-                self.appender.lock().unwrap_or_else(|p| p.into_inner()).take();
-            }
-        }
+        self.locks.unlock(mode)
     }
 }

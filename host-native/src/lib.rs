@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 mod fs;
+mod lock;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -131,6 +132,16 @@ impl Zrecord {
         Ok(Zrecord { store, writer: Mutex::new(writer), path, codec: opts.codec })
     }
 
+    /// In a process forked after this handle was opened, takes the handle's locks again in
+    /// this process and re-checks the header (the store may have changed while nothing
+    /// protected it); a no-op, one atomic load, everywhere else.
+    fn current(&self) -> Result<()> {
+        if self.store.backend().revive()? {
+            self.store.reload(&mut self.writer())?;
+        }
+        Ok(())
+    }
+
     fn writer(&self) -> MutexGuard<'_, Writer> {
         // A panic while appending leaves nothing half-published (length is stored last), so
         // the writer state is still sound after poisoning.
@@ -159,33 +170,39 @@ impl Zrecord {
 
     /// Logical (uncompressed) size of each record in `idxs`, into `out`.
     pub fn lengths(&self, idxs: &[u64], out: &mut [u32]) -> Result<()> {
+        self.current()?;
         self.store.lengths(idxs, out)
     }
 
     /// Decodes record `idxs[i]` into `dst[i * stride..]` for every `i`, across all cores.
     pub fn gather(&self, idxs: &[u64], dst: &mut [u8], stride: usize) -> Result<()> {
+        self.current()?;
         self.store.gather(idxs, dst, stride, &Rayon)
     }
 
     /// Decodes record `idxs[i]` into `dst[offsets[i]..]` for every `i`, across all cores.
     pub fn gather_var(&self, idxs: &[u64], dst: &mut [u8], offsets: &[u64]) -> Result<()> {
+        self.current()?;
         self.store.gather_var(idxs, dst, offsets, &Rayon)
     }
 
     /// Decodes one record into a new vector.
     pub fn read(&self, index: u64) -> Result<Vec<u8>> {
+        self.current()?;
         self.store.read(index)
     }
 
     /// Appends `n` records of `item_len` bytes from the start of `src`, compressing with
     /// `codec` (or the store's default); returns the index of the first.
     pub fn append(&self, src: &[u8], n: usize, item_len: usize, codec: Option<Codec>) -> Result<u32> {
+        self.current()?;
         let batch = Batch::Fixed { src, count: n, item_len };
         self.store.append(&mut self.writer(), &batch, codec.unwrap_or(self.codec), &Rayon)
     }
 
     /// Appends ragged records: record `i` is `src[offsets[i]..][..lens[i]]`.
     pub fn append_var(&self, src: &[u8], offsets: &[u64], lens: &[u32], codec: Option<Codec>) -> Result<u32> {
+        self.current()?;
         let batch = Batch::Ragged { src, offsets, lens };
         self.store.append(&mut self.writer(), &batch, codec.unwrap_or(self.codec), &Rayon)
     }
@@ -193,6 +210,7 @@ impl Zrecord {
     /// Removes records, keeping the index space dense (the tail moves into each hole, so
     /// surviving records may change index).
     pub fn delete(&mut self, idxs: &[u64]) -> Result<()> {
+        self.current()?;
         let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
         self.store.delete(w, idxs)
     }
@@ -204,32 +222,38 @@ impl Zrecord {
 
     /// [`Zrecord::compact`], calling `progress(done, total)` as records are visited.
     pub fn compact_with_progress(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        self.current()?;
         let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
         self.store.compact(w, progress)
     }
 
     /// Storage usage.
     pub fn stats(&self) -> Result<Stats> {
+        self.current()?;
         self.store.stats()
     }
 
     /// Makes all appended data durable (chunk data, then the table and header).
     pub fn sync(&self) -> Result<()> {
+        self.current()?;
         self.store.sync(&mut self.writer())
     }
 
     /// Header, codec mix, chunk use and schema (see `zr inspect`).
     pub fn inspect(&self) -> Result<Inspection> {
+        self.current()?;
         zrecord_core::tools::inspect(&self.store)
     }
 
     /// Decodes every record and lists those that fail (see `zr verify`).
     pub fn verify(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<Verification> {
+        self.current()?;
         zrecord_core::tools::verify(&self.store, &Rayon, progress)
     }
 
     /// The dataset schema, if the store has a `schema.json`.
     pub fn schema(&self) -> Result<Option<Schema>> {
+        self.current()?;
         zrecord_core::tools::read_schema(&self.store)
     }
 
@@ -242,6 +266,7 @@ impl Zrecord {
         chunk_bytes: usize,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Conversion> {
+        self.current()?;
         let file = NativeFile::open(input, false, false, false)?.ok_or_else(|| {
             Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", input.display()), "no such file"))
         })?;
@@ -250,6 +275,7 @@ impl Zrecord {
 
     /// Writes the dataset to a `.npy` file at `output` (see `zr export`).
     pub fn export_npy(&self, output: &Path, chunk_bytes: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
+        self.current()?;
         let file = NativeFile::create(output)?;
         zrecord_core::tools::export(&self.store, &file, chunk_bytes, &Rayon, progress)
     }
