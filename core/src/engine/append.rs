@@ -208,3 +208,34 @@ impl<B: Backend> Store<B> {
         flush(run)
     }
 }
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use alloc::vec;
+
+    use crate::codec::Codec;
+    use crate::engine::{Batch, Options, Store};
+    use crate::format::MAX_RECORD_LEN;
+    use crate::io::mem::MemBackend;
+    use crate::io::Serial;
+
+    /// The placement rule behind `docs/format.md`, "Limits", at 1/1024 scale: a chunk that
+    /// places at most 2^k - 1 bytes holds 2^(k-20) - 1 records stored in exactly 1 MiB, and
+    /// 2^(k-20) stored in 1 MiB - 1 (at the real 2^32 - 1: 4095 and 4096).
+    #[test]
+    fn a_chunk_of_2k_minus_1_bytes_holds_one_record_of_exactly_1_mib_fewer() {
+        const COUNT: usize = 12;
+        for (len, per_chunk) in [(MAX_RECORD_LEN as usize, 3), (MAX_RECORD_LEN as usize - 1, 4)] {
+            let opts = Options { chunk_capacity: (4 << 20) - 1, ..Options::default() };
+            let (s, mut w) = Store::open(MemBackend::new(), opts).unwrap();
+            let src = vec![7u8; len * COUNT];
+            s.append(&mut w, &Batch::Fixed { src: &src, count: COUNT, item_len: len }, Codec::Raw, &Serial).unwrap();
+            for i in 0..COUNT {
+                let e = s.entry(i as u32).unwrap();
+                assert_eq!(usize::from(e.chunk_id), i / per_chunk, "record {i} of {len} bytes");
+                assert_eq!(e.offset as usize, (i % per_chunk) * len, "record {i} of {len} bytes");
+            }
+            assert_eq!(usize::from(s.header().tail_chunk), (COUNT - 1) / per_chunk);
+        }
+    }
+}
