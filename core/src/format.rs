@@ -1,4 +1,5 @@
-//! The meta.zr layout: a 16-byte header followed by a table of 2^24 16-byte record entries.
+//! The meta.zr layout: a 16-byte header followed by a table of 2^24 16-byte record entries;
+//! and, in [`journal`], the delete journal `delete.zrj`.
 //!
 //! Every field is little-endian and is encoded and decoded explicitly here, which is the only
 //! place in the code base that knows byte positions. The full specification, with diagrams,
@@ -6,6 +7,10 @@
 
 use crate::codec::Codec;
 use crate::error::FormatError;
+
+pub mod journal;
+
+pub use journal::DELETE_JOURNAL;
 
 /// First four bytes of every meta.zr.
 pub const MAGIC: [u8; 4] = *b"ZREC";
@@ -29,9 +34,16 @@ pub const DEFAULT_CHUNK_CAPACITY: u64 = u32::MAX as u64;
 /// Exact size of meta.zr.
 pub const META_LEN: u64 = HEADER_LEN as u64 + MAX_RECORDS as u64 * ENTRY_LEN as u64;
 
-// The table is sized statically because the store runs out of record slots exactly when it
-// would run out of chunk space filled with maximum-size records; never before.
-const _: () = assert!(MAX_CHUNKS as u64 * CHUNK_FILE_LEN / MAX_RECORD_LEN as u64 == MAX_RECORDS as u64);
+// Which limit a store meets first (`docs/format.md`, "Limits"). A payload never straddles
+// two chunks and a chunk places at most `DEFAULT_CHUNK_CAPACITY` = 2^32 - 1 bytes, so it
+// holds 4096 records stored in at most 2^20 - 1 bytes each, but only 4095 stored in exactly
+// 2^20 (the 4096th would end at byte 2^32). With every payload under 1 MiB the 2^24 record
+// slots therefore run out first (4096 chunks x 4096 = 2^24); with payloads of exactly
+// 1 MiB the chunks do, at 4096 x 4095 = 16 773 120 records.
+const _: () = assert!(DEFAULT_CHUNK_CAPACITY / (MAX_RECORD_LEN as u64 - 1) == 4096);
+const _: () = assert!(DEFAULT_CHUNK_CAPACITY / MAX_RECORD_LEN as u64 == 4095);
+const _: () = assert!(MAX_CHUNKS as u64 * 4096 == MAX_RECORDS as u64);
+const _: () = assert!(MAX_CHUNKS as u64 * 4095 == 16_773_120);
 const _: () = assert!(META_LEN == 268_435_472);
 
 /// Byte offset of entry `index` inside meta.zr.

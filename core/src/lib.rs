@@ -10,10 +10,13 @@
 //! `wasm32-unknown-unknown` without `std` to keep it that way.
 //!
 //! Module map:
-//! - [`format`]: meta.zr header and record-table entries, limits, validation.
+//! - [`mod@format`]: meta.zr header and record-table entries, limits, validation; its
+//!   [`format::journal`] is the byte layout of the delete journal `delete.zrj`.
 //! - [`codec`]: raw and raw-DEFLATE record codecs, inflating straight into the destination.
 //! - [`sampler`]: the endless index generator (sequential window, seeded IID).
-//! - [`engine`]: the store itself: open, append, gather, delete, compact, stats.
+//! - [`engine`]: the store itself, one submodule per ordering rule of `docs/format.md`:
+//!   open (creation, recovery, publication, durability), read (gather, stats), append,
+//!   delete, compact.
 //! - [`npy`] and [`schema`]: the `.npy` container and the Dataset `schema.json`.
 //! - [`tools`]: inspect, verify, convert and export, shared by the `zr` and `zr-wasm` CLIs.
 #![cfg_attr(not(feature = "std"), no_std)]

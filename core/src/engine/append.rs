@@ -1,0 +1,242 @@
+//! Append: the **Append** rule of `docs/format.md`, "Ordering rules".
+//!
+//! Compress every record (in parallel) → place them serially from the frontier, rolling
+//! over to a new chunk when a payload would pass the chunk capacity (a new chunk's directory
+//! entry is synced first) → write the payloads → write their table entries → sync the chunks
+//! written and meta.zr → write the header → publish. A crash anywhere leaves the old header,
+//! or the new one with everything it covers durable.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use super::{shard_count, Batch, Store, Writer};
+use crate::codec::{Codec, Deflater};
+use crate::error::{Error, FormatError, Result};
+use crate::format::{entry_offset, RecordLoc, CHUNK_FILE_LEN, ENTRY_LEN, MAX_CHUNKS, MAX_RECORDS};
+use crate::io::{Backend, LockMode, Parallel, StorageFile};
+
+/// A worker's share of an append: its records, their stored bytes and where they go.
+struct WriteShard {
+    records: Range<usize>,
+    deflater: Option<Deflater>,
+    /// Compressed bytes of this shard's flate records, back to back.
+    packed: Vec<u8>,
+    /// Per record: stored length, codec, and where its stored bytes start in `packed`
+    /// (`None`: stored raw, straight from the batch source).
+    stored: Vec<(u32, Codec, Option<usize>)>,
+    /// Per record: where it lands.
+    placed: Vec<(u16, u32)>,
+}
+
+impl<B: Backend> Store<B> {
+    /// Appends `batch`, compressing with `codec` (records that do not shrink are stored
+    /// raw), and returns the index of its first record. The batch becomes visible to readers
+    /// all at once, after its bytes and entries are written.
+    pub fn append<P: Parallel>(&self, w: &mut Writer, batch: &Batch<'_>, codec: Codec, par: &P) -> Result<u32> {
+        w.check_writable()?;
+        batch.validate()?;
+        let count = batch.len();
+        if count == 0 {
+            return Ok(w.header.length);
+        }
+        // Taken on every call (a no-op while held): a handle inherited through fork() must
+        // win the lock in its own process before it writes. Under it, the header on disk is
+        // the truth: another handle may have appended since this one last looked.
+        self.backend.lock(LockMode::Appender)?;
+        self.reload(w)?;
+        let first = w.header.length;
+        if u64::from(first) + count as u64 > u64::from(MAX_RECORDS) {
+            return Err(Error::StoreFull("the 2^24 record limit would be exceeded"));
+        }
+
+        // 1. Compress, each worker a contiguous run of records with its own compressor.
+        let src = batch.src();
+        let total: usize = (0..count).map(|i| batch.range(i).len()).sum();
+        let shards = if codec == Codec::Raw { 1 } else { shard_count(par.workers(), count, total) };
+        let per = count.div_ceil(shards);
+        let mut work: Vec<WriteShard> = (0..count)
+            .step_by(per)
+            .map(|s| WriteShard {
+                records: s..(s + per).min(count),
+                deflater: (codec == Codec::Flate).then(|| w.deflaters.pop().unwrap_or_default()),
+                packed: Vec::new(),
+                stored: Vec::new(),
+                placed: Vec::new(),
+            })
+            .collect();
+        let compress = |shard: &mut WriteShard| -> Result<()> {
+            let bytes: usize = shard.records.clone().map(|i| batch.range(i).len()).sum();
+            shard.stored.reserve(shard.records.len());
+            match shard.deflater.as_mut() {
+                None => {
+                    for i in shard.records.clone() {
+                        shard.stored.push((batch.range(i).len() as u32, Codec::Raw, None));
+                    }
+                }
+                Some(deflater) => {
+                    shard.packed.resize(bytes, 0);
+                    let mut used = 0;
+                    for i in shard.records.clone() {
+                        let rec = &src[batch.range(i)];
+                        match deflater.compress(rec, &mut shard.packed[used..]) {
+                            Some(n) => {
+                                shard.stored.push((n as u32, Codec::Flate, Some(used)));
+                                used += n;
+                            }
+                            None => shard.stored.push((rec.len() as u32, Codec::Raw, None)),
+                        }
+                    }
+                    shard.packed.truncate(used);
+                }
+            }
+            Ok(())
+        };
+        if work.len() == 1 {
+            compress(&mut work[0])?;
+        } else {
+            par.for_each(&mut work, compress)?;
+        }
+
+        // 2. Place serially: dense from the frontier, rolling over to a fresh chunk when a
+        //    record would cross the capacity. Nothing is changed yet.
+        let mut h = w.header;
+        for shard in &mut work {
+            shard.placed.reserve(shard.stored.len());
+            for &(phys, _, _) in &shard.stored {
+                if u64::from(phys) > self.capacity {
+                    return Err(Error::RecordTooLarge { length: u64::from(phys) });
+                }
+                if u64::from(h.tail_offset) + u64::from(phys) > self.capacity {
+                    if u32::from(h.tail_chunk) + 1 >= MAX_CHUNKS {
+                        return Err(Error::StoreFull("all 4096 chunk files are full"));
+                    }
+                    h.tail_chunk += 1;
+                    h.tail_offset = 0;
+                }
+                shard.placed.push((h.tail_chunk, h.tail_offset));
+                h.tail_offset += phys;
+            }
+        }
+        h.length = first + count as u32;
+        for id in w.header.tail_chunk + 1..=h.tail_chunk {
+            self.create_chunk(w, id)?;
+        }
+
+        // 3. Write the bytes, each worker its own records, coalescing adjacent ones.
+        let write = |shard: &mut WriteShard| -> Result<()> { self.write_shard(shard, batch) };
+        if work.len() == 1 {
+            write(&mut work[0])?;
+        } else {
+            par.for_each(&mut work, write)?;
+        }
+
+        // 4. Entries, then the header, then publish.
+        let mut entries = Vec::with_capacity(count);
+        for shard in &work {
+            for (k, (&(phys, codec, _), &(chunk_id, offset))) in shard.stored.iter().zip(&shard.placed).enumerate() {
+                let logic = batch.range(shard.records.start + k).len() as u32;
+                entries.push(RecordLoc {
+                    offset,
+                    phys_length: phys,
+                    logic_length: logic,
+                    chunk_id,
+                    codec: codec.tag(),
+                });
+            }
+        }
+        self.write_entries(first, &entries)?;
+        // Barrier: the payloads and entries must be durable before the header that makes
+        // them visible, or a power cut could keep the header and lose what it points at.
+        self.sync_files(w, w.header.tail_chunk..=h.tail_chunk)?;
+        self.write_header(w, h)?;
+        self.publish(&h);
+        w.deflaters.extend(work.into_iter().filter_map(|s| s.deflater));
+        Ok(first)
+    }
+
+    pub(super) fn write_entries(&self, first: u32, entries: &[RecordLoc]) -> Result<()> {
+        let mut bytes = Vec::with_capacity(entries.len() * ENTRY_LEN);
+        for e in entries {
+            bytes.extend_from_slice(&e.encode());
+        }
+        self.meta.write_at(entry_offset(first), &bytes)?;
+        Ok(())
+    }
+
+    pub(super) fn create_chunk(&self, w: &mut Writer, id: u16) -> Result<()> {
+        let file = self.backend.open_chunk(id, true)?.ok_or(FormatError::MissingChunk { chunk: id })?;
+        if file.len()? < CHUNK_FILE_LEN {
+            file.set_len(CHUNK_FILE_LEN)?;
+        }
+        // The new file's directory entry must be durable before anything points into it.
+        Self::poison_on_err(w, self.backend.sync_dir())?;
+        let slot = &self.chunks[usize::from(id)];
+        // A slot already filled by an earlier, failed append holds the same file.
+        let _ = slot.set(Box::new(file));
+        Ok(())
+    }
+
+    fn write_shard(&self, shard: &WriteShard, batch: &Batch<'_>) -> Result<()> {
+        // A pending run: destination chunk and offset, whether its bytes come from `packed`
+        // (else from the batch source), and their range there.
+        let mut run: Option<(u16, u32, bool, Range<usize>)> = None;
+        let flush = |run: Option<(u16, u32, bool, Range<usize>)>| -> Result<()> {
+            if let Some((chunk, offset, packed, range)) = run {
+                let mem = if packed { &shard.packed[..] } else { batch.src() };
+                self.chunk(chunk)?.write_at(u64::from(offset), &mem[range])?;
+            }
+            Ok(())
+        };
+        for (k, (&(phys, _, packed_at), &(chunk, offset))) in shard.stored.iter().zip(&shard.placed).enumerate() {
+            let (packed, start) = match packed_at {
+                Some(at) => (true, at),
+                None => (false, batch.range(shard.records.start + k).start),
+            };
+            let bytes = start..start + phys as usize;
+            run = match run {
+                Some((c, o, p, r))
+                    if c == chunk && p == packed && r.end == bytes.start && o as usize + r.len() == offset as usize =>
+                {
+                    Some((c, o, p, r.start..bytes.end))
+                }
+                other => {
+                    flush(other)?;
+                    Some((chunk, offset, packed, bytes))
+                }
+            };
+        }
+        flush(run)
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use alloc::vec;
+
+    use crate::codec::Codec;
+    use crate::engine::{Batch, Options, Store};
+    use crate::format::MAX_RECORD_LEN;
+    use crate::io::mem::MemBackend;
+    use crate::io::Serial;
+
+    /// The placement rule behind `docs/format.md`, "Limits", at 1/1024 scale: a chunk that
+    /// places at most 2^k - 1 bytes holds 2^(k-20) - 1 records stored in exactly 1 MiB, and
+    /// 2^(k-20) stored in 1 MiB - 1 (at the real 2^32 - 1: 4095 and 4096).
+    #[test]
+    fn a_chunk_of_2k_minus_1_bytes_holds_one_record_of_exactly_1_mib_fewer() {
+        const COUNT: usize = 12;
+        for (len, per_chunk) in [(MAX_RECORD_LEN as usize, 3), (MAX_RECORD_LEN as usize - 1, 4)] {
+            let opts = Options { chunk_capacity: (4 << 20) - 1, ..Options::default() };
+            let (s, mut w) = Store::open(MemBackend::new(), opts).unwrap();
+            let src = vec![7u8; len * COUNT];
+            s.append(&mut w, &Batch::Fixed { src: &src, count: COUNT, item_len: len }, Codec::Raw, &Serial).unwrap();
+            for i in 0..COUNT {
+                let e = s.entry(i as u32).unwrap();
+                assert_eq!(usize::from(e.chunk_id), i / per_chunk, "record {i} of {len} bytes");
+                assert_eq!(e.offset as usize, (i % per_chunk) * len, "record {i} of {len} bytes");
+            }
+            assert_eq!(usize::from(s.header().tail_chunk), (COUNT - 1) / per_chunk);
+        }
+    }
+}

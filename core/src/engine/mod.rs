@@ -1,0 +1,280 @@
+//! The store engine: every rule of how records are placed, found, removed and repacked.
+//!
+//! Hosts give it a [`Backend`] (files) and a [`Parallel`](crate::io::Parallel) (threads); it
+//! gives them a [`Store`]. Invariants it keeps:
+//! - Entries `0..length` of the table are live and every one of them points inside the
+//!   written part of its chunk. There is no liveness flag; delete swaps the tail entry into
+//!   the hole.
+//! - Append writes record bytes, then table entries, then the header, and only then
+//!   publishes the new length to readers, so a crash at any point leaves a prefix of the
+//!   appends visible and never an entry pointing at unwritten bytes.
+//! - Reads ([`Store::gather`], [`Store::lengths`]) take `&self`, need no lock, and run
+//!   beside one appender ([`Store::append`] with the store's single [`Writer`]). Delete and
+//!   compact take `&mut self`, and the host's inter-process lock on top.
+//!
+//! Each submodule adds one `impl Store` block and implements one part of `docs/format.md`,
+//! "Ordering rules":
+//! - `open`: creating a store durably, finishing an interrupted delete before anything
+//!   reads the table (the replay half of **Delete**), publishing a header to readers, and
+//!   **Durability** (`sync`, and the poisoned writer after a failed sync).
+//! - `read`: table lookups, `lengths`, `gather`, `gather_var`, `read`, and **Stats**.
+//! - `append`: **Append**: compress, place, write payloads, entries, sync, header, publish.
+//! - `delete`: **Delete**: the swap plan, and its commit through the journal whose bytes
+//!   [`crate::format::journal`] encodes.
+//! - `compact`: **Compact**: the physical-order repack in synced batches through a park area.
+//!
+//! This module holds what they share: the handle types, [`Options`], [`Stats`], [`Batch`]
+//! and the table of open chunk files.
+
+mod append;
+mod compact;
+mod delete;
+mod open;
+mod read;
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::vec::Vec;
+use core::ops::Range;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use once_cell::race::OnceBox;
+
+use crate::codec::Deflater;
+use crate::error::{Error, FormatError, IoError, IoErrorKind, Result};
+use crate::format::{Header, DEFAULT_CHUNK_CAPACITY, MAX_RECORD_LEN};
+use crate::io::{Backend, LockMode};
+
+/// Name of the side file holding a delete's redo journal while the delete runs (its bytes:
+/// [`crate::format::journal`]).
+pub use crate::format::journal::DELETE_JOURNAL;
+
+/// Below this many bytes of records per worker, splitting a batch costs more in thread
+/// hand-off than it saves.
+const MIN_SHARD_BYTES: usize = 256 * 1024;
+
+/// How to open a store.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Create the store if the directory holds none.
+    pub create: bool,
+    /// Refuse every mutation; take only a shared lock.
+    pub read_only: bool,
+    /// Bytes a chunk may hold before appends roll over to the next one. The format fixes
+    /// this at [`DEFAULT_CHUNK_CAPACITY`]; tests lower it to exercise rollover without
+    /// writing gigabytes. Only placement depends on it, so any value reads any store.
+    pub chunk_capacity: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { create: true, read_only: false, chunk_capacity: DEFAULT_CHUNK_CAPACITY }
+    }
+}
+
+impl Options {
+    /// Options for reading an existing store without changing it.
+    pub fn read_only() -> Self {
+        Options { create: false, read_only: true, ..Options::default() }
+    }
+}
+
+/// Storage usage, as loaderx's `stats()` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// Live records.
+    pub records: u32,
+    /// Sum of the live records' stored sizes.
+    pub live_bytes: u64,
+    /// How far the chunk files have grown (earlier chunks counted as 4 GiB each).
+    pub chunk_bytes: u64,
+    /// `chunk_bytes - live_bytes`: an upper bound on what [`Store::compact`] frees, since up
+    /// to a record's worth of slack at the end of each full chunk cannot be reclaimed.
+    pub reclaimable: u64,
+}
+
+/// A batch of records to append.
+#[derive(Clone, Copy, Debug)]
+pub enum Batch<'a> {
+    /// `count` records of `item_len` bytes each, back to back at the start of `src`.
+    Fixed {
+        /// Source bytes.
+        src: &'a [u8],
+        /// Number of records.
+        count: usize,
+        /// Bytes per record.
+        item_len: usize,
+    },
+    /// Record `i` is `src[offsets[i]..][..lens[i]]`.
+    Ragged {
+        /// Source bytes.
+        src: &'a [u8],
+        /// Start of each record in `src`.
+        offsets: &'a [u64],
+        /// Length of each record.
+        lens: &'a [u32],
+    },
+}
+
+impl<'a> Batch<'a> {
+    /// Number of records in the batch.
+    pub fn len(&self) -> usize {
+        match *self {
+            Batch::Fixed { count, .. } => count,
+            Batch::Ragged { lens, .. } => lens.len(),
+        }
+    }
+
+    /// True if the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where record `i` lies in the source. Only valid after [`Batch::validate`].
+    fn range(&self, i: usize) -> Range<usize> {
+        match *self {
+            Batch::Fixed { item_len, .. } => i * item_len..(i + 1) * item_len,
+            Batch::Ragged { offsets, lens, .. } => {
+                let start = offsets[i] as usize;
+                start..start + lens[i] as usize
+            }
+        }
+    }
+
+    fn src(&self) -> &'a [u8] {
+        match *self {
+            Batch::Fixed { src, .. } | Batch::Ragged { src, .. } => src,
+        }
+    }
+
+    /// Checks every record against the record limit and the source's bounds.
+    fn validate(&self) -> Result<()> {
+        let check_len = |len: u64| {
+            if len == 0 || len > u64::from(MAX_RECORD_LEN) {
+                Err(Error::RecordTooLarge { length: len })
+            } else {
+                Ok(())
+            }
+        };
+        match *self {
+            Batch::Fixed { src, count, item_len } => {
+                if count == 0 {
+                    return Ok(());
+                }
+                check_len(item_len as u64)?;
+                let need = (count as u128) * (item_len as u128);
+                if need > src.len() as u128 {
+                    return Err(Error::BufferTooSmall(format!(
+                        "{count} records of {item_len} bytes need {need} source bytes, got {}",
+                        src.len()
+                    )));
+                }
+            }
+            Batch::Ragged { src, offsets, lens } => {
+                if offsets.len() != lens.len() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} offsets for {} lengths",
+                        offsets.len(),
+                        lens.len()
+                    )));
+                }
+                for (&off, &len) in offsets.iter().zip(lens) {
+                    check_len(u64::from(len))?;
+                    if u128::from(off) + u128::from(len) > src.len() as u128 {
+                        return Err(Error::BufferTooSmall(format!(
+                            "record at {off}+{len} is past the {}-byte source",
+                            src.len()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The right to append, delete and compact: exactly one per open [`Store`], returned by
+/// [`Store::open`]. Hosts keep it behind a mutex so appends serialise while reads do not.
+pub struct Writer {
+    header: Header,
+    read_only: bool,
+    poisoned: bool,
+    deflaters: Vec<Deflater>,
+}
+
+impl Writer {
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::InvalidArgument("store was opened read-only".into()));
+        }
+        if self.poisoned {
+            return Err(Error::Io(IoError::new(
+                IoErrorKind::Poisoned,
+                "write refused",
+                "an earlier write or sync failed; reopen the store",
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An open zrecord store over a host's [`Backend`].
+pub struct Store<B: Backend> {
+    backend: B,
+    meta: B::File,
+    chunks: Vec<OnceBox<B::File>>,
+    /// Published record count; readers load it with `Acquire`.
+    length: AtomicU32,
+    /// Published frontier as `tail_chunk << 32 | tail_offset`; stored before `length`.
+    tail: AtomicU64,
+    capacity: u64,
+}
+
+fn pack_tail(h: &Header) -> u64 {
+    (u64::from(h.tail_chunk) << 32) | u64::from(h.tail_offset)
+}
+
+fn shard_count(workers: usize, items: usize, bytes: usize) -> usize {
+    let by_bytes = bytes / MIN_SHARD_BYTES;
+    workers.min(by_bytes).min(items).max(1)
+}
+
+impl<B: Backend> Store<B> {
+    /// The host backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Number of live records, as last published.
+    pub fn len(&self) -> u32 {
+        self.length.load(Ordering::Acquire)
+    }
+
+    /// True if the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The published header.
+    pub fn header(&self) -> Header {
+        let length = self.length.load(Ordering::Acquire);
+        let tail = self.tail.load(Ordering::Acquire);
+        Header { tail_chunk: (tail >> 32) as u16, tail_offset: tail as u32, length }
+    }
+
+    fn chunk(&self, id: u16) -> Result<&B::File> {
+        let slot = self.chunks.get(usize::from(id)).ok_or(FormatError::MissingChunk { chunk: id })?;
+        slot.get_or_try_init(|| match self.backend.open_chunk(id, false) {
+            Ok(Some(f)) => Ok(Box::new(f)),
+            Ok(None) => Err(Error::Format(FormatError::MissingChunk { chunk: id })),
+            Err(e) => Err(Error::Io(e)),
+        })
+    }
+
+    /// Releases the host locks this store holds. Hosts call it when the handle closes.
+    pub fn release_locks(&self, w: &mut Writer) {
+        let _ = w;
+        self.backend.unlock(LockMode::Appender);
+        self.backend.unlock(LockMode::Shared);
+    }
+}

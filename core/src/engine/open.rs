@@ -1,0 +1,192 @@
+//! Opening a store, and the steps every mutation ends with: `docs/format.md`, "Ordering
+//! rules".
+//!
+//! - Creation: meta.zr is sized, its header written and synced, chunk 0 created, and the
+//!   directory synced before the store is handed out, so a power cut never leaves a meta.zr
+//!   without its magic; a meta.zr that never held a record is initialised again.
+//! - **Delete**, replay half: a journal left by an interrupted delete is finished (or, if
+//!   torn or stale, discarded) under the exclusive lock before anything reads the table.
+//! - Publication: a new header is written to meta.zr, then published to readers in this
+//!   process, frontier first and length last (`Release`; readers load with `Acquire`).
+//! - **Durability**: `sync` makes chunks durable before meta.zr, and any failed write of the
+//!   header or failed sync poisons the [`Writer`]: every later write is refused.
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use once_cell::race::OnceBox;
+
+use super::{delete, pack_tail, Options, Store, Writer};
+use crate::error::{Error, FormatError, IoError, Result};
+use crate::format::{Header, CHUNK_FILE_LEN, ENTRY_LEN, HEADER_LEN, MAX_CHUNKS, META_LEN};
+use crate::io::{Backend, LockMode, StorageFile};
+
+impl<B: Backend> Store<B> {
+    /// Opens the store in `backend`'s directory, creating it if `opts.create` and it holds
+    /// none. Takes the host's shared lock for the life of the store.
+    pub fn open(backend: B, opts: Options) -> Result<(Self, Writer)> {
+        if opts.chunk_capacity == 0 {
+            return Err(Error::InvalidArgument("chunk capacity must be positive".into()));
+        }
+        let create = opts.create && !opts.read_only;
+        let meta = backend.open_meta(create)?.ok_or(FormatError::MissingMeta)?;
+        let meta_len = meta.len()?;
+        if create && never_used(&meta, meta_len)? {
+            // A new store, or one whose creation was cut short before its header was
+            // durable (no record was ever appended to it, so starting over loses nothing).
+            // The header is synced and the directory entries made durable before the store
+            // is handed out: a power cut can no longer leave a meta.zr without its magic.
+            let chunk0 = backend.open_chunk(0, true)?.ok_or(FormatError::MissingChunk { chunk: 0 })?;
+            if chunk0.len()? < CHUNK_FILE_LEN {
+                chunk0.set_len(CHUNK_FILE_LEN)?;
+            }
+            meta.set_len(META_LEN)?;
+            meta.write_at(0, &Header::default().encode())?;
+            meta.sync()?;
+            backend.sync_dir()?;
+        } else if meta_len != META_LEN {
+            return Err(FormatError::MetaSize { found: meta_len, expected: META_LEN }.into());
+        }
+        let mut raw = [0u8; HEADER_LEN];
+        meta.read_at(0, &mut raw)?;
+        let mut header = Header::decode(&raw)?;
+        backend.lock(LockMode::Shared)?;
+        // An interrupted delete is finished before anything reads the table (see the
+        // `delete` module): its journal is its commit point.
+        if let Some(journal) = delete::load_journal(&backend, &header, !opts.read_only)? {
+            if opts.read_only {
+                backend.unlock(LockMode::Shared);
+                return Err(FormatError::InterruptedDelete.into());
+            }
+            if let Err(e) = backend.lock(LockMode::Exclusive) {
+                backend.unlock(LockMode::Shared);
+                return Err(e);
+            }
+            let replayed = delete::replay_journal(&journal, &backend, &meta);
+            backend.unlock(LockMode::Exclusive);
+            match replayed {
+                Ok(h) => header = h,
+                Err(e) => {
+                    backend.unlock(LockMode::Shared);
+                    return Err(e);
+                }
+            }
+        }
+
+        let chunks = (0..MAX_CHUNKS).map(|_| OnceBox::new()).collect();
+        let store = Store {
+            backend,
+            meta,
+            chunks,
+            length: AtomicU32::new(header.length),
+            tail: AtomicU64::new(pack_tail(&header)),
+            capacity: opts.chunk_capacity,
+        };
+        // A directory without its tail chunk is damaged; say so now rather than on a read.
+        let tail = store.chunk(header.tail_chunk)?;
+        if !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
+            tail.set_len(CHUNK_FILE_LEN)?;
+        }
+        let writer = Writer { header, read_only: opts.read_only, poisoned: false, deflaters: Vec::new() };
+        Ok((store, writer))
+    }
+
+    pub(super) fn write_header(&self, w: &mut Writer, header: Header) -> Result<()> {
+        if let Err(e) = self.meta.write_at(0, &header.encode()) {
+            // The header may now be half-written; no further write may build on it.
+            w.poisoned = true;
+            return Err(e.into());
+        }
+        w.header = header;
+        Ok(())
+    }
+
+    /// Makes the new header visible to readers: frontier first, then length.
+    pub(super) fn publish(&self, header: &Header) {
+        self.tail.store(pack_tail(header), Ordering::Release);
+        self.length.store(header.length, Ordering::Release);
+    }
+
+    /// Re-reads the header and adopts it if it only extends what this handle knows (other
+    /// handles appended). Called under the appender or exclusive lock, and by hosts when a
+    /// handle inherited through `fork()` takes its locks again in the child. A header that
+    /// does not extend ours means records were deleted or moved while this handle held no
+    /// lock (a handle used across fork while another process deleted or compacted, or a
+    /// writer that takes no locks, such as loaderx): the handle's view is stale, and using
+    /// it could write over live records, so it is refused.
+    pub fn reload(&self, w: &mut Writer) -> Result<()> {
+        let mut raw = [0u8; HEADER_LEN];
+        self.meta.read_at(0, &mut raw)?;
+        let disk = Header::decode(&raw)?;
+        if disk == w.header {
+            return Ok(());
+        }
+        let ours = &w.header;
+        let extends =
+            disk.length >= ours.length && (disk.tail_chunk, disk.tail_offset) >= (ours.tail_chunk, ours.tail_offset);
+        if !extends {
+            return Err(Error::Locked(
+                "the store was changed by another process while this handle held no lock on it \
+                 (used across fork(), or changed by a writer that takes no locks); reopen it"
+                    .into(),
+            ));
+        }
+        w.header = disk;
+        self.publish(&disk);
+        Ok(())
+    }
+
+    /// Makes everything written so far durable: chunk data first, then the table and header.
+    /// A failed sync poisons the writer; later writes are refused.
+    pub fn sync(&self, w: &mut Writer) -> Result<()> {
+        if w.poisoned {
+            w.check_writable()?;
+        }
+        self.sync_files(w, 0..=w.header.tail_chunk)
+    }
+
+    /// Syncs the chunks in `chunks` that are open, then meta.zr. A failure poisons the
+    /// writer: after a failed fsync the kernel may have dropped the dirty pages, so nothing
+    /// may be built on the assumption that they landed.
+    pub(super) fn sync_files(&self, w: &mut Writer, chunks: core::ops::RangeInclusive<u16>) -> Result<()> {
+        let result = (|| {
+            for id in chunks {
+                if let Some(f) = self.chunks[usize::from(id)].get() {
+                    f.sync()?;
+                }
+            }
+            self.meta.sync()
+        })();
+        if let Err(e) = result {
+            w.poisoned = true;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Fails like `r`, poisoning the writer if it is an error: used for every sync.
+    pub(super) fn poison_on_err(w: &mut Writer, r: Result<(), IoError>) -> Result<()> {
+        r.map_err(|e| {
+            w.poisoned = true;
+            Error::Io(e)
+        })
+    }
+}
+
+/// True if meta.zr holds no store yet, or one whose creation was interrupted before a
+/// record was ever appended: empty, or nothing but zeros and at most the initial header in
+/// the header and first entry.
+fn never_used<F: StorageFile>(meta: &F, len: u64) -> Result<bool> {
+    if len == 0 {
+        return Ok(true);
+    }
+    if len > META_LEN {
+        return Ok(false);
+    }
+    let mut head = [0u8; HEADER_LEN + ENTRY_LEN];
+    let n = head.len().min(len as usize);
+    meta.read_at(0, &mut head[..n])?;
+    let (h, e) = head.split_at(HEADER_LEN);
+    let header_fresh = h.iter().all(|&b| b == 0) || *h == Header::default().encode();
+    Ok(header_fresh && e.iter().all(|&b| b == 0))
+}

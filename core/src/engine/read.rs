@@ -1,0 +1,243 @@
+//! Reads: `docs/format.md`, "meta.zr" (entries `0..length` are live), "Record payloads", and
+//! the **Stats** rule of "Ordering rules".
+//!
+//! Every read takes `&self`, no lock, and sees the header as last published (length loaded
+//! with `Acquire`, after the frontier), so beside a running append it reads a prefix of the
+//! store whose bytes and entries were written before that length was published. Each entry
+//! is checked against the format's limits and that frontier ([`RecordLoc::check`]) before
+//! any byte of its record is read, and every destination is checked before anything is
+//! written to it.
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use super::{shard_count, Stats, Store};
+use crate::codec::{decode_into, Codec};
+use crate::error::{DecodeError, Error, IoError, IoErrorKind, Result};
+use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN};
+use crate::io::{Backend, Parallel, StorageFile};
+
+/// One record to decode during a gather.
+struct ReadJob<'d> {
+    index: u32,
+    loc: RecordLoc,
+    codec: Codec,
+    dst: &'d mut [u8],
+}
+
+/// A worker's share of a gather.
+struct ReadShard<'j, 'd> {
+    jobs: &'j mut [ReadJob<'d>],
+    scratch: Vec<u8>,
+}
+
+impl<B: Backend> Store<B> {
+    /// Table entry `index`, read without checking it against the length.
+    pub fn entry(&self, index: u32) -> Result<RecordLoc> {
+        let at = entry_offset(index);
+        if let Some(view) = self.meta.view() {
+            if let Some(bytes) = view.get(at as usize..at as usize + ENTRY_LEN) {
+                return Ok(RecordLoc::decode(bytes));
+            }
+        }
+        let mut b = [0u8; ENTRY_LEN];
+        self.meta.read_at(at, &mut b)?;
+        Ok(RecordLoc::decode(&b))
+    }
+
+    /// Looks up and checks the entry of each index, for a read.
+    fn locate(&self, index: u64, length: u32, header: &Header) -> Result<(RecordLoc, Codec)> {
+        if index >= u64::from(length) {
+            return Err(Error::IndexOutOfRange { index, length });
+        }
+        let loc = self.entry(index as u32)?;
+        let codec = loc.check(header).map_err(|source| Error::Decode { index, source })?;
+        Ok((loc, codec))
+    }
+
+    /// Logical length of each record in `idxs`, into `out`.
+    pub fn lengths(&self, idxs: &[u64], out: &mut [u32]) -> Result<()> {
+        if out.len() < idxs.len() {
+            return Err(Error::BufferTooSmall(format!("{} lengths into {} slots", idxs.len(), out.len())));
+        }
+        let length = self.len();
+        for (&i, slot) in idxs.iter().zip(out.iter_mut()) {
+            if i >= u64::from(length) {
+                return Err(Error::IndexOutOfRange { index: i, length });
+            }
+            *slot = self.entry(i as u32)?.logic_length;
+        }
+        Ok(())
+    }
+
+    /// Decodes record `idxs[i]` into `dst[i * stride..]`, for every `i`, in parallel. A
+    /// record longer than `stride`, or past the end of `dst`, is
+    /// [`Error::BufferTooSmall`], raised before anything is written.
+    pub fn gather<P: Parallel>(&self, idxs: &[u64], dst: &mut [u8], stride: usize, par: &P) -> Result<()> {
+        let length = self.len();
+        let header = self.header();
+        let mut jobs = Vec::with_capacity(idxs.len());
+        let mut rest: &mut [u8] = dst;
+        let mut at = 0usize;
+        for (i, &index) in idxs.iter().enumerate() {
+            let (loc, codec) = self.locate(index, length, &header)?;
+            let need = loc.logic_length as usize;
+            if need > stride || need > rest.len() {
+                return Err(Error::BufferTooSmall(format!(
+                    "record {index} ({need} bytes) does not fit slot {i} at byte {at} with stride {stride}"
+                )));
+            }
+            let take = stride.min(rest.len());
+            let (slot, tail) = core::mem::take(&mut rest).split_at_mut(take);
+            rest = tail;
+            at += take;
+            jobs.push(ReadJob { index: index as u32, loc, codec, dst: &mut slot[..need] });
+        }
+        self.run_reads(&mut jobs, par)
+    }
+
+    /// Decodes record `idxs[i]` into `dst[offsets[i]..]`, for every `i`, in parallel. The
+    /// regions must lie inside `dst` ([`Error::BufferTooSmall`]) and must not overlap
+    /// ([`Error::InvalidArgument`]); both are checked before anything is written.
+    pub fn gather_var<P: Parallel>(&self, idxs: &[u64], dst: &mut [u8], offsets: &[u64], par: &P) -> Result<()> {
+        if offsets.len() != idxs.len() {
+            return Err(Error::InvalidArgument(format!("{} offsets for {} indices", offsets.len(), idxs.len())));
+        }
+        let length = self.len();
+        let header = self.header();
+        let mut regions = Vec::with_capacity(idxs.len());
+        for (i, (&index, &off)) in idxs.iter().zip(offsets).enumerate() {
+            let (loc, codec) = self.locate(index, length, &header)?;
+            let end = u128::from(off) + u128::from(loc.logic_length);
+            if end > dst.len() as u128 {
+                return Err(Error::BufferTooSmall(format!(
+                    "record {index} ({} bytes) at offset {off} is past the {}-byte destination",
+                    loc.logic_length,
+                    dst.len()
+                )));
+            }
+            regions.push((off as usize, i, loc, codec));
+        }
+        // Carve the destination in address order so every job owns a disjoint slice.
+        regions.sort_unstable_by_key(|r| (r.0, r.1));
+        let mut jobs = Vec::with_capacity(regions.len());
+        let mut rest: &mut [u8] = dst;
+        let mut base = 0usize;
+        for (off, i, loc, codec) in regions {
+            if off < base {
+                return Err(Error::InvalidArgument(format!(
+                    "destination region of record {} at offset {off} overlaps the previous one",
+                    idxs[i]
+                )));
+            }
+            let (_, tail) = core::mem::take(&mut rest).split_at_mut(off - base);
+            let (slot, tail) = tail.split_at_mut(loc.logic_length as usize);
+            rest = tail;
+            base = off + loc.logic_length as usize;
+            jobs.push(ReadJob { index: idxs[i] as u32, loc, codec, dst: slot });
+        }
+        self.run_reads(&mut jobs, par)
+    }
+
+    fn run_reads<P: Parallel>(&self, jobs: &mut [ReadJob<'_>], par: &P) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let bytes: usize = jobs.iter().map(|j| j.dst.len()).sum();
+        let shards = shard_count(par.workers(), jobs.len(), bytes);
+        let per = jobs.len().div_ceil(shards);
+        let mut work: Vec<ReadShard<'_, '_>> =
+            jobs.chunks_mut(per).map(|jobs| ReadShard { jobs, scratch: Vec::new() }).collect();
+        if work.len() == 1 {
+            return self.read_shard(&mut work[0]);
+        }
+        par.for_each(&mut work, |shard| self.read_shard(shard))
+    }
+
+    fn read_shard(&self, shard: &mut ReadShard<'_, '_>) -> Result<()> {
+        // In a large store every record is a cache and TLB miss; asking for the next few
+        // records' bytes ahead overlaps those misses with the decoding of this one.
+        const AHEAD: usize = 4;
+        for k in 0..shard.jobs.len().min(AHEAD) {
+            self.prefetch(&shard.jobs[k].loc);
+        }
+        for k in 0..shard.jobs.len() {
+            if let Some(next) = shard.jobs.get(k + AHEAD) {
+                self.prefetch(&next.loc);
+            }
+            let job = &mut shard.jobs[k];
+            self.read_record(job.index, &job.loc, job.codec, job.dst, &mut shard.scratch)?;
+        }
+        Ok(())
+    }
+
+    fn prefetch(&self, loc: &RecordLoc) {
+        if let Some(file) = self.chunks.get(usize::from(loc.chunk_id)).and_then(|slot| slot.get()) {
+            file.prefetch(u64::from(loc.offset));
+        }
+    }
+
+    /// Decodes one checked record into `dst` (exactly its logical length).
+    fn read_record(
+        &self,
+        index: u32,
+        loc: &RecordLoc,
+        codec: Codec,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        let file = self.chunk(loc.chunk_id)?;
+        let start = loc.offset as usize;
+        let phys = loc.phys_length as usize;
+        let decode_err = |source| Error::Decode { index: u64::from(index), source };
+        if let Some(bytes) = file.view().and_then(|v| v.get(start..start + phys)) {
+            return decode_into(codec, bytes, dst).map_err(decode_err);
+        }
+        let at = u64::from(loc.offset);
+        match codec {
+            Codec::Raw => file.read_at(at, dst).map_err(|e| self.read_err(e, loc, index)),
+            Codec::Flate => {
+                scratch.resize(phys, 0);
+                file.read_at(at, scratch).map_err(|e| self.read_err(e, loc, index))?;
+                decode_into(codec, scratch, dst).map_err(decode_err)
+            }
+        }
+    }
+
+    /// A short read inside a chunk means the entry points past the file: a damaged store.
+    fn read_err(&self, e: IoError, loc: &RecordLoc, index: u32) -> Error {
+        if e.kind == IoErrorKind::UnexpectedEof {
+            let source = DecodeError::OutOfBounds { chunk: loc.chunk_id, offset: loc.offset, phys: loc.phys_length };
+            Error::Decode { index: u64::from(index), source }
+        } else {
+            Error::Io(e)
+        }
+    }
+
+    /// Decodes record `index` into a new vector (for tools; loaders use [`Store::gather`]).
+    pub fn read(&self, index: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_into(index, &mut out, &mut Vec::new())?;
+        Ok(out)
+    }
+
+    /// Decodes record `index` into `out`, resized to its logical length; `scratch` is reused
+    /// between calls for compressed bytes.
+    pub fn read_into(&self, index: u64, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
+        let (loc, codec) = self.locate(index, self.len(), &self.header())?;
+        out.clear();
+        out.resize(loc.logic_length as usize, 0);
+        self.read_record(index as u32, &loc, codec, out, scratch)
+    }
+
+    /// Storage usage; reads every live entry.
+    pub fn stats(&self) -> Result<Stats> {
+        let h = self.header();
+        let mut live_bytes = 0u64;
+        for i in 0..h.length {
+            live_bytes += u64::from(self.entry(i)?.phys_length);
+        }
+        let chunk_bytes = h.chunk_bytes();
+        Ok(Stats { records: h.length, live_bytes, chunk_bytes, reclaimable: chunk_bytes.saturating_sub(live_bytes) })
+    }
+}
