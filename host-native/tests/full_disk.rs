@@ -24,6 +24,18 @@ fn record(i: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Says loudly that the test could not run: on stderr, and in the file named by
+/// `ZRECORD_SKIP_LOG` (set by `make test`, which lists every such line in its final summary).
+fn skipped(why: &str) {
+    let line = format!("host-native/tests/full_disk.rs full_disk_is_an_error_not_a_crash: {why}");
+    eprintln!("SKIPPED {line}");
+    if let Ok(log) = std::env::var("ZRECORD_SKIP_LOG") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open ZRECORD_SKIP_LOG");
+        writeln!(f, "{line}").expect("write ZRECORD_SKIP_LOG");
+    }
+}
+
 /// Runs inside the namespace with the tmpfs mounted at `ZR_FULL_DISK_DIR`.
 #[test]
 #[ignore = "run by full_disk_is_an_error_not_a_crash inside a mount namespace"]
@@ -76,7 +88,7 @@ fn full_disk_is_an_error_not_a_crash() {
     let script = r#"mount -t tmpfs -o size=3m zrfull "$1" || exit 77; shift; exec "$@""#;
     let probe = Command::new("unshare").args(["-rm", "true"]).status();
     if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("SKIPPED full_disk_is_an_error_not_a_crash: cannot create a mount namespace here (unshare -rm)");
+        skipped("cannot create a mount namespace here (unshare -rm)");
         return;
     }
     let out = Command::new("unshare")
@@ -90,7 +102,7 @@ fn full_disk_is_an_error_not_a_crash() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(77) {
-        eprintln!("SKIPPED full_disk_is_an_error_not_a_crash: cannot mount a tmpfs here: {stderr}");
+        skipped(&format!("cannot mount a tmpfs here: {}", stderr.trim()));
         return;
     }
     // A SIGBUS would show as a signal exit, not a test failure.
