@@ -12,7 +12,9 @@
 //! Module map:
 //! - [`format`]: meta.zr header and record-table entries, limits, validation.
 //! - [`codec`]: raw and raw-DEFLATE record codecs, inflating straight into the destination.
-//! - [`sampler`]: the endless index generator (sequential window, seeded IID).
+//! - [`sampler`]: the endless index generator (sequential window, seeded IID, shuffled epochs).
+//! - [`stream`]: the global stream of a training job: keyed permutations, rank shards,
+//!   weighted mixtures and the resume state.
 //! - [`engine`]: the store itself: open, append, gather, delete, compact, stats.
 //! - [`npy`] and [`schema`]: the `.npy` container and the Dataset `schema.json`.
 //! - [`tools`]: inspect, verify, convert and export, shared by the `zr` and `zr-wasm` CLIs.
@@ -30,6 +32,7 @@ pub mod io;
 pub mod npy;
 pub mod sampler;
 pub mod schema;
+pub mod stream;
 pub mod tools;
 
 pub use codec::Codec;
@@ -37,3 +40,4 @@ pub use engine::{Batch, Options, Stats, Store, Writer};
 pub use error::{DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
 pub use format::{Header, RecordLoc, MAX_RECORDS, MAX_RECORD_LEN};
 pub use sampler::{Mode, Sampler};
+pub use stream::{DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState};

@@ -1,10 +1,13 @@
 //! The endless index generator that feeds a data loader.
 //!
-//! There are no epochs: a [`Sampler`] yields batches forever. [`Mode::Sequential`] slides a
-//! window over the index space treated as a circle (batch `i` holds `(cursor + k) % length`,
-//! so no batch is ever truncated at the tail); [`Mode::Iid`] draws uniformly with
-//! replacement from a Xoshiro256++ stream seeded through SplitMix64, so the same seed gives
-//! the same stream on every host and platform.
+//! A [`Sampler`] yields batches forever. [`Mode::Sequential`] slides a window over the index
+//! space treated as a circle (batch `i` holds `(cursor + k) % length`, so no batch is ever
+//! truncated at the tail); [`Mode::Iid`] draws uniformly with replacement from a
+//! Xoshiro256++ stream seeded through SplitMix64, so the same seed gives the same stream on
+//! every host and platform; [`Mode::Shuffle`] visits every index once per epoch, in the
+//! order of the epoch's [`Permutation`], and drops the `length % batch_size` positions that
+//! would not fill a last batch. Each is the single-process case of [`crate::stream::Stream`]
+//! (world size 1, global batch = `batch_size`).
 //!
 //! [`Sampler::fill`] writes into a caller slice and allocates nothing.
 
@@ -12,6 +15,7 @@ use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::error::Error;
+use crate::stream::Permutation;
 
 /// How indices are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,14 +25,18 @@ pub enum Mode {
     Sequential = 0,
     /// Independent uniform draws with replacement.
     Iid = 1,
+    /// Shuffled epochs: each epoch visits every index once, in an order fixed by
+    /// `(seed, epoch)`.
+    Shuffle = 2,
 }
 
 impl Mode {
-    /// The mode numbered `n` (0 sequential, 1 IID), as loaderx numbers them.
+    /// The mode numbered `n` (0 sequential, 1 IID, as loaderx numbers them; 2 shuffle).
     pub fn from_u8(n: u8) -> Option<Mode> {
         match n {
             0 => Some(Mode::Sequential),
             1 => Some(Mode::Iid),
+            2 => Some(Mode::Shuffle),
             _ => None,
         }
     }
@@ -40,14 +48,21 @@ pub struct Sampler {
     length: u64,
     batch_size: usize,
     mode: Mode,
+    /// Next position: in the circle (sequential) or in the epoch's order (shuffle).
     cursor: u64,
     rng: Xoshiro256PlusPlus,
+    seed: u64,
+    /// Shuffle: positions used per epoch (whole batches only), the epoch and its order.
+    epoch_len: u64,
+    epoch: u64,
+    perm: Option<Permutation>,
 }
 
 impl Sampler {
     /// A sampler over `0..length` yielding `batch_size` indices per batch.
     ///
-    /// Fails with [`Error::InvalidArgument`] when `length` or `batch_size` is zero.
+    /// Fails with [`Error::InvalidArgument`] when `length` or `batch_size` is zero, or, in
+    /// shuffle mode, when `batch_size > length` (an epoch would hold no batch).
     pub fn new(length: u64, batch_size: usize, mode: Mode, seed: u64) -> Result<Self, Error> {
         if length == 0 {
             return Err(Error::InvalidArgument("sampler length must be at least 1".into()));
@@ -55,7 +70,33 @@ impl Sampler {
         if batch_size == 0 {
             return Err(Error::InvalidArgument("sampler batch size must be at least 1".into()));
         }
-        Ok(Sampler { length, batch_size, mode, cursor: 0, rng: Xoshiro256PlusPlus::seed_from_u64(seed) })
+        let (epoch_len, perm) = if mode == Mode::Shuffle {
+            let batch = batch_size as u64;
+            if batch > length {
+                return Err(Error::InvalidArgument(alloc::format!(
+                    "a shuffle epoch of {length} indices holds no batch of {batch_size}"
+                )));
+            }
+            (length / batch * batch, Some(Permutation::new(length, seed, 0)))
+        } else {
+            (0, None)
+        };
+        Ok(Sampler {
+            length,
+            batch_size,
+            mode,
+            cursor: 0,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            seed,
+            epoch_len,
+            epoch: 0,
+            perm,
+        })
+    }
+
+    /// Batches per epoch in shuffle mode (`length / batch_size`); `None` in the endless modes.
+    pub fn steps_per_epoch(&self) -> Option<u64> {
+        (self.mode == Mode::Shuffle).then(|| self.epoch_len / self.batch_size as u64)
     }
 
     /// Size of the index space.
@@ -94,6 +135,20 @@ impl Sampler {
                 let length = u128::from(self.length);
                 for slot in out.iter_mut() {
                     *slot = ((u128::from(self.rng.next_u64()) * length) >> 64) as u64;
+                }
+            }
+            Mode::Shuffle => {
+                for slot in out.iter_mut() {
+                    if self.cursor == self.epoch_len {
+                        self.cursor = 0;
+                        self.epoch += 1;
+                        self.perm = Some(Permutation::new(self.length, self.seed, self.epoch));
+                    }
+                    // Built in `new` for shuffle mode and only replaced since.
+                    if let Some(perm) = &self.perm {
+                        *slot = perm.at(self.cursor);
+                    }
+                    self.cursor += 1;
                 }
             }
         }
