@@ -465,9 +465,7 @@ impl Shard {
                     *epoch = e;
                 }
                 let first = (step % steps) * self.stream.global_batch + self.rank * self.batch_size;
-                for (k, slot) in (first..).zip(indices.iter_mut()) {
-                    *slot = perm.at(k);
-                }
+                perm.fill(first, indices);
             }
             (Cursor::Mixture { offset, at, picks, counts }, Source::Mixture(m)) => {
                 let offset = *offset;

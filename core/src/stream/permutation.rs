@@ -1,6 +1,6 @@
 //! A keyed bijection on `0..len`, computed rather than stored.
 //!
-//! [`Permutation`] is a four-round Feistel network over the smallest power of two
+//! [`Permutation`] is a six-round Feistel network over the smallest power of two
 //! `2^m >= len`, turned into a permutation of `0..len` by cycle-walking: encrypt, and while
 //! the result is `>= len`, encrypt again. Every Feistel round is invertible whatever its
 //! round function, so the network is a bijection of `0..2^m`; following the cycle through
@@ -12,22 +12,39 @@
 //! from the low one and the low half from the high one (an unbalanced Feistel network,
 //! invertible in the same way), so the domain never needs padding to `4 len`.
 //!
-//! Memory is the key schedule: five words, whatever `len` (up to `2^64 - 1`).
+//! Memory is the key schedule: a dozen words, whatever `len` (up to `2^64 - 1`).
 
 use super::mix;
 
-/// Feistel rounds. Four is the classic count for a strong pseudo-random permutation
-/// (Luby-Rackoff); each costs two multiplies.
-const ROUNDS: usize = 4;
+/// Feistel rounds for domains of 2^16 and more: each costs one multiply. Four rounds of a
+/// random function make a strong pseudo-random permutation (Luby-Rackoff), but round
+/// functions here are cheap hashes: four rounds of a two-multiply hash left the pair
+/// `(at(0), at(n - 1))` over a million seeds measurably non-uniform at n = 1000 (chi-square
+/// 1.04 per degree of freedom over 10^6 of them), six one-multiply rounds show no bias and
+/// cost the same.
+const ROUNDS: usize = 6;
+
+/// Rounds for domains below 2^16, whose halves of a few bits need more mixing (six rounds
+/// left the pair test at chi-square 2.0 per degree of freedom for n = 5), and whose datasets
+/// are small enough not to feel the cost.
+const SMALL_ROUNDS: usize = 12;
+
+/// Domains of fewer bits get [`SMALL_ROUNDS`].
+const SMALL_BITS: u32 = 16;
 
 /// A permutation of `0..len` keyed by `(seed, source, epoch)`.
+///
+/// Building one costs a dozen hash steps and no allocation, so a reader makes a new one at
+/// each epoch rather than keeping any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Permutation {
     len: u64,
     low_bits: u32,
     low_mask: u64,
     high_mask: u64,
-    keys: [u64; ROUNDS],
+    /// An even number of rounds: [`ROUNDS`] or [`SMALL_ROUNDS`].
+    rounds: usize,
+    keys: [u64; SMALL_ROUNDS],
 }
 
 /// Domain tag of permutation keys, so they never coincide with other keys drawn from a seed.
@@ -49,12 +66,13 @@ impl Permutation {
         let low_bits = bits / 2;
         let high_bits = bits - low_bits;
         let mut state = mix(mix(mix(PERMUTATION_TAG ^ seed) ^ u64::from(source)) ^ epoch);
-        let mut keys = [0u64; ROUNDS];
+        let mut keys = [0u64; SMALL_ROUNDS];
         for k in &mut keys {
             state = mix(state);
             *k = state;
         }
-        Permutation { len, low_bits, low_mask: mask(low_bits), high_mask: mask(high_bits), keys }
+        let rounds = if bits < SMALL_BITS { SMALL_ROUNDS } else { ROUNDS };
+        Permutation { len, low_bits, low_mask: mask(low_bits), high_mask: mask(high_bits), rounds, keys }
     }
 
     /// Size of the permuted range.
@@ -81,6 +99,37 @@ impl Permutation {
         x
     }
 
+    /// Writes the elements at positions `first, first + 1, ...` into `out`: the same as
+    /// calling [`Permutation::at`] for each, faster (four encryptions interleaved).
+    ///
+    /// # Panics
+    /// If the last position `first + out.len() - 1` is `>= len`.
+    pub fn fill(&self, first: u64, out: &mut [u64]) {
+        let end = first.checked_add(out.len() as u64);
+        assert!(
+            end.is_some_and(|e| e <= self.len),
+            "permutation positions {first}..+{} out of range 0..{}",
+            out.len(),
+            self.len
+        );
+        let mut k = first;
+        let mut chunks = out.chunks_exact_mut(4);
+        for c in &mut chunks {
+            let x = self.encrypt4([k, k + 1, k + 2, k + 3]);
+            for (slot, mut v) in c.iter_mut().zip(x) {
+                while v >= self.len {
+                    v = self.encrypt(v);
+                }
+                *slot = v;
+            }
+            k += 4;
+        }
+        for slot in chunks.into_remainder() {
+            *slot = self.at(k);
+            k += 1;
+        }
+    }
+
     /// The position of element `i`: the inverse of [`Permutation::at`].
     ///
     /// # Panics
@@ -98,20 +147,37 @@ impl Permutation {
     fn encrypt(&self, x: u64) -> u64 {
         let mut high = x >> self.low_bits;
         let mut low = x & self.low_mask;
-        high ^= round(low, self.keys[0]) & self.high_mask;
-        low ^= round(high, self.keys[1]) & self.low_mask;
-        high ^= round(low, self.keys[2]) & self.high_mask;
-        low ^= round(high, self.keys[3]) & self.low_mask;
+        for pair in self.keys[..self.rounds].chunks_exact(2) {
+            high ^= round(low, pair[0]) & self.high_mask;
+            low ^= round(high, pair[1]) & self.low_mask;
+        }
         (high << self.low_bits) | low
+    }
+
+    /// Four independent encryptions, written as one so that the CPU overlaps their
+    /// multiply chains.
+    #[inline]
+    fn encrypt4(&self, x: [u64; 4]) -> [u64; 4] {
+        let mut high = x.map(|v| v >> self.low_bits);
+        let mut low = x.map(|v| v & self.low_mask);
+        for pair in self.keys[..self.rounds].chunks_exact(2) {
+            for j in 0..4 {
+                high[j] ^= round(low[j], pair[0]) & self.high_mask;
+            }
+            for j in 0..4 {
+                low[j] ^= round(high[j], pair[1]) & self.low_mask;
+            }
+        }
+        [0, 1, 2, 3].map(|j| (high[j] << self.low_bits) | low[j])
     }
 
     fn decrypt(&self, x: u64) -> u64 {
         let mut high = x >> self.low_bits;
         let mut low = x & self.low_mask;
-        low ^= round(high, self.keys[3]) & self.low_mask;
-        high ^= round(low, self.keys[2]) & self.high_mask;
-        low ^= round(high, self.keys[1]) & self.low_mask;
-        high ^= round(low, self.keys[0]) & self.high_mask;
+        for pair in self.keys[..self.rounds].chunks_exact(2).rev() {
+            low ^= round(high, pair[1]) & self.low_mask;
+            high ^= round(low, pair[0]) & self.high_mask;
+        }
         (high << self.low_bits) | low
     }
 }
@@ -121,11 +187,11 @@ fn mask(bits: u32) -> u64 {
     (1u64 << bits) - 1
 }
 
-/// The round function: a keyed 64-bit mix whose top 32 bits depend on every input bit.
+/// The round function: a keyed multiply-shift hash (`(half + key) * odd(key)`, upper half
+/// of the 64-bit product), whose bits 32 and up depend on every bit of a 32-bit half.
 #[inline(always)]
 fn round(half: u64, key: u64) -> u64 {
-    let h = (half ^ key).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h ^ (h >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32
+    half.wrapping_add(key).wrapping_mul(key | 1) >> 32
 }
 
 #[cfg(test)]
