@@ -181,7 +181,7 @@ fn floor_sum(mut n: u128, mut m: u128, mut a: u128, mut b: u128) -> u128 {
     loop {
         if a >= m {
             // n (n - 1) is even; halve before multiplying to stay in range.
-            let pairs = if n % 2 == 0 { (n / 2) * (n.saturating_sub(1)) } else { n * ((n - 1) / 2) };
+            let pairs = if n.is_multiple_of(2) { (n / 2) * (n.saturating_sub(1)) } else { n * ((n - 1) / 2) };
             sum += pairs * (a / m);
             a %= m;
         }
