@@ -222,7 +222,66 @@ mod tests {
         }
     }
 
+    #[test]
+    fn shuffle_visits_every_index_once_per_epoch() {
+        let (n, b) = (103u64, 10usize);
+        let mut s = Sampler::new(n, b, Mode::Shuffle, 7).unwrap();
+        assert_eq!(s.steps_per_epoch(), Some(10));
+        let mut batch = vec![0u64; b];
+        let mut epochs = vec![];
+        for _ in 0..3 {
+            let mut epoch = vec![];
+            for _ in 0..10 {
+                s.fill(&mut batch);
+                epoch.extend_from_slice(&batch);
+            }
+            let mut sorted = epoch.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 100, "an index repeats within an epoch");
+            assert!(sorted.iter().all(|&i| i < n));
+            epochs.push(epoch);
+        }
+        assert_ne!(epochs[0], epochs[1]);
+        // Epoch e is the first 100 positions of the permutation keyed by (seed, e).
+        let p = Permutation::new(n, 7, 2);
+        assert_eq!(epochs[2], (0..100).map(|k| p.at(k)).collect::<alloc::vec::Vec<_>>());
+    }
+
+    #[test]
+    fn shuffle_fills_of_any_size_continue_the_stream() {
+        let mut whole = Sampler::new(50, 8, Mode::Shuffle, 1).unwrap();
+        let mut pieces = whole.clone();
+        let mut a = vec![0u64; 8 * 13];
+        whole.fill(&mut a);
+        let mut b = vec![0u64; 8 * 13];
+        let (x, y) = b.split_at_mut(37);
+        pieces.fill(x);
+        pieces.fill(y);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn shuffle_needs_a_batch_per_epoch() {
+        assert!(Sampler::new(9, 10, Mode::Shuffle, 0).is_err());
+        assert!(Sampler::new(10, 10, Mode::Shuffle, 0).is_ok());
+        assert_eq!(Mode::from_u8(2), Some(Mode::Shuffle));
+        assert_eq!(Mode::from_u8(3), None);
+        assert_eq!(Sampler::new(10, 3, Mode::Iid, 0).unwrap().steps_per_epoch(), None);
+    }
+
     proptest! {
+        #[test]
+        fn shuffle_indices_in_range(length in 1u64..u64::MAX, n in 1usize..300, seed: u64) {
+            prop_assume!(n as u64 <= length);
+            let mut s = Sampler::new(length, n, Mode::Shuffle, seed).unwrap();
+            let mut b = vec![0u64; n];
+            for _ in 0..3 {
+                s.fill(&mut b);
+                prop_assert!(b.iter().all(|&i| i < length));
+            }
+        }
+
         #[test]
         fn indices_in_range(length in 1u64..u64::MAX, n in 1usize..300, seed: u64, mode in 0u8..2) {
             let mut s = Sampler::new(length, n, Mode::from_u8(mode).unwrap(), seed).unwrap();

@@ -174,7 +174,7 @@ fn iid_stream_keeps_the_pinned_sampler_values() {
     // The same pinned draws as the Sampler's unit test: the loader's default stream.
     let stream = Stream::new(id(1_000_000), Mode::Iid, 42, 4).unwrap();
     let mut b = [0u64; 4];
-    stream.global_batch_at(0, &mut b, None).unwrap();
+    stream.batch_at(0, 0, 1, &mut b, None).unwrap();
     assert_eq!(b, [814305, 318821, 983894, 701135]);
 }
 
@@ -188,7 +188,7 @@ fn iid_jump_equals_replay() {
         sampler.fill(&mut replay);
     }
     let mut jumped = vec![0; 512];
-    stream.global_batch_at(300, &mut jumped, None).unwrap();
+    stream.batch_at(300, 0, 1, &mut jumped, None).unwrap();
     assert_eq!(jumped, replay);
 }
 
@@ -264,11 +264,16 @@ proptest! {
         let g = stream.global_batch() as usize;
         let mut one = vec![0u64; g];
         let mut src = vec![0u32; g];
-        stream.global_batch_at(from, &mut one, Some(&mut src)).unwrap();
+        stream.batch_at(from, 0, 1, &mut one, Some(&mut src)).unwrap();
         prop_assert_eq!(&reference.0[..g], &one[..]);
         prop_assert_eq!(&reference.1[..g], &src[..]);
         for w in worlds {
             prop_assert_eq!(&read_split(&stream, w, from, steps), &reference, "world size {}", w);
+            let b = g / w as usize;
+            let r = w - 1;
+            let mut slice = vec![0u64; b];
+            stream.batch_at(from, r, w, &mut slice, None).unwrap();
+            prop_assert_eq!(&slice[..], &one[r as usize * b..(r as usize + 1) * b]);
         }
     }
 

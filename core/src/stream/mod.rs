@@ -22,6 +22,29 @@
 //!
 //! A loader keeps its place as the number of global batches its caller consumed and saves
 //! it as a [`StreamState`]; `docs/stream.md` describes the whole design.
+//!
+//! ```
+//! use zrecord_core::{DatasetId, Mode, Stream, StreamState};
+//!
+//! // Rank 1 of 4, 32 samples per rank, over a store of 10 000 records at generation 3.
+//! let dataset = DatasetId { length: 10_000, generation: 3 };
+//! let stream = Stream::new(dataset, Mode::Shuffle, 42, 32 * 4)?;
+//! assert_eq!(stream.steps_per_epoch(), Some(78));
+//! let mut shard = stream.shard(1, 4)?;
+//! let mut indices = vec![0u64; shard.batch_size()];
+//! let step = shard.fill(&mut indices); // a producer thread may run ahead...
+//! // ...the consumer records the step of the batch it handed out, and saves:
+//! let saved = stream.state(step + 1).encode();
+//!
+//! // Elsewhere, later, with 2 ranks of 64: the same global batch, so the same stream.
+//! let stream = Stream::new(dataset, Mode::Shuffle, 42, 64 * 2)?;
+//! let next = stream.resume(&StreamState::decode(&saved)?)?;
+//! let mut shard = stream.shard(0, 2)?;
+//! shard.seek(next)?;
+//! let mut resumed = vec![0u64; 64];
+//! assert_eq!(shard.fill(&mut resumed), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod mixture;
 mod permutation;
@@ -42,9 +65,13 @@ use crate::sampler::Mode;
 /// are exact in 128-bit arithmetic. At a billion samples a second that is 146 years.
 pub const MAX_POSITION: u64 = 1 << 62;
 
-/// Below this many samples a reader walks forward; beyond it, it jumps (IID) or recounts
-/// (mixtures).
-const WALK_LIMIT: u64 = 1 << 16;
+/// Below this many samples an IID reader steps its generator forward; beyond it, it jumps
+/// (a jump costs about as much as 2^16 steps).
+const IID_WALK_LIMIT: u64 = 1 << 16;
+
+/// Below this many samples per source a mixture reader walks forward; beyond it, it
+/// recounts (two floor sums per source cost about as much as a thousand steps of a walk).
+const MIXTURE_WALK_PER_SOURCE: u64 = 1 << 10;
 
 /// The identity of a dataset a stream reads: its length and a generation value the store
 /// changes whenever the records behind the indices change (delete, compact). A saved state
@@ -272,19 +299,25 @@ impl Stream {
         Ok(Shard { stream: self.clone(), rank, batch_size: self.global_batch / world_size, step: 0, cursor })
     }
 
-    /// Writes global batch `step` into `indices` (and, when given, each sample's source
-    /// number into `sources`: always 0 for a single dataset). Random access, for checks and
-    /// one-off reads; a loader reads through a [`Shard`].
+    /// Writes rank `rank`'s slice of global batch `step` (of a job of `world_size` ranks)
+    /// into `indices`, and when given, each sample's source number into `sources` (always 0
+    /// for a single dataset). `rank = 0, world_size = 1` gives the whole global batch.
+    ///
+    /// Random access, for checks and one-off reads: it builds a reader each call (an IID
+    /// stream jumps its generator, a mixture recounts its picks). A loader reads through a
+    /// [`Shard`], which carries its place from one batch to the next.
     ///
     /// # Panics
-    /// If a slice is not `global_batch` long.
-    pub fn global_batch_at(
+    /// If a slice is not `global_batch / world_size` long.
+    pub fn batch_at(
         &self,
         step: u64,
+        rank: u64,
+        world_size: u64,
         indices: &mut [u64],
         sources: Option<&mut [u32]>,
     ) -> Result<(), StreamError> {
-        let mut shard = self.shard(0, 1)?;
+        let mut shard = self.shard(rank, world_size)?;
         shard.seek(step)?;
         shard.fill_inner(indices, sources);
         Ok(())
@@ -443,7 +476,7 @@ impl Shard {
                     *at = 0;
                 }
                 let gap = start - *at;
-                if gap > WALK_LIMIT {
+                if gap > IID_WALK_LIMIT {
                     rng.jump_ce(gap, 0);
                 } else {
                     for _ in 0..gap {
@@ -469,7 +502,7 @@ impl Shard {
             }
             (Cursor::Mixture { offset, at, picks, counts }, Source::Mixture(m)) => {
                 let offset = *offset;
-                if start < *at || start - *at > WALK_LIMIT {
+                if start < *at || start - *at > MIXTURE_WALK_PER_SOURCE * m.len() as u64 {
                     recount(m, seed, start, picks, counts);
                 } else {
                     for p in *at..start {
