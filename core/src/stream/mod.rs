@@ -145,8 +145,9 @@ pub enum StreamError {
     /// A weight that is not positive and finite, or too small next to the total for its
     /// source ever to be read.
     #[error(
-        "weight {weight} of mixture source {index} is not usable: weights must be positive, \
-         finite, sum to a finite total, and each at least 2^-60 of the total"
+        "weight {weight} of mixture source {index} is not usable: weights must be positive and \
+         finite, with a finite sum, and none so small next to the sum (below about 2^-52 of \
+         it) that its source would never be read"
     )]
     BadWeight {
         /// The source.
