@@ -15,8 +15,8 @@
 //!   number of batches per epoch.
 //! - [`Mode::Sequential`] and [`Mode::Iid`]: the [`crate::Sampler`]'s endless stream cut into
 //!   global batches, so world size 1 reproduces it batch for batch. IID position `p` is
-//!   reached by a jump of the xoshiro256++ generator (polynomial arithmetic on its
-//!   characteristic polynomial, `O(1)`: 64 squarings), never by replay.
+//!   reached by a jump of the xoshiro256++ generator (polynomial arithmetic modulo its
+//!   characteristic polynomial, constant time), never by replay.
 //! - [`Mixture`]: position `p` reads the source [`Mixture::source_at`] names; the `k`-th
 //!   pick of source `s` is position `k mod N_s` of that source's epoch `k / N_s`.
 //!
@@ -46,6 +46,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod jump;
 mod mixture;
 mod permutation;
 mod state;
@@ -66,8 +67,8 @@ use crate::sampler::Mode;
 pub const MAX_POSITION: u64 = 1 << 62;
 
 /// Below this many samples an IID reader steps its generator forward; beyond it, it jumps
-/// (a jump costs about as much as 2^16 steps).
-const IID_WALK_LIMIT: u64 = 1 << 16;
+/// (a jump costs about as much as a few thousand steps).
+const IID_WALK_LIMIT: u64 = 1 << 12;
 
 /// Below this many samples per source a mixture reader walks forward; beyond it, it
 /// recounts (two floor sums per source cost about as much as a thousand steps of a walk).
@@ -478,7 +479,7 @@ impl Shard {
                 }
                 let gap = start - *at;
                 if gap > IID_WALK_LIMIT {
-                    rng.jump_ce(gap, 0);
+                    jump::advance(rng, gap);
                 } else {
                     for _ in 0..gap {
                         rng.next_u64();
