@@ -138,17 +138,21 @@ impl Sampler {
                 }
             }
             Mode::Shuffle => {
-                for slot in out.iter_mut() {
+                let mut rest = out;
+                while !rest.is_empty() {
                     if self.cursor == self.epoch_len {
                         self.cursor = 0;
                         self.epoch += 1;
                         self.perm = Some(Permutation::new(self.length, self.seed, self.epoch));
                     }
+                    let run = rest.len().min(usize::try_from(self.epoch_len - self.cursor).unwrap_or(usize::MAX));
+                    let (now, later) = rest.split_at_mut(run);
                     // Built in `new` for shuffle mode and only replaced since.
                     if let Some(perm) = &self.perm {
-                        *slot = perm.at(self.cursor);
+                        perm.fill(self.cursor, now);
                     }
-                    self.cursor += 1;
+                    self.cursor += run as u64;
+                    rest = later;
                 }
             }
         }
