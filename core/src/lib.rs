@@ -10,7 +10,7 @@
 //! `wasm32-unknown-unknown` without `std` to keep it that way.
 //!
 //! Module map:
-//! - [`format`]: meta.zr header and record-table entries, limits, validation.
+//! - [`format`](mod@format): meta.zr header and record-table entries, limits, validation.
 //! - [`codec`]: raw and raw-DEFLATE record codecs, inflating straight into the destination.
 //! - [`sampler`]: the endless index generator (sequential window, seeded IID, shuffled epochs).
 //! - [`stream`]: the global stream of a training job: keyed permutations, rank shards,

@@ -418,7 +418,9 @@ impl Shard {
         self.batch_size as usize
     }
 
-    /// The global batch the next fill reads.
+    /// The global batch the next fill reads. This is where the producer stands, ahead of
+    /// the consumer by whatever is prefetched: a loader saves `stream.state(s + 1)` for the
+    /// step `s` of the last batch it *returned*, never this.
     pub fn step(&self) -> u64 {
         self.step
     }
