@@ -510,3 +510,28 @@ fn pairs_of_positions_are_uniform() {
         assert!(c < 1.4, "n {n}: chi-square per dof {c}");
     }
 }
+
+#[test]
+fn far_positions_agree_whether_reached_by_jump_or_by_walk() {
+    // A reader that jumped (IID) or recounted (mixture) to a far step, then walked one
+    // batch, reads what a reader jumping straight to the next step reads.
+    let streams = [
+        Stream::new(id(1 << 24), Mode::Iid, 3, 1024).unwrap(),
+        Stream::new(id(1 << 24), Mode::Shuffle, 3, 1024).unwrap(),
+        Stream::mixture(mixture(&[1 << 24, 1000, 7], &[0.5, 0.4, 0.1]), 3, 1024).unwrap(),
+    ];
+    for stream in streams {
+        for far in [1_000_000u64, 1 << 40, MAX_POSITION / 1024 - 2] {
+            let mut walked = stream.shard(3, 4).unwrap();
+            walked.seek(far).unwrap();
+            let (mut a, mut b) = (vec![0; 256], vec![0; 256]);
+            let (mut sa, mut sb) = (vec![0; 256], vec![0; 256]);
+            walked.fill(&mut a);
+            walked.fill_with_sources(&mut a, &mut sa);
+            let mut jumped = stream.shard(3, 4).unwrap();
+            jumped.seek(far + 1).unwrap();
+            jumped.fill_with_sources(&mut b, &mut sb);
+            assert_eq!((a, sa), (b, sb), "{:?} at step {far}", stream.mode());
+        }
+    }
+}
