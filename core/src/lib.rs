@@ -13,7 +13,9 @@
 //! - [`mod@format`]: meta.zr header and record-table entries, limits, validation; its
 //!   [`format::journal`] is the byte layout of the delete journal `delete.zrj`.
 //! - [`codec`]: raw and raw-DEFLATE record codecs, inflating straight into the destination.
-//! - [`sampler`]: the endless index generator (sequential window, seeded IID).
+//! - [`sampler`]: the endless index generator (sequential window, seeded IID, shuffled epochs).
+//! - [`stream`]: the global stream of a training job: keyed permutations, rank shards,
+//!   weighted mixtures and the resume state.
 //! - [`engine`]: the store itself, one submodule per ordering rule of `docs/format.md`:
 //!   open (creation, recovery, publication, durability), read (gather, stats), append,
 //!   delete, compact.
@@ -33,6 +35,7 @@ pub mod io;
 pub mod npy;
 pub mod sampler;
 pub mod schema;
+pub mod stream;
 pub mod tools;
 
 pub use codec::Codec;
@@ -40,3 +43,4 @@ pub use engine::{Batch, Options, Stats, Store, Writer};
 pub use error::{DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
 pub use format::{Header, RecordLoc, MAX_RECORDS, MAX_RECORD_LEN};
 pub use sampler::{Mode, Sampler};
+pub use stream::{DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState};

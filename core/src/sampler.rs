@@ -1,10 +1,13 @@
 //! The endless index generator that feeds a data loader.
 //!
-//! There are no epochs: a [`Sampler`] yields batches forever. [`Mode::Sequential`] slides a
-//! window over the index space treated as a circle (batch `i` holds `(cursor + k) % length`,
-//! so no batch is ever truncated at the tail); [`Mode::Iid`] draws uniformly with
-//! replacement from a Xoshiro256++ stream seeded through SplitMix64, so the same seed gives
-//! the same stream on every host and platform.
+//! A [`Sampler`] yields batches forever. [`Mode::Sequential`] slides a window over the index
+//! space treated as a circle (batch `i` holds `(cursor + k) % length`, so no batch is ever
+//! truncated at the tail); [`Mode::Iid`] draws uniformly with replacement from a
+//! Xoshiro256++ stream seeded through SplitMix64, so the same seed gives the same stream on
+//! every host and platform; [`Mode::Shuffle`] visits every index once per epoch, in the
+//! order of the epoch's [`Permutation`], and drops the `length % batch_size` positions that
+//! would not fill a last batch. Each is the single-process case of [`crate::stream::Stream`]
+//! (world size 1, global batch = `batch_size`).
 //!
 //! [`Sampler::fill`] writes into a caller slice and allocates nothing.
 
@@ -12,6 +15,7 @@ use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::error::Error;
+use crate::stream::Permutation;
 
 /// How indices are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,14 +25,18 @@ pub enum Mode {
     Sequential = 0,
     /// Independent uniform draws with replacement.
     Iid = 1,
+    /// Shuffled epochs: each epoch visits every index once, in an order fixed by
+    /// `(seed, epoch)`.
+    Shuffle = 2,
 }
 
 impl Mode {
-    /// The mode numbered `n` (0 sequential, 1 IID), as loaderx numbers them.
+    /// The mode numbered `n` (0 sequential, 1 IID, as loaderx numbers them; 2 shuffle).
     pub fn from_u8(n: u8) -> Option<Mode> {
         match n {
             0 => Some(Mode::Sequential),
             1 => Some(Mode::Iid),
+            2 => Some(Mode::Shuffle),
             _ => None,
         }
     }
@@ -40,14 +48,21 @@ pub struct Sampler {
     length: u64,
     batch_size: usize,
     mode: Mode,
+    /// Next position: in the circle (sequential) or in the epoch's order (shuffle).
     cursor: u64,
     rng: Xoshiro256PlusPlus,
+    seed: u64,
+    /// Shuffle: positions used per epoch (whole batches only), the epoch and its order.
+    epoch_len: u64,
+    epoch: u64,
+    perm: Option<Permutation>,
 }
 
 impl Sampler {
     /// A sampler over `0..length` yielding `batch_size` indices per batch.
     ///
-    /// Fails with [`Error::InvalidArgument`] when `length` or `batch_size` is zero.
+    /// Fails with [`Error::InvalidArgument`] when `length` or `batch_size` is zero, or, in
+    /// shuffle mode, when `batch_size > length` (an epoch would hold no batch).
     pub fn new(length: u64, batch_size: usize, mode: Mode, seed: u64) -> Result<Self, Error> {
         if length == 0 {
             return Err(Error::InvalidArgument("sampler length must be at least 1".into()));
@@ -55,7 +70,33 @@ impl Sampler {
         if batch_size == 0 {
             return Err(Error::InvalidArgument("sampler batch size must be at least 1".into()));
         }
-        Ok(Sampler { length, batch_size, mode, cursor: 0, rng: Xoshiro256PlusPlus::seed_from_u64(seed) })
+        let (epoch_len, perm) = if mode == Mode::Shuffle {
+            let batch = batch_size as u64;
+            if batch > length {
+                return Err(Error::InvalidArgument(alloc::format!(
+                    "a shuffle epoch of {length} indices holds no batch of {batch_size}"
+                )));
+            }
+            (length / batch * batch, Some(Permutation::new(length, seed, 0)))
+        } else {
+            (0, None)
+        };
+        Ok(Sampler {
+            length,
+            batch_size,
+            mode,
+            cursor: 0,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            seed,
+            epoch_len,
+            epoch: 0,
+            perm,
+        })
+    }
+
+    /// Batches per epoch in shuffle mode (`length / batch_size`); `None` in the endless modes.
+    pub fn steps_per_epoch(&self) -> Option<u64> {
+        (self.mode == Mode::Shuffle).then(|| self.epoch_len / self.batch_size as u64)
     }
 
     /// Size of the index space.
@@ -94,6 +135,24 @@ impl Sampler {
                 let length = u128::from(self.length);
                 for slot in out.iter_mut() {
                     *slot = ((u128::from(self.rng.next_u64()) * length) >> 64) as u64;
+                }
+            }
+            Mode::Shuffle => {
+                let mut rest = out;
+                while !rest.is_empty() {
+                    if self.cursor == self.epoch_len {
+                        self.cursor = 0;
+                        self.epoch += 1;
+                        self.perm = Some(Permutation::new(self.length, self.seed, self.epoch));
+                    }
+                    let run = rest.len().min(usize::try_from(self.epoch_len - self.cursor).unwrap_or(usize::MAX));
+                    let (now, later) = rest.split_at_mut(run);
+                    // Built in `new` for shuffle mode and only replaced since.
+                    if let Some(perm) = &self.perm {
+                        perm.fill(self.cursor, now);
+                    }
+                    self.cursor += run as u64;
+                    rest = later;
                 }
             }
         }
@@ -167,7 +226,66 @@ mod tests {
         }
     }
 
+    #[test]
+    fn shuffle_visits_every_index_once_per_epoch() {
+        let (n, b) = (103u64, 10usize);
+        let mut s = Sampler::new(n, b, Mode::Shuffle, 7).unwrap();
+        assert_eq!(s.steps_per_epoch(), Some(10));
+        let mut batch = vec![0u64; b];
+        let mut epochs = vec![];
+        for _ in 0..3 {
+            let mut epoch = vec![];
+            for _ in 0..10 {
+                s.fill(&mut batch);
+                epoch.extend_from_slice(&batch);
+            }
+            let mut sorted = epoch.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 100, "an index repeats within an epoch");
+            assert!(sorted.iter().all(|&i| i < n));
+            epochs.push(epoch);
+        }
+        assert_ne!(epochs[0], epochs[1]);
+        // Epoch e is the first 100 positions of the permutation keyed by (seed, e).
+        let p = Permutation::new(n, 7, 2);
+        assert_eq!(epochs[2], (0..100).map(|k| p.at(k)).collect::<alloc::vec::Vec<_>>());
+    }
+
+    #[test]
+    fn shuffle_fills_of_any_size_continue_the_stream() {
+        let mut whole = Sampler::new(50, 8, Mode::Shuffle, 1).unwrap();
+        let mut pieces = whole.clone();
+        let mut a = vec![0u64; 8 * 13];
+        whole.fill(&mut a);
+        let mut b = vec![0u64; 8 * 13];
+        let (x, y) = b.split_at_mut(37);
+        pieces.fill(x);
+        pieces.fill(y);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn shuffle_needs_a_batch_per_epoch() {
+        assert!(Sampler::new(9, 10, Mode::Shuffle, 0).is_err());
+        assert!(Sampler::new(10, 10, Mode::Shuffle, 0).is_ok());
+        assert_eq!(Mode::from_u8(2), Some(Mode::Shuffle));
+        assert_eq!(Mode::from_u8(3), None);
+        assert_eq!(Sampler::new(10, 3, Mode::Iid, 0).unwrap().steps_per_epoch(), None);
+    }
+
     proptest! {
+        #[test]
+        fn shuffle_indices_in_range(length in 1u64..u64::MAX, n in 1usize..300, seed: u64) {
+            prop_assume!(n as u64 <= length);
+            let mut s = Sampler::new(length, n, Mode::Shuffle, seed).unwrap();
+            let mut b = vec![0u64; n];
+            for _ in 0..3 {
+                s.fill(&mut b);
+                prop_assert!(b.iter().all(|&i| i < length));
+            }
+        }
+
         #[test]
         fn indices_in_range(length in 1u64..u64::MAX, n in 1usize..300, seed: u64, mode in 0u8..2) {
             let mut s = Sampler::new(length, n, Mode::from_u8(mode).unwrap(), seed).unwrap();

@@ -175,6 +175,7 @@ impl wit_store::GuestSampler for SamplerRes {
         let m = match mode {
             wit_store::Mode::Sequential => Mode::Sequential,
             wit_store::Mode::Iid => Mode::Iid,
+            wit_store::Mode::Shuffle => Mode::Shuffle,
         };
         let sampler = Sampler::new(length, batch_size as usize, m, seed).map_err(to_wit)?;
         Ok(wit_store::Sampler::new(SamplerRes { inner: RefCell::new(sampler) }))
@@ -192,6 +193,7 @@ impl wit_store::GuestSampler for SamplerRes {
         match self.inner.borrow().mode() {
             Mode::Sequential => wit_store::Mode::Sequential,
             Mode::Iid => wit_store::Mode::Iid,
+            Mode::Shuffle => wit_store::Mode::Shuffle,
         }
     }
 

@@ -1,0 +1,572 @@
+//! The global sample stream of a training job: shuffled epochs, rank shards, mixtures and
+//! an exact, compact resume state.
+//!
+//! A [`Stream`] is a pure function from a position to a sample index: global batch `g`
+//! holds the stream positions `g G .. (g + 1) G`, where `G` is the global batch size
+//! (`batch_size * world_size`), and what sits at each position depends only on the seed,
+//! the mode and the dataset (or mixture): never on the world size, the number of workers or
+//! how far a loader prefetched. Rank `r` of `W` reads the `r`-th contiguous `G / W` slice of
+//! every global batch ([`Shard`]), so the ranks' slices put together are the stream a single
+//! process would read, and a job can restart with another world size as long as `G` stays.
+//!
+//! - [`Mode::Shuffle`]: epoch `e` is the [`Permutation`] of `0..N` keyed by `(seed, e)`,
+//!   cut into [`Stream::steps_per_epoch`] = `floor(N / G)` global batches; the last
+//!   `N mod G` positions of each epoch's order are dropped, so every rank gets the same
+//!   number of batches per epoch.
+//! - [`Mode::Sequential`] and [`Mode::Iid`]: the [`crate::Sampler`]'s endless stream cut into
+//!   global batches, so world size 1 reproduces it batch for batch. IID position `p` is
+//!   reached by a jump of the xoshiro256++ generator (polynomial arithmetic modulo its
+//!   characteristic polynomial, constant time), never by replay.
+//! - [`Mixture`]: position `p` reads the source [`Mixture::source_at`] names; the `k`-th
+//!   pick of source `s` is position `k mod N_s` of that source's epoch `k / N_s`.
+//!
+//! A loader keeps its place as the number of global batches its caller consumed and saves
+//! it as a [`StreamState`]; `docs/stream.md` describes the whole design.
+//!
+//! ```
+//! use zrecord_core::{DatasetId, Mode, Stream, StreamState};
+//!
+//! // Rank 1 of 4, 32 samples per rank, over a store of 10 000 records at generation 3.
+//! let dataset = DatasetId { length: 10_000, generation: 3 };
+//! let stream = Stream::new(dataset, Mode::Shuffle, 42, 32 * 4)?;
+//! assert_eq!(stream.steps_per_epoch(), Some(78));
+//! let mut shard = stream.shard(1, 4)?;
+//! let mut indices = vec![0u64; shard.batch_size()];
+//! let step = shard.fill(&mut indices); // a producer thread may run ahead...
+//! // ...the consumer records the step of the batch it handed out, and saves:
+//! let saved = stream.state(step + 1).encode();
+//!
+//! // Elsewhere, later, with 2 ranks of 64: the same global batch, so the same stream.
+//! let stream = Stream::new(dataset, Mode::Shuffle, 42, 64 * 2)?;
+//! let next = stream.resume(&StreamState::decode(&saved)?)?;
+//! let mut shard = stream.shard(0, 2)?;
+//! shard.seek(next)?;
+//! let mut resumed = vec![0u64; 64];
+//! assert_eq!(shard.fill(&mut resumed), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod jump;
+mod mixture;
+mod permutation;
+mod state;
+
+use alloc::vec::Vec;
+
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+pub use mixture::Mixture;
+pub use permutation::Permutation;
+pub use state::{StateError, StreamState, STATE_VERSION};
+
+use crate::sampler::Mode;
+
+/// Stream positions (in samples) must stay below this (2^62), so that mixture pick counts
+/// are exact in 128-bit arithmetic. At a billion samples a second that is 146 years.
+pub const MAX_POSITION: u64 = 1 << 62;
+
+/// Below this many samples an IID reader steps its generator forward; beyond it, it jumps
+/// (a jump costs about as much as a few thousand steps).
+const IID_WALK_LIMIT: u64 = 1 << 12;
+
+/// Below this many samples per source a mixture reader walks forward; beyond it, it
+/// recounts (two floor sums per source cost about as much as a thousand steps of a walk).
+const MIXTURE_WALK_PER_SOURCE: u64 = 1 << 10;
+
+/// The identity of a dataset a stream reads: its length and a generation value the store
+/// changes whenever the records behind the indices change (delete, compact). A saved state
+/// names them, so it is never applied to other data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetId {
+    /// Number of samples.
+    pub length: u64,
+    /// The store's generation.
+    pub generation: u64,
+}
+
+/// Why a stream or shard cannot be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// A dataset (or the single source) has no samples.
+    #[error("the dataset is empty: a stream needs at least one sample")]
+    EmptyDataset,
+    /// Source `source` of a mixture has no samples.
+    #[error("mixture source {index} is empty: every source needs at least one sample")]
+    EmptySource {
+        /// The empty source.
+        index: usize,
+    },
+    /// The global batch size is zero.
+    #[error("the global batch size (batch_size * world_size) must be at least 1")]
+    ZeroBatch,
+    /// In SHUFFLE mode an epoch would hold no global batch.
+    #[error(
+        "a SHUFFLE epoch of {length} samples holds no global batch of {global_batch} \
+         (batch_size * world_size); lower the batch size or the world size"
+    )]
+    BatchLargerThanEpoch {
+        /// The dataset's length.
+        length: u64,
+        /// The global batch size.
+        global_batch: u64,
+    },
+    /// The world size is zero or does not divide the global batch.
+    #[error("world_size {world_size} does not divide the global batch of {global_batch} samples")]
+    WorldSize {
+        /// The requested world size.
+        world_size: u64,
+        /// The stream's global batch size.
+        global_batch: u64,
+    },
+    /// The rank is not in `0..world_size`.
+    #[error("rank {rank} is not in 0..{world_size}")]
+    Rank {
+        /// The requested rank.
+        rank: u64,
+        /// The world size.
+        world_size: u64,
+    },
+    /// A mixture without sources.
+    #[error("a mixture needs at least one source")]
+    NoSources,
+    /// More weights than sources or the reverse.
+    #[error("a mixture of {sources} sources needs {sources} weights, got {weights}")]
+    WeightCount {
+        /// Number of sources.
+        sources: usize,
+        /// Number of weights.
+        weights: usize,
+    },
+    /// More sources than a u32 numbers.
+    #[error("a mixture has at most 2^32 - 1 sources, got {0}")]
+    TooManySources(usize),
+    /// A weight that is not positive and finite, or too small next to the total for its
+    /// source ever to be read.
+    #[error(
+        "weight {weight} of mixture source {index} is not usable: weights must be positive and \
+         finite, with a finite sum, and none so small next to the sum (below about 2^-52 of \
+         it) that its source would never be read"
+    )]
+    BadWeight {
+        /// The source.
+        index: usize,
+        /// Its weight (or the total, when the total overflowed).
+        weight: f64,
+    },
+    /// The step's first sample lies at or past [`MAX_POSITION`].
+    #[error("global batch {step} starts beyond the stream's 2^62 samples")]
+    PositionOverflow {
+        /// The step asked for.
+        step: u64,
+    },
+}
+
+/// What a stream reads.
+#[derive(Clone, Debug, PartialEq)]
+enum Source {
+    Single { dataset: DatasetId, mode: Mode },
+    Mixture(Mixture),
+}
+
+/// The global stream of a job: global batches of `global_batch` samples, a pure function
+/// of `(seed, mode, dataset)` (or of `(seed, mixture)`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stream {
+    seed: u64,
+    global_batch: u64,
+    source: Source,
+    /// Global batches per epoch (SHUFFLE over one dataset); 0 for endless streams.
+    steps_per_epoch: u64,
+}
+
+impl Stream {
+    /// The stream over one dataset in `mode`, cut into global batches of `global_batch`
+    /// (= per-rank batch size * world size) samples.
+    ///
+    /// Fails when the dataset is empty, `global_batch` is zero, or (SHUFFLE) larger than
+    /// the dataset.
+    pub fn new(dataset: DatasetId, mode: Mode, seed: u64, global_batch: u64) -> Result<Self, StreamError> {
+        if dataset.length == 0 {
+            return Err(StreamError::EmptyDataset);
+        }
+        if global_batch == 0 {
+            return Err(StreamError::ZeroBatch);
+        }
+        let steps_per_epoch = match mode {
+            Mode::Shuffle => {
+                let steps = dataset.length / global_batch;
+                if steps == 0 {
+                    return Err(StreamError::BatchLargerThanEpoch { length: dataset.length, global_batch });
+                }
+                steps
+            }
+            Mode::Sequential | Mode::Iid => 0,
+        };
+        Ok(Stream { seed, global_batch, source: Source::Single { dataset, mode }, steps_per_epoch })
+    }
+
+    /// The endless stream over a mixture, cut into global batches of `global_batch` samples.
+    /// Every source is read in its own shuffled epochs; there are no stream-wide epochs.
+    pub fn mixture(mixture: Mixture, seed: u64, global_batch: u64) -> Result<Self, StreamError> {
+        if global_batch == 0 {
+            return Err(StreamError::ZeroBatch);
+        }
+        Ok(Stream { seed, global_batch, source: Source::Mixture(mixture), steps_per_epoch: 0 })
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Samples per global batch.
+    pub fn global_batch(&self) -> u64 {
+        self.global_batch
+    }
+
+    /// How indices are drawn; a mixture reads its sources in [`Mode::Shuffle`].
+    pub fn mode(&self) -> Mode {
+        match &self.source {
+            Source::Single { mode, .. } => *mode,
+            Source::Mixture(_) => Mode::Shuffle,
+        }
+    }
+
+    /// The mixture, if the stream reads one.
+    pub fn mixture_sources(&self) -> Option<&Mixture> {
+        match &self.source {
+            Source::Mixture(m) => Some(m),
+            Source::Single { .. } => None,
+        }
+    }
+
+    /// The datasets read: one, or the mixture's sources in order.
+    pub fn datasets(&self) -> &[DatasetId] {
+        match &self.source {
+            Source::Single { dataset, .. } => core::slice::from_ref(dataset),
+            Source::Mixture(m) => m.datasets(),
+        }
+    }
+
+    /// Global batches per epoch: `Some(floor(N / global_batch))` in SHUFFLE mode over one
+    /// dataset, `None` for the endless SEQUENTIAL, IID and mixture streams.
+    pub fn steps_per_epoch(&self) -> Option<u64> {
+        (self.steps_per_epoch > 0).then_some(self.steps_per_epoch)
+    }
+
+    /// The epoch global batch `step` belongs to and its place in it (SHUFFLE only).
+    pub fn epoch_of(&self, step: u64) -> Option<(u64, u64)> {
+        self.steps_per_epoch().map(|s| (step / s, step % s))
+    }
+
+    /// Rank `rank`'s reader of a job of `world_size` processes, positioned at global batch 0.
+    ///
+    /// Fails when `world_size` is zero or does not divide the global batch, or
+    /// `rank >= world_size`.
+    pub fn shard(&self, rank: u64, world_size: u64) -> Result<Shard, StreamError> {
+        if world_size == 0 || !self.global_batch.is_multiple_of(world_size) {
+            return Err(StreamError::WorldSize { world_size, global_batch: self.global_batch });
+        }
+        if rank >= world_size {
+            return Err(StreamError::Rank { rank, world_size });
+        }
+        let cursor = match &self.source {
+            Source::Single { mode: Mode::Sequential, .. } => Cursor::Sequential,
+            Source::Single { mode: Mode::Iid, .. } => {
+                Cursor::Iid { rng: Xoshiro256PlusPlus::seed_from_u64(self.seed), at: 0 }
+            }
+            Source::Single { dataset, mode: Mode::Shuffle } => {
+                Cursor::Shuffle { perm: Permutation::new(dataset.length, self.seed, 0), epoch: 0 }
+            }
+            Source::Mixture(m) => Cursor::Mixture {
+                offset: mixture::offset(self.seed),
+                at: 0,
+                picks: m
+                    .datasets()
+                    .iter()
+                    .enumerate()
+                    .map(|(s, d)| SourcePicks {
+                        epoch: 0,
+                        within: 0,
+                        perm: Permutation::for_source(d.length, self.seed, s as u32, 0),
+                        perm_epoch: 0,
+                    })
+                    .collect(),
+                counts: alloc::vec![0; m.len()],
+            },
+        };
+        Ok(Shard { stream: self.clone(), rank, batch_size: self.global_batch / world_size, step: 0, cursor })
+    }
+
+    /// Writes rank `rank`'s slice of global batch `step` (of a job of `world_size` ranks)
+    /// into `indices`, and when given, each sample's source number into `sources` (always 0
+    /// for a single dataset). `rank = 0, world_size = 1` gives the whole global batch.
+    ///
+    /// Random access, for checks and one-off reads: it builds a reader each call (an IID
+    /// stream jumps its generator, a mixture recounts its picks). A loader reads through a
+    /// [`Shard`], which carries its place from one batch to the next.
+    ///
+    /// # Panics
+    /// If a slice is not `global_batch / world_size` long.
+    pub fn batch_at(
+        &self,
+        step: u64,
+        rank: u64,
+        world_size: u64,
+        indices: &mut [u64],
+        sources: Option<&mut [u32]>,
+    ) -> Result<(), StreamError> {
+        let mut shard = self.shard(rank, world_size)?;
+        shard.seek(step)?;
+        shard.fill_inner(indices, sources);
+        Ok(())
+    }
+
+    /// The resume state of a reader whose caller has consumed global batches `0..step`.
+    pub fn state(&self, step: u64) -> StreamState {
+        StreamState {
+            version: STATE_VERSION,
+            seed: self.seed,
+            mode: self.mode() as u8,
+            global_batch: self.global_batch,
+            step,
+            datasets: self.datasets().to_vec(),
+            weights: self.mixture_sources().map(|m| m.weights().to_vec()),
+        }
+    }
+
+    /// Checks that `state` was saved from this very stream (same datasets and generations,
+    /// seed, mode, weights and global batch size) and returns the global batch to read next.
+    /// Per-rank batch size and world size may differ from the saving job's.
+    pub fn resume(&self, state: &StreamState) -> Result<u64, StateError> {
+        state.check(self)?;
+        Ok(state.step)
+    }
+
+    fn position(&self, step: u64) -> Result<u64, StreamError> {
+        step.checked_mul(self.global_batch)
+            .filter(|&p| p.saturating_add(self.global_batch) <= MAX_POSITION)
+            .ok_or(StreamError::PositionOverflow { step })
+    }
+}
+
+/// Where a reader stands in its source.
+#[derive(Clone, Debug)]
+enum Cursor {
+    Sequential,
+    /// The generator stands at stream position `at`.
+    Iid {
+        rng: Xoshiro256PlusPlus,
+        at: u64,
+    },
+    /// The permutation of `epoch`.
+    Shuffle {
+        perm: Permutation,
+        epoch: u64,
+    },
+    /// `picks` count the sources' picks before stream position `at`; `counts` is scratch
+    /// for recounting.
+    Mixture {
+        offset: u64,
+        at: u64,
+        picks: Vec<SourcePicks>,
+        counts: Vec<u64>,
+    },
+}
+
+/// A mixture source's place: `within` picks into source epoch `epoch`.
+#[derive(Clone, Debug)]
+struct SourcePicks {
+    epoch: u64,
+    within: u64,
+    /// The permutation of source epoch `perm_epoch`; rebuilt when a pick finds `epoch`
+    /// elsewhere.
+    perm: Permutation,
+    perm_epoch: u64,
+}
+
+/// One rank's reader: its `batch_size` slice of each global batch, in order.
+///
+/// It allocates nothing per batch (a mixture reader holds one small entry per source), and
+/// [`Shard::seek`] moves it to any global batch in `O(1)` (`O(S log p)` for a mixture).
+#[derive(Clone, Debug)]
+pub struct Shard {
+    stream: Stream,
+    rank: u64,
+    batch_size: u64,
+    /// The global batch the next fill reads.
+    step: u64,
+    cursor: Cursor,
+}
+
+impl Shard {
+    /// The stream this shard reads.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// This reader's rank.
+    pub fn rank(&self) -> u64 {
+        self.rank
+    }
+
+    /// Samples per batch of this rank: `global_batch / world_size`.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size as usize
+    }
+
+    /// The global batch the next fill reads. This is where the producer stands, ahead of
+    /// the consumer by whatever is prefetched: a loader saves `stream.state(s + 1)` for the
+    /// step `s` of the last batch it *returned*, never this.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Moves to global batch `step` (for instance the one [`Stream::resume`] returned).
+    /// Fails only when the step lies beyond [`MAX_POSITION`].
+    pub fn seek(&mut self, step: u64) -> Result<(), StreamError> {
+        self.stream.position(step)?;
+        self.step = step;
+        Ok(())
+    }
+
+    /// Writes this rank's slice of the current global batch into `indices` and moves to the
+    /// next global batch. Returns the global batch it read: the loader hands that number
+    /// along with the batch, and the state after the caller consumed it is
+    /// `stream.state(step + 1)`.
+    ///
+    /// # Panics
+    /// If `indices.len() != batch_size()`, or past [`MAX_POSITION`].
+    pub fn fill(&mut self, indices: &mut [u64]) -> u64 {
+        self.fill_inner(indices, None)
+    }
+
+    /// [`Shard::fill`], also writing each sample's source number (its place in the mixture;
+    /// 0 for a single dataset) into `sources`.
+    ///
+    /// # Panics
+    /// If either slice is not `batch_size()` long, or past [`MAX_POSITION`].
+    pub fn fill_with_sources(&mut self, indices: &mut [u64], sources: &mut [u32]) -> u64 {
+        self.fill_inner(indices, Some(sources))
+    }
+
+    fn fill_inner(&mut self, indices: &mut [u64], sources: Option<&mut [u32]>) -> u64 {
+        assert_eq!(indices.len() as u64, self.batch_size, "indices slice must hold one batch");
+        if let Some(out) = &sources {
+            assert_eq!(out.len(), indices.len(), "sources slice must hold one batch");
+        }
+        let step = self.step;
+        let global = self.stream.position(step).unwrap_or_else(|e| panic!("{e}"));
+        let start = global + self.rank * self.batch_size;
+        let seed = self.stream.seed;
+        match (&mut self.cursor, &self.stream.source) {
+            (Cursor::Sequential, Source::Single { dataset, .. }) => {
+                let n = dataset.length;
+                let mut next = start % n;
+                for slot in indices.iter_mut() {
+                    *slot = next;
+                    next += 1;
+                    if next == n {
+                        next = 0;
+                    }
+                }
+            }
+            (Cursor::Iid { rng, at }, Source::Single { dataset, .. }) => {
+                if start < *at {
+                    *rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+                    *at = 0;
+                }
+                let gap = start - *at;
+                if gap > IID_WALK_LIMIT {
+                    jump::advance(rng, gap);
+                } else {
+                    for _ in 0..gap {
+                        rng.next_u64();
+                    }
+                }
+                // The Sampler's mapping, so that world size 1 reproduces it draw for draw.
+                let n = u128::from(dataset.length);
+                for slot in indices.iter_mut() {
+                    *slot = ((u128::from(rng.next_u64()) * n) >> 64) as u64;
+                }
+                *at = start + self.batch_size;
+            }
+            (Cursor::Shuffle { perm, epoch }, Source::Single { dataset, .. }) => {
+                let steps = self.stream.steps_per_epoch;
+                let e = step / steps;
+                if *epoch != e {
+                    *perm = Permutation::new(dataset.length, seed, e);
+                    *epoch = e;
+                }
+                let first = (step % steps) * self.stream.global_batch + self.rank * self.batch_size;
+                perm.fill(first, indices);
+            }
+            (Cursor::Mixture { offset, at, picks, counts }, Source::Mixture(m)) => {
+                let offset = *offset;
+                if start < *at || start - *at > MIXTURE_WALK_PER_SOURCE * m.len() as u64 {
+                    recount(m, seed, start, picks, counts);
+                } else {
+                    for p in *at..start {
+                        let s = m.source_of(mixture::weyl(offset, p)) as usize;
+                        bump(&mut picks[s], m.datasets()[s].length);
+                    }
+                }
+                let mut sources = sources;
+                for (i, slot) in indices.iter_mut().enumerate() {
+                    let s = m.source_of(mixture::weyl(offset, start + i as u64)) as usize;
+                    let n = m.datasets()[s].length;
+                    let pick = &mut picks[s];
+                    if pick.perm_epoch != pick.epoch {
+                        pick.perm = Permutation::for_source(n, seed, s as u32, pick.epoch);
+                        pick.perm_epoch = pick.epoch;
+                    }
+                    *slot = pick.perm.at(pick.within);
+                    bump(pick, n);
+                    if let Some(out) = sources.as_deref_mut() {
+                        out[i] = s as u32;
+                    }
+                }
+                *at = start + self.batch_size;
+                self.step += 1;
+                return step;
+            }
+            _ => unreachable!("a shard's cursor is built from its own stream's source"),
+        }
+        if let Some(out) = sources {
+            out.fill(0);
+        }
+        self.step += 1;
+        step
+    }
+}
+
+/// One more pick of a source of `n` samples.
+#[inline]
+fn bump(pick: &mut SourcePicks, n: u64) {
+    pick.within += 1;
+    if pick.within == n {
+        pick.within = 0;
+        pick.epoch += 1;
+    }
+}
+
+/// Sets every source's place from its pick count before `position` (`counts` is scratch).
+fn recount(m: &Mixture, seed: u64, position: u64, picks: &mut [SourcePicks], counts: &mut [u64]) {
+    m.picks_before(seed, position, counts);
+    for ((pick, &k), d) in picks.iter_mut().zip(counts.iter()).zip(m.datasets()) {
+        pick.epoch = k / d.length;
+        pick.within = k % d.length;
+    }
+}
+
+/// SplitMix64's output function: a bijective 64-bit mix used to derive keys from seeds.
+#[inline]
+pub(crate) fn mix(z: u64) -> u64 {
+    let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,282 @@
+//! The resume state of a stream reader: a few integers, versioned, as compact JSON.
+//!
+//! A state records where the caller is (global batches consumed) and everything the stream
+//! at that place depends on: seed, mode, global batch size, the datasets' lengths and
+//! generations, and a mixture's weights. [`Stream::resume`](super::Stream::resume) refuses
+//! a state whose stream would differ from the one it is applied to, with an error naming
+//! the difference, so samples are never silently shifted. Neither the rank, the world size
+//! nor the per-rank batch size is recorded: any split of the same global batch resumes it.
+//!
+//! Weights are written as decimal strings (Rust's shortest round-trip form) rather than
+//! JSON numbers, because a JSON number parser need not round to the nearest double and a
+//! one-ulp difference could move a mixture's slice.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use super::{DatasetId, Mixture, Stream};
+use crate::sampler::Mode;
+
+/// The state layout this crate writes and reads.
+pub const STATE_VERSION: u32 = 1;
+
+/// Where a reader's caller stands in a [`Stream`], and what that stream is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamState {
+    /// Layout version ([`STATE_VERSION`]).
+    pub version: u32,
+    /// The stream's seed.
+    pub seed: u64,
+    /// The stream's mode, numbered as [`Mode`] (2 for a mixture).
+    pub mode: u8,
+    /// Samples per global batch (per-rank batch size * world size).
+    pub global_batch: u64,
+    /// Global batches the caller consumed: the next one to read.
+    pub step: u64,
+    /// The dataset read, or the mixture's sources in order.
+    pub datasets: Vec<DatasetId>,
+    /// A mixture's weights as given; `None` for a single dataset.
+    pub weights: Option<Vec<f64>>,
+}
+
+/// The JSON layout.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    version: u32,
+    seed: u64,
+    mode: u8,
+    global_batch: u64,
+    step: u64,
+    datasets: Vec<DatasetId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    weights: Option<Vec<String>>,
+}
+
+/// Why a saved state cannot be loaded into a stream.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The text is not a stream state.
+    #[error("not a zrecord stream state: {0}")]
+    Malformed(String),
+    /// A state layout this version of zrecord does not read.
+    #[error("stream state version {found} is not supported (this zrecord reads version {supported})")]
+    UnsupportedVersion {
+        /// The state's version.
+        found: u32,
+        /// The version read here.
+        supported: u32,
+    },
+    /// A mixture state loaded into a single-dataset stream, or the reverse.
+    #[error("the state was saved from {saved}, but this loader reads {current}")]
+    Kind {
+        /// What the state was saved from.
+        saved: &'static str,
+        /// What the stream reads.
+        current: &'static str,
+    },
+    /// The mixture has another number of sources.
+    #[error("the state was saved from a mixture of {saved} sources, this one has {current}")]
+    SourceCount {
+        /// Sources in the state.
+        saved: usize,
+        /// Sources now.
+        current: usize,
+    },
+    /// A dataset's length changed.
+    #[error(
+        "dataset {index} has {current} samples but the state was saved when it had {saved}: \
+         records were appended, deleted or compacted since, so the saved position would \
+         point at other samples"
+    )]
+    DatasetLength {
+        /// Which source (0 for a single dataset).
+        index: usize,
+        /// Length in the state.
+        saved: u64,
+        /// Length now.
+        current: u64,
+    },
+    /// A dataset's generation changed.
+    #[error(
+        "dataset {index} is at generation {current} but the state was saved at generation \
+         {saved}: records were deleted or compacted since, so the saved position would point \
+         at other samples"
+    )]
+    DatasetGeneration {
+        /// Which source (0 for a single dataset).
+        index: usize,
+        /// Generation in the state.
+        saved: u64,
+        /// Generation now.
+        current: u64,
+    },
+    /// Another seed.
+    #[error("the state was saved with seed {saved}, this loader uses seed {current}")]
+    Seed {
+        /// Seed in the state.
+        saved: u64,
+        /// Seed now.
+        current: u64,
+    },
+    /// Another mode.
+    #[error("the state was saved in mode {saved} ({}), this loader uses mode {current} ({})", mode_name(*saved), mode_name(*current))]
+    Mode {
+        /// Mode in the state.
+        saved: u8,
+        /// Mode now.
+        current: u8,
+    },
+    /// Other mixture weights (compared through the slices they give, so `[7, 3]` matches
+    /// `[0.7, 0.3]`).
+    #[error("the state was saved with mixture weights {saved:?}, this loader uses {current:?}")]
+    Weights {
+        /// Weights in the state.
+        saved: Vec<f64>,
+        /// Weights now.
+        current: Vec<f64>,
+    },
+    /// Another global batch size.
+    #[error(
+        "the state was saved with a global batch of {saved} samples (batch_size * world_size), \
+         this loader's is {current}; a resumed job may change world_size and batch_size only \
+         if their product stays {saved}"
+    )]
+    GlobalBatch {
+        /// Global batch in the state.
+        saved: u64,
+        /// Global batch now.
+        current: u64,
+    },
+    /// The saved step lies beyond the stream's last position.
+    #[error("the saved step {step} lies beyond the stream's 2^62 samples")]
+    Step {
+        /// The saved step.
+        step: u64,
+    },
+}
+
+fn mode_name(mode: u8) -> &'static str {
+    match Mode::from_u8(mode) {
+        Some(Mode::Sequential) => "SEQUENTIAL",
+        Some(Mode::Iid) => "IID",
+        Some(Mode::Shuffle) => "SHUFFLE",
+        None => "unknown",
+    }
+}
+
+impl StreamState {
+    /// The state as one line of JSON (an object; about 150 bytes plus about 85 per mixture
+    /// source, so under 1 KiB up to 8 sources whatever the values).
+    pub fn encode(&self) -> String {
+        let wire = Wire {
+            version: self.version,
+            seed: self.seed,
+            mode: self.mode,
+            global_batch: self.global_batch,
+            step: self.step,
+            datasets: self.datasets.clone(),
+            weights: self.weights.as_ref().map(|w| w.iter().map(|x| format!("{x:?}")).collect()),
+        };
+        // Plain integers, strings and arrays: serialising them cannot fail.
+        serde_json::to_string(&wire).unwrap_or_default()
+    }
+
+    /// Parses [`StreamState::encode`]'s output. Unknown fields, missing fields and a layout
+    /// version other than [`STATE_VERSION`] are errors.
+    pub fn decode(text: &str) -> Result<Self, StateError> {
+        let malformed = |e: serde_json::Error| StateError::Malformed(e.to_string());
+        let value: serde_json::Value = serde_json::from_str(text).map_err(malformed)?;
+        let version = match value.get("version").map(serde_json::Value::as_u64) {
+            Some(Some(v)) => v,
+            Some(None) => return Err(StateError::Malformed("`version` is not a number".into())),
+            None => return Err(StateError::Malformed("missing field `version`".into())),
+        };
+        if version != u64::from(STATE_VERSION) {
+            return Err(StateError::UnsupportedVersion {
+                found: u32::try_from(version).unwrap_or(u32::MAX),
+                supported: STATE_VERSION,
+            });
+        }
+        let wire: Wire = serde_json::from_value(value).map_err(malformed)?;
+        let weights = match wire.weights {
+            None => None,
+            Some(ws) => Some(
+                ws.iter()
+                    .map(|w| {
+                        w.parse::<f64>().map_err(|_| StateError::Malformed(format!("weight {w:?} is not a number")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        if wire.datasets.is_empty() {
+            return Err(StateError::Malformed("the state names no dataset".into()));
+        }
+        if weights.is_none() && wire.datasets.len() != 1 {
+            return Err(StateError::Malformed("a single-dataset state names more than one dataset".into()));
+        }
+        Ok(StreamState {
+            version: wire.version,
+            seed: wire.seed,
+            mode: wire.mode,
+            global_batch: wire.global_batch,
+            step: wire.step,
+            datasets: wire.datasets,
+            weights,
+        })
+    }
+
+    /// Checks that this state belongs to `stream` (see [`Stream::resume`]).
+    pub(super) fn check(&self, stream: &Stream) -> Result<(), StateError> {
+        if self.version != STATE_VERSION {
+            return Err(StateError::UnsupportedVersion { found: self.version, supported: STATE_VERSION });
+        }
+        let kind = |mixture: bool| if mixture { "a mixture" } else { "a single dataset" };
+        let current_mixture = stream.mixture_sources();
+        if self.weights.is_some() != current_mixture.is_some() {
+            return Err(StateError::Kind {
+                saved: kind(self.weights.is_some()),
+                current: kind(current_mixture.is_some()),
+            });
+        }
+        let current = stream.datasets();
+        if self.datasets.len() != current.len() {
+            return Err(StateError::SourceCount { saved: self.datasets.len(), current: current.len() });
+        }
+        for (source, (saved, now)) in self.datasets.iter().zip(current).enumerate() {
+            if saved.length != now.length {
+                return Err(StateError::DatasetLength { index: source, saved: saved.length, current: now.length });
+            }
+            if saved.generation != now.generation {
+                return Err(StateError::DatasetGeneration {
+                    index: source,
+                    saved: saved.generation,
+                    current: now.generation,
+                });
+            }
+        }
+        let mode = stream.mode() as u8;
+        if self.mode != mode {
+            return Err(StateError::Mode { saved: self.mode, current: mode });
+        }
+        if self.seed != stream.seed() {
+            return Err(StateError::Seed { saved: self.seed, current: stream.seed() });
+        }
+        if let (Some(saved), Some(now)) = (&self.weights, current_mixture) {
+            let mismatch = || StateError::Weights { saved: saved.clone(), current: now.weights().to_vec() };
+            let saved_mixture = Mixture::new(self.datasets.clone(), saved.clone()).map_err(|_| mismatch())?;
+            if saved_mixture.bounds() != now.bounds() {
+                return Err(mismatch());
+            }
+        }
+        if self.global_batch != stream.global_batch() {
+            return Err(StateError::GlobalBatch { saved: self.global_batch, current: stream.global_batch() });
+        }
+        if stream.position(self.step).is_err() {
+            return Err(StateError::Step { step: self.step });
+        }
+        Ok(())
+    }
+}
