@@ -14,7 +14,7 @@ import pytest
 import zrecord
 from zrecord import DataLoader, Dataset, Sampler
 
-from conftest import images
+from _support import images
 
 
 @pytest.fixture

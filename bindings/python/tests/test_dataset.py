@@ -8,7 +8,7 @@ import pytest
 import zrecord
 from zrecord import Dataset
 
-from conftest import images
+from _support import images
 
 LOADERX_SCHEMA = (
     '{\n  "format": "loaderx-zrecord",\n  "version": 1,\n  "dtype": "|u1",\n'

@@ -8,7 +8,7 @@ import pytest
 
 import zrecord
 
-from conftest import GOLDEN, rebuild_golden
+from _support import GOLDEN, rebuild_golden
 
 
 @pytest.mark.parametrize("name", ["raw", "flate", "compacted"])

@@ -13,7 +13,7 @@ import pytest
 
 import zrecord
 
-from conftest import images
+from _support import images
 
 CODECS = ["raw", "flate"]
 
@@ -242,3 +242,21 @@ def test_import_zrecord_as_loaderx(tmp_path):
     dataset.close()
     labelset.close()
 
+
+
+def test_structured_dtype_loaderx_drops_names_zrecord_refuses(loaderx, tmp_path):
+    """loaderx 0.5.4 writes a structured dtype as its dtype.str, "|V8", and reads it back
+    without fields; schema.json has no way to name them, so zrecord refuses such an array
+    rather than write a schema loaderx would read differently from what was meant."""
+    dt = np.dtype([("a", "<i4"), ("b", "<f4")])
+    arr = np.zeros(4, dt)
+    ref = loaderx.Dataset.write(tmp_path / "lx", arr)
+    assert ref.dtype == np.dtype("V8") and ref.dtype.names is None
+    ref.close()
+    with pytest.raises(TypeError, match="field names"):
+        zrecord.Dataset.write(tmp_path / "zr", arr)
+    # The bytes, as plain void, are written exactly as loaderx writes them.
+    zrecord.Dataset.write(tmp_path / "zr", arr.view(np.void)).close()
+    assert (tmp_path / "zr" / "schema.json").read_bytes() == (tmp_path / "lx" / "schema.json").read_bytes()
+    with zrecord.Dataset(tmp_path / "lx") as d:
+        assert d.dtype == np.dtype("V8")

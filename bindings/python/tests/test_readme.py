@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO
+from _support import REPO
 
 
 def quick_start() -> str:

@@ -14,7 +14,7 @@ import pytest
 import zrecord
 from zrecord import Dataset
 
-from conftest import images
+from _support import images
 
 
 def corrupt(store, offset=100, n=64):
