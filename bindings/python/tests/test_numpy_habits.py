@@ -216,3 +216,13 @@ def test_requires_python_matches_the_readme():
     required = re.search(r'requires-python\s*=\s*">=(\d+\.\d+)"', pyproject).group(1)
     said = re.search(r"Python (\d+\.\d+)\+", readme).group(1)
     assert required == said
+
+
+def test_sampler_seed_is_checked_as_the_loader_checks_it():
+    with pytest.raises(ValueError, match="seed"):
+        zrecord.Sampler(10, 2, zrecord.Sampler.Mode.IID, seed=-1)
+    with pytest.raises(TypeError, match="seed"):
+        zrecord.Sampler(10, 2, zrecord.Sampler.Mode.IID, seed=0.5)
+    a = zrecord.Sampler(10, 4, 1, seed=(1 << 64) - 1)
+    b = zrecord.Sampler(10, 4, 1, (1 << 64) - 1)
+    np.testing.assert_array_equal(a.next(), b.next())

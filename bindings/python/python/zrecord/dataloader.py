@@ -12,7 +12,6 @@ served by Python threads, as loaderx serves it.
 from __future__ import annotations
 
 import atexit
-import operator
 import os
 import queue
 import threading
@@ -23,7 +22,7 @@ import numpy as np
 
 from ._zrecord import _Pipeline
 from .dataset import Dataset
-from .sampler import Sampler
+from .sampler import Sampler, check_seed
 
 __all__ = ["DataLoader"]
 
@@ -116,18 +115,6 @@ class _ThreadedPipeline:
         return sum(t.is_alive() for t in self._threads)
 
 
-def _seed(seed: Any) -> int:
-    if isinstance(seed, (bool, np.bool_)):
-        raise TypeError(f"seed must be an integer, not {type(seed).__name__}")
-    try:
-        value = operator.index(seed)
-    except TypeError:
-        raise TypeError(f"seed must be an integer, not {type(seed).__name__}") from None
-    if not 0 <= value < 1 << 64:
-        raise ValueError(f"seed must be in 0 .. 2**64 - 1, got {value}")
-    return value
-
-
 def _describe(obj: Any) -> str:
     """What a transform returned, for an error message."""
     kind = type(obj).__name__
@@ -185,7 +172,7 @@ class DataLoader:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        seed = _seed(seed)
+        seed = check_seed(seed)
         self.transform = transform
         self.batch_size = batch_size
         if isinstance(dataset, Dataset) and isinstance(labelset, Dataset):
