@@ -11,13 +11,16 @@
 //!
 //! - **Free or move it.** The region's object is held, so it cannot be freed. numpy can
 //!   still move an array's memory under its views: `base.resize(n, refcheck=False)` ignores
-//!   the reference count (and a buffer export). It does refuse an array that has a weak
+//!   the reference count and buffer exports. It does refuse an array that has a weak
 //!   reference, so the array that owns the memory (found through `.base` and
-//!   `memoryview.obj`) carries one for as long as the region lives ([`pin_owner`]).
-//!   Non-numpy exporters (bytearray, mmap, ...) refuse to resize or close while a buffer is
-//!   exported, which the region holds. `ndarray.__setstate__` replaces an array's memory
-//!   with no check at all, under numpy's own views as much as under ours; calling it on an
-//!   array in use is outside what numpy, and this module, make safe.
+//!   `memoryview.obj`) carries one for as long as the region lives ([`pin_owner`]). When
+//!   the memory belongs to another exporter (the `mmap` under an `np.memmap`, a bytearray),
+//!   the region holds a buffer export of it: bytearray refuses to resize and mmap to close
+//!   while one exists (`np.memmap` itself holds none, so `m._mmap.close()` would otherwise
+//!   unmap the pages mid-call). `ndarray.__setstate__` replaces an array's memory with no
+//!   check at all, under numpy's own views as much as under ours, and an object that owns
+//!   memory without exporting a buffer can do what it likes with it; calling either on
+//!   memory in use is outside what numpy, and this module, make safe.
 //! - **Use it in another zrecord call.** Two gathers into the same bytes at once would be
 //!   two `&mut [u8]` over one memory, as would a gather into an array another thread is
 //!   appending from. Every region claims its byte range in a process-wide table ([`claim`]):
@@ -52,7 +55,7 @@ use crate::error;
 pub struct Region<'py> {
     // Field order is drop order: the claim is released before the pins let go.
     _claim: Option<Claim>,
-    _pin: Option<Bound<'py, PyWeakrefReference>>,
+    _pin: Option<Pin<'py>>,
     _owner: Owner<'py>,
     ptr: *mut u8,
     len: usize,
@@ -96,6 +99,14 @@ impl Region<'_> {
         // decoder never trusts what it reads back from `dst`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
+}
+
+/// What keeps the memory behind a region in place (module docs).
+enum Pin<'py> {
+    /// numpy refuses to resize an array with a weak reference.
+    Array(#[allow(dead_code)] Bound<'py, PyWeakrefReference>),
+    /// Exporters refuse to resize or close while a buffer is exported.
+    Export(#[allow(dead_code)] PyUntypedBuffer),
 }
 
 /// One claimed byte range of the process-wide table; released on drop.
@@ -151,11 +162,12 @@ impl Drop for Claim {
     }
 }
 
-/// A weak reference to the numpy array that owns the memory behind `obj`, if there is one,
-/// so that numpy refuses to reallocate it (`ndarray.resize` checks for weak references even
-/// with `refcheck=False`). Follows `ndarray.base` and `memoryview.obj`; stops at any other
-/// exporter, whose own buffer contract pins its memory.
-fn pin_owner<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyWeakrefReference>>> {
+/// Pins the memory behind `obj` for the duration of a call: a weak reference to the numpy
+/// array that owns it (`ndarray.resize` refuses an array with one, even with
+/// `refcheck=False`), or a buffer export of the object at the end of the `ndarray.base` /
+/// `memoryview.obj` chain when that is not an array. `None` when the owner neither is an
+/// array nor exports a buffer.
+fn pin_owner<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Pin<'py>>> {
     let mut cur = obj.clone();
     // A chain longer than this is not something numpy builds; stop rather than loop.
     for _ in 0..256 {
@@ -163,14 +175,14 @@ fn pin_owner<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyWeakr
             let base = cur.getattr("base")?;
             if base.is_none() {
                 return PyWeakrefReference::new(&cur)
-                    .map(Some)
+                    .map(|w| Some(Pin::Array(w)))
                     .map_err(|e| PyTypeError::new_err(format!("cannot pin the array's memory for the call ({e})")));
             }
             base
         } else if let Ok(view) = cur.cast::<PyMemoryView>() {
             view.getattr("obj")?
         } else {
-            return Ok(None);
+            return Ok(PyUntypedBuffer::get(&cur).ok().map(Pin::Export));
         };
         cur = next;
     }
