@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -173,7 +174,9 @@ def convert(
     Streams ``chunk_bytes`` of the file at a time (a file larger than memory is fine) and
     writes ``schema.json`` exactly as :meth:`Dataset.write` does; an existing dataset of the
     same dtype and shape is appended to (in its own codec), another one refused. A convert
-    into a new ``path`` that fails leaves nothing there.
+    into a new ``path`` (or an empty directory) that fails leaves nothing there; one that
+    fails while appending to an existing dataset keeps the blocks appended before the
+    failure, each whole.
 
     Raises:
         ValueError: an incompatible existing dataset, a 0-d array, a Fortran-ordered file.
@@ -189,8 +192,8 @@ def convert(
             d = _zrecord.convert(os.fspath(npy), os.fspath(path), codec, int(chunk_bytes), report)
     except BaseException:
         # Only what this call created goes: a path that did not exist, or the contents of a
-        # directory that was empty. A dataset that existed keeps what it had (an append
-        # that failed publishes nothing).
+        # directory that was empty. A dataset that existed is left as the core left it:
+        # blocks appended before the failure stay (each append publishes whole or not at all).
         if not existed:
             shutil.rmtree(path, ignore_errors=True)
         elif was_empty:
@@ -215,7 +218,7 @@ def export(path: PathLike, npy: PathLike, chunk_bytes: int = CHUNK_BYTES, progre
         FormatError: a record's size does not match the schema.
     """
     npy = Path(npy)
-    tmp = npy.with_name(f".{npy.name}.{os.getpid()}.partial")
+    tmp = npy.with_name(f".{npy.name}.{os.getpid()}.{threading.get_ident()}.partial")
     try:
         with reporter(progress, "export") as report:
             rows = _zrecord.export(os.fspath(path), os.fspath(tmp), int(chunk_bytes), report)
