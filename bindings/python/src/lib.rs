@@ -10,6 +10,8 @@
 //! - [`loader`]: `_Pipeline`, the DataLoader's sample → gather → collate threads.
 //! - [`error`]: zrecord's `Error` → the Python exception of its stable code.
 //! - [`buffers`]: turning Python arguments into checked byte regions and index vectors.
+//! - [`tools`]: `inspect`, `verify`, `convert`, `export` (zrecord-core's `tools`).
+//! - [`progress`]: progress reports from GIL-free calls to a Python callable.
 //! - [`pool`]: which rayon pool a store call runs on, so that forked children do not hang.
 //!
 //! Every call that touches a store releases the GIL, and every one is wrapped so that a
@@ -21,8 +23,10 @@ mod buffers;
 mod error;
 mod loader;
 mod pool;
+mod progress;
 mod sampler;
 mod store;
+mod tools;
 
 /// The native module. `zrecord/__init__.py` re-exports what users should see.
 #[pymodule]
@@ -34,5 +38,9 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Zrecord>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Pipeline>()?;
+    m.add_function(wrap_pyfunction!(tools::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::verify, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::export, m)?)?;
     Ok(())
 }

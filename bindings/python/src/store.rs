@@ -5,20 +5,23 @@
 //! `close()` never pulls a store out from under a running gather: the files close when the
 //! last user lets go. `delete` and `compact` need the store exclusively (`&mut`); they get
 //! it only when no other call, loader or thread holds a clone, and otherwise fail at once
-//! with `LockedError` (code -9) rather than wait or race.
+//! with `LockedError` (code -9) rather than wait or race. Calls that arrive while a delete
+//! or compact runs wait for it (GIL released), so they see the store before or after it,
+//! and a delete attempt that fails never disturbs them.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyTuple, PyType};
 use zrecord::{Codec, OpenOptions};
 
 use crate::buffers::{self, indices};
 use crate::error;
 use crate::pool::store_call;
+use crate::progress::Progress;
 
 /// Where the handle is.
 enum Slot {
@@ -28,7 +31,7 @@ enum Slot {
     Closed,
 }
 
-fn codec_named(name: &str) -> PyResult<Codec> {
+pub fn codec_named(name: &str) -> PyResult<Codec> {
     Codec::from_name(name)
         .ok_or_else(|| PyValueError::new_err(format!("unknown codec {name:?}, expected one of ['flate', 'raw']")))
 }
@@ -37,8 +40,15 @@ fn codec_named(name: &str) -> PyResult<Codec> {
 /// records, addressed `0..len(store)`.
 ///
 /// `Zrecord(path, codec="flate")` opens the store in directory `path`, creating it if
-/// needed. `codec` ("flate" or "raw") is the default compression for `append`; records that
-/// do not shrink are stored raw regardless. Use it as a context manager, or call `close()`.
+/// needed, as loaderx does. `codec` ("flate" or "raw") is the default compression for
+/// `append`; records that do not shrink are stored raw regardless. Use it as a context
+/// manager, or call `close()`.
+///
+/// `create=False` opens only a store that exists (a missing directory is `StoreIOError`,
+/// a directory without a store `FormatError`), so a mistyped path fails instead of
+/// becoming a new empty store. `read_only=True` (or `Zrecord.open_read_only(path)`) also
+/// never creates, takes no write lock, and refuses `append`, `delete` and `compact` with
+/// `ValueError`.
 ///
 /// `gather`, `lengths`, `append` and `stats` may run from many threads at once and release
 /// the GIL. `delete` and `compact` need exclusive access: they raise `LockedError` (code -9)
@@ -46,8 +56,11 @@ fn codec_named(name: &str) -> PyResult<Codec> {
 #[pyclass(module = "zrecord", name = "Zrecord", frozen, subclass)]
 pub struct Zrecord {
     slot: Mutex<Slot>,
+    /// Signalled when the slot leaves `Busy`.
+    freed: Condvar,
     codec: Codec,
     path: PathBuf,
+    read_only: bool,
 }
 
 impl Zrecord {
@@ -56,17 +69,31 @@ impl Zrecord {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A clone of the open handle, for one call or for a loader pipeline.
+    /// A clone of the open handle, for one call or for a loader pipeline. While a delete or
+    /// compact runs, waits for it (with the GIL released: a compact's progress reports need
+    /// the GIL) instead of failing, so readers see the store before or after, never during.
     pub fn handle(&self, py: Python<'_>) -> PyResult<Arc<zrecord::Zrecord>> {
-        match &*self.slot() {
-            Slot::Open(store) => Ok(Arc::clone(store)),
-            Slot::Busy => Err(error::zrecord_error(
-                py,
-                error::LOCKED,
-                "store is locked: a delete or compact is running on it".into(),
-            )),
-            Slot::Closed => Err(error::closed(py)),
-        }
+        let found = {
+            let slot = self.slot();
+            match &*slot {
+                Slot::Open(store) => Some(Arc::clone(store)),
+                Slot::Closed => None,
+                Slot::Busy => {
+                    drop(slot);
+                    py.detach(|| {
+                        let mut slot = self.slot();
+                        loop {
+                            match &*slot {
+                                Slot::Open(store) => break Some(Arc::clone(store)),
+                                Slot::Closed => break None,
+                                Slot::Busy => slot = self.freed.wait(slot).unwrap_or_else(|p| p.into_inner()),
+                            }
+                        }
+                    })
+                }
+            }
+        };
+        found.ok_or_else(|| error::closed(py))
     }
 
     /// Runs `f` with the store exclusively (for delete and compact).
@@ -78,11 +105,26 @@ impl Zrecord {
         let mut store = {
             let mut slot = self.slot();
             match std::mem::replace(&mut *slot, Slot::Busy) {
-                Slot::Open(store) => store,
+                // New clones are only made under this mutex, so a count of one stays one
+                // while the slot says Busy: the store is ours alone for the call.
+                Slot::Open(store) if Arc::strong_count(&store) == 1 => store,
                 other => {
+                    let why = match &other {
+                        Slot::Open(_) => {
+                            "store is locked: delete and compact need exclusive access, but another \
+                                          thread or a DataLoader is using this store"
+                        }
+                        Slot::Busy => "store is locked: a delete or compact is already running on it",
+                        Slot::Closed => "",
+                    };
+                    let closed = matches!(other, Slot::Closed);
                     *slot = other;
                     drop(slot);
-                    return self.handle(py).map(drop);
+                    return Err(if closed {
+                        error::closed(py)
+                    } else {
+                        error::zrecord_error(py, error::LOCKED, why.into())
+                    });
                 }
             }
         };
@@ -90,10 +132,8 @@ impl Zrecord {
             Some(exclusive) => store_call(py, move || f(exclusive)),
             None => Err(error::zrecord_error(
                 py,
-                error::LOCKED,
-                "store is locked: delete and compact need exclusive access, but another thread \
-                 or a DataLoader is using this store"
-                    .into(),
+                error::INTERNAL,
+                "internal error: a store handle was cloned while busy".into(),
             )),
         };
         let mut slot = self.slot();
@@ -101,6 +141,8 @@ impl Zrecord {
         if matches!(*slot, Slot::Busy) {
             *slot = Slot::Open(store);
         }
+        drop(slot);
+        self.freed.notify_all();
         result
     }
 }
@@ -108,13 +150,35 @@ impl Zrecord {
 #[pymethods]
 impl Zrecord {
     #[new]
-    #[pyo3(signature = (path, codec = "flate"))]
-    fn new(py: Python<'_>, path: PathBuf, codec: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, codec = "flate", *, create = None, read_only = false))]
+    fn new(py: Python<'_>, path: PathBuf, codec: &str, create: Option<bool>, read_only: bool) -> PyResult<Self> {
         let codec = codec_named(codec)?;
-        let opts = OpenOptions { codec, ..OpenOptions::default() };
+        if read_only && create == Some(true) {
+            return Err(PyValueError::new_err("a read-only open cannot create a store: pass create=False or omit it"));
+        }
+        let opts = OpenOptions { codec, create: create.unwrap_or(!read_only), read_only, ..OpenOptions::default() };
         let at = path.clone();
         let store = store_call(py, move || zrecord::Zrecord::open_with(at, opts))?;
-        Ok(Zrecord { slot: Mutex::new(Slot::Open(Arc::new(store))), codec, path })
+        Ok(Zrecord { slot: Mutex::new(Slot::Open(Arc::new(store))), freed: Condvar::new(), codec, path, read_only })
+    }
+
+    /// Opens an existing store without the right to change it (never creates anything).
+    #[classmethod]
+    #[pyo3(signature = (path, codec = "flate"))]
+    fn open_read_only<'py>(
+        cls: &Bound<'py, PyType>,
+        path: &Bound<'py, PyAny>,
+        codec: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let kwargs = PyDict::new(cls.py());
+        kwargs.set_item("read_only", true)?;
+        cls.call((path, codec), Some(&kwargs))
+    }
+
+    /// True if opened with `read_only=True`.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.read_only
     }
 
     /// Default compression for `append`: "flate" or "raw".
@@ -255,8 +319,16 @@ impl Zrecord {
 
     /// Reclaim the space left by `delete`, in place. Safe to interrupt and re-run. Needs
     /// exclusive access.
-    fn compact(&self, py: Python<'_>) -> PyResult<()> {
-        self.exclusive(py, |store| store.compact())
+    ///
+    /// `progress` is an optional callable `progress(done, total)`, called with the GIL
+    /// now and then (not per record) as records are visited; `zrecord.Dataset.compact` and
+    /// the `progress=True` forms build it from tqdm.
+    #[pyo3(signature = (progress = None))]
+    fn compact(&self, py: Python<'_>, progress: Option<Py<PyAny>>) -> PyResult<()> {
+        let mut reporter = Progress::new(progress);
+        let bar = &mut reporter;
+        self.exclusive(py, move |store| store.compact_with_progress(&mut |done, total| bar.report(done, total)))?;
+        reporter.finish()
     }
 
     /// Storage usage: a dict of `records`, `live_bytes` (what live records occupy),
@@ -278,6 +350,7 @@ impl Zrecord {
     /// last of them lets go.
     fn close(&self, py: Python<'_>) {
         let old = std::mem::replace(&mut *self.slot(), Slot::Closed);
+        self.freed.notify_all();
         // Dropping the last handle syncs nothing but releases locks and unmaps: no GIL needed.
         py.detach(move || drop(old));
     }

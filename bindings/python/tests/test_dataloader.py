@@ -14,7 +14,7 @@ import pytest
 import zrecord
 from zrecord import DataLoader, Dataset, Sampler
 
-from conftest import images
+from _support import images
 
 
 @pytest.fixture
@@ -180,10 +180,8 @@ def test_worker_error_is_raised_by_next(tmp_path):
             next(loader)
 
 
-def test_any_dataset_object_works(pair):
+def test_any_dataset_object_works(pair, loaderx):
     """Objects with __len__/__getitems__ (here: loaderx's Dataset) take the Python path."""
-    import loaderx
-
     d, l, data = pair
     ref_d, ref_l = loaderx.Dataset(d.path), loaderx.Dataset(l.path)
     try:

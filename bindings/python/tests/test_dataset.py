@@ -8,7 +8,7 @@ import pytest
 import zrecord
 from zrecord import Dataset
 
-from conftest import images
+from _support import images
 
 LOADERX_SCHEMA = (
     '{\n  "format": "loaderx-zrecord",\n  "version": 1,\n  "dtype": "|u1",\n'
@@ -61,15 +61,16 @@ def test_batch_indexing_forms(ds):
     assert d[5:5].shape == (0, 3, 8, 8)
     np.testing.assert_array_equal(d[[3, 1, 3]], data[[3, 1, 3]])
     np.testing.assert_array_equal(d[np.array([7, 0], np.uint64)], data[[7, 0]])
-    np.testing.assert_array_equal(d[(1, 2)], data[[1, 2]])
+    np.testing.assert_array_equal(d[(1, 2)], data[1, 2])  # numpy: a tuple indexes axes
     mask = np.arange(64) % 3 == 0
     np.testing.assert_array_equal(d[mask], data[mask])
     np.testing.assert_array_equal(d[np.zeros(64, bool)], data[:0])
     with pytest.raises(IndexError):
         d[np.ones(10, bool)]
+    np.testing.assert_array_equal(d[[0, -1]], data[[0, -1]])
     with pytest.raises(zrecord.IndexOutOfRangeError):
-        d[[0, -1]]
-    with pytest.raises(TypeError):
+        d[[0, 64]]
+    with pytest.raises(IndexError):
         d[[0.5]]
 
 
@@ -98,16 +99,22 @@ def test_dtypes_roundtrip(tmp_path, dtype):
         np.testing.assert_array_equal(d[np.arange(6)], arr)
 
 
-def test_structured_dtype_comes_back_as_void(tmp_path):
-    # schema.json keeps dtype.str (loaderx's choice), which names a structured dtype only by
-    # its size: the bytes survive, the field names do not.
-    dt = np.dtype([("x", "<f4"), ("y", "u1", (3,))])
+def test_structured_dtype_is_refused_not_stripped_of_its_names(tmp_path):
+    # schema.json keeps dtype.str (loaderx 0.5.4's choice), which names a structured dtype
+    # only by its size ("|V8"): writing one would read back without its fields. It is
+    # refused before anything is written; its bytes can still be stored as plain void.
+    dt = np.dtype([("a", "<i4"), ("b", "<f4")])
     arr = np.zeros(5, dt)
-    arr["x"] = np.arange(5)
-    arr["y"] = 7
-    with Dataset.write(tmp_path / "d", arr) as d:
-        assert d.dtype == np.dtype("V7")
-        assert d[[4, 0]].tobytes() == arr[[4, 0]].tobytes()
+    arr["a"] = np.arange(5)
+    arr["b"] = 0.5
+    with pytest.raises(TypeError, match="field names"):
+        Dataset.write(tmp_path / "d", arr)
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(TypeError, match="field names"):
+        Dataset.write(tmp_path / "n", np.zeros((4, 2), dt))
+    with Dataset.write(tmp_path / "v", arr.view(np.void)) as d:
+        assert d.dtype == np.dtype("V8")
+        assert d[[4, 0]].view(dt).tolist() == arr[[4, 0]].tolist()
 
 
 def test_append_to_existing_dataset(tmp_path):

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO
+from _support import REPO
 
 
 def quick_start() -> str:
@@ -18,7 +18,8 @@ def quick_start() -> str:
     blocks = re.findall(r"```python\n(.*?)```", section[1], re.S)
     if not blocks:
         pytest.skip("README's Python section has no python block")
-    return blocks[0]
+    # The blocks continue one another (the second uses the stores the first wrote).
+    return "\n".join(blocks)
 
 
 def test_readme_quick_start(tmp_path):
@@ -28,3 +29,6 @@ def test_readme_quick_start(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "(256, 3, 16, 16) (256,)" in out.stdout
+    if "zrecord.inspect" in code:
+        assert "1000 1000" in out.stdout
+        np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), np.load(tmp_path / "data.npy"))

@@ -19,7 +19,7 @@ def test_sequential_is_a_circular_window():
     assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1], [2, 3, 4, 5]]
 
 
-def test_sequential_matches_loaderx():
+def test_sequential_matches_loaderx(loaderx):
     from loaderx._sampler import Sampler as Reference
 
     ours, ref = Sampler(37, 8, 0), Reference(37, 8, 0)

@@ -9,7 +9,7 @@ import pytest
 import zrecord
 from zrecord import Zrecord, ZrecordError
 
-from conftest import images
+from _support import images
 
 
 def test_module_constants():

@@ -11,6 +11,9 @@ Public names:
 - :class:`Dataset`: a numpy view of a store, with ``schema.json``; ``Dataset.write``.
 - :class:`DataLoader`: endless ``{"data", "label"}`` batches.
 - :class:`Sampler`: the endless index generator behind the loader.
+- :func:`inspect`, :func:`verify`, :func:`convert`, :func:`export`: the ``zr`` tools,
+  returning the dataclasses of :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar
+  when tqdm is installed).
 - :class:`ZrecordError` and its subclasses (see :mod:`zrecord.errors`).
 - ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``__version__``.
 """
@@ -33,15 +36,31 @@ from .errors import (
     ZrecordError,
 )
 from .sampler import Sampler
+from .tools import (
+    BadRecord,
+    ChunkUse,
+    Conversion,
+    Inspection,
+    Schema,
+    Verification,
+    convert,
+    export,
+    inspect,
+    verify,
+)
 
 __all__ = [
+    "BadRecord",
     "BufferTooSmallError",
     "CODECS",
+    "ChunkUse",
+    "Conversion",
     "DataLoader",
     "Dataset",
     "DecodeError",
     "FormatError",
     "IndexOutOfRangeError",
+    "Inspection",
     "InternalError",
     "LockedError",
     "MAX_RECORDS",
@@ -49,10 +68,16 @@ __all__ = [
     "OutOfMemoryError",
     "RecordTooLargeError",
     "Sampler",
+    "Schema",
     "StoreClosedError",
     "StoreFullError",
     "StoreIOError",
+    "Verification",
     "Zrecord",
     "ZrecordError",
     "__version__",
+    "convert",
+    "export",
+    "inspect",
+    "verify",
 ]

@@ -1,7 +1,7 @@
 """Type stubs for the native module ``zrecord._zrecord`` (pyo3)."""
 
 import os
-from typing import Any, Iterator, Literal, Optional, SupportsIndex, Union
+from typing import Any, Callable, Iterator, Literal, Optional, SupportsIndex, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -12,6 +12,8 @@ _Codec = Literal["raw", "flate"]
 _Indices = Union[SupportsIndex, "npt.ArrayLike"]
 # A C-contiguous numpy array of any non-object dtype, or any object with the buffer protocol.
 _Buffer = Any
+# A progress reporter: called as reporter(done, total) now and then, with the GIL held.
+_Reporter = Optional[Callable[[int, int], None]]
 
 MAX_RECORD_LEN: int
 MAX_RECORDS: int
@@ -21,7 +23,17 @@ class Zrecord:
     """A zrecord store: a persistent, dense collection of independently compressed byte
     records, addressed ``0..len(store)``."""
 
-    def __init__(self, path: _Path, codec: str = "flate") -> None: ...
+    def __init__(
+        self, path: _Path, codec: str = "flate", *, create: Optional[bool] = None, read_only: bool = False
+    ) -> None:
+        """Open the store at ``path``; create it if missing unless ``create=False`` or
+        ``read_only=True`` (then a missing store is ``StoreIOError`` / ``FormatError``)."""
+    @classmethod
+    def open_read_only(cls, path: _Path, codec: str = "flate") -> "Zrecord":
+        """Open an existing store without the right to change it; never creates anything."""
+    @property
+    def read_only(self) -> bool:
+        """True if opened read-only (``append``, ``delete``, ``compact`` raise ``ValueError``)."""
     @property
     def codec(self) -> _Codec:
         """Default compression for ``append``."""
@@ -48,8 +60,9 @@ class Zrecord:
         """Append ragged records ``src[offsets[i]:][:lens[i]]``; returns the first new index."""
     def delete(self, idxs: _Indices) -> None:
         """Remove records, keeping the index space dense (needs exclusive access)."""
-    def compact(self) -> None:
-        """Reclaim the space left by ``delete``, in place (needs exclusive access)."""
+    def compact(self, progress: _Reporter = None) -> None:
+        """Reclaim the space left by ``delete``, in place (needs exclusive access);
+        ``progress(done, total)`` is called now and then, in records visited."""
     def stats(self) -> dict[str, int]:
         """``records``, ``live_bytes``, ``chunk_bytes`` and ``reclaimable``."""
     def close(self) -> None:
@@ -97,3 +110,13 @@ class _Pipeline:
     def closed(self) -> bool: ...
     @property
     def threads_alive(self) -> int: ...
+
+# The `zr` tools; `zrecord.tools` wraps these in dataclasses (use those).
+def inspect(path: str) -> dict[str, Any]:
+    """Header, codec mix, chunk use, sizes and schema (the store is opened read-only)."""
+def verify(path: str, progress: _Reporter = None) -> dict[str, Any]:
+    """``checked``, ``bad_count`` and ``bad`` (the first 1000 ``{index, error}``)."""
+def convert(npy: str, path: str, codec: str, chunk_bytes: int, progress: _Reporter = None) -> dict[str, Any]:
+    """``appended``, ``first_index`` and ``schema``."""
+def export(path: str, npy: str, chunk_bytes: int, progress: _Reporter = None) -> int:
+    """Samples written to ``npy``."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._zrecord import _Pipeline
 from .dataset import Dataset
-from .sampler import Sampler
+from .sampler import Sampler, check_seed
 
 __all__ = ["DataLoader"]
 
@@ -115,6 +115,16 @@ class _ThreadedPipeline:
         return sum(t.is_alive() for t in self._threads)
 
 
+def _describe(obj: Any) -> str:
+    """What a transform returned, for an error message."""
+    kind = type(obj).__name__
+    if isinstance(obj, (tuple, list)):
+        return f"a {kind} of {len(obj)} items"
+    if isinstance(obj, np.ndarray):
+        return f"an ndarray of shape {obj.shape}"
+    return "None" if obj is None else f"a {kind}"
+
+
 class DataLoader:
     """An endless iterator of ``{"data": batch, "label": batch}`` dicts.
 
@@ -126,9 +136,10 @@ class DataLoader:
         batch_size: samples per batch.
         prefetch_size: batches prepared ahead of the consumer.
         mode: ``Sampler.Mode.IID`` (1, default) or ``Sampler.Mode.SEQUENTIAL`` (0).
-        seed: seed of the IID stream.
+        seed: seed of the IID stream, an integer in ``0 .. 2**64 - 1``.
         transform: called as ``transform((data, label))`` and must return a
-            ``(data, label)`` pair; only called when given.
+            ``(data, label)`` pair (a tuple or list of two); anything else is a
+            ``TypeError`` naming what it returned. Only called when given.
 
     There are no epochs, so ``len()`` raises ``TypeError``. ``close()`` (or leaving a
     ``with`` block) stops and joins every thread promptly, even when the consumer stopped
@@ -136,7 +147,10 @@ class DataLoader:
     to the process that made it: after ``fork()``, make a new one in the child.
 
     Raises:
-        ValueError: ``dataset`` and ``labelset`` differ in length, or a size is invalid.
+        ValueError: ``dataset`` and ``labelset`` differ in length, a size is invalid, or
+            ``seed`` is outside ``0 .. 2**64 - 1`` (loaderx 0.5.4 raised ``OverflowError``
+            from its C binding there).
+        TypeError: ``seed`` is not an integer.
     """
 
     def __init__(
@@ -158,6 +172,7 @@ class DataLoader:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        seed = check_seed(seed)
         self.transform = transform
         self.batch_size = batch_size
         if isinstance(dataset, Dataset) and isinstance(labelset, Dataset):
@@ -181,7 +196,10 @@ class DataLoader:
     def __next__(self) -> dict:
         data, label = self._pipeline.next()
         if self.transform is not None:
-            data, label = self.transform((data, label))
+            out = self.transform((data, label))
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise TypeError(f"transform must return a (data, label) pair, but returned {_describe(out)}")
+            data, label = out
         return {"data": data, "label": label}
 
     @property

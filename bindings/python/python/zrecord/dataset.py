@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import mmap
+import operator
 import os
 from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
 
+from ._progress import Progress, reporter
 from ._zrecord import MAX_RECORD_LEN, Zrecord
-from .errors import StoreClosedError
+from .errors import IndexOutOfRangeError, StoreClosedError
 
 __all__ = ["Dataset", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
 
@@ -47,13 +49,28 @@ class Dataset:
     :meth:`Dataset.write`, here or by loaderx). Attributes: ``path`` (a ``Path``), ``dtype``,
     ``shape`` (of one sample) and ``codec``.
 
-    Indexing: ``ds[i]`` (negative ``i`` counts from the end) is one sample; ``ds[slice]``,
-    ``ds[list]``, ``ds[ndarray]`` and ``ds[bool_mask]`` are batches shaped
-    ``(n, *shape)``. Samples are unordered records: every form of indexing is a gather.
+    Indexing follows numpy on an array of shape ``(len(ds), *shape)``; every form is a
+    gather of the samples it names, decoded straight into the result:
+
+    - ``ds[i]`` (an int, numpy integer or 0-d integer array; negative counts from the end)
+      is one sample, shaped ``shape``;
+    - ``ds[slice]``, ``ds[bool_mask]`` (1-D, ``len(ds)`` long) are batches ``(k, *shape)``;
+    - ``ds[idx]`` for an integer list or array of any shape (negatives count from the end)
+      is shaped ``idx.shape + shape``;
+    - ``ds[first, *rest]`` selects samples with ``first`` and applies ``rest`` to them, as
+      numpy does (``ds[0, 1]`` is ``ds[0][1]``).
+
+    What numpy would do but this cannot do cheaply (``None`` or ``...`` before the sample
+    axis, a boolean scalar, a mask of another shape) is an ``IndexError``; an index out of
+    range is an ``IndexOutOfRangeError`` (an ``IndexError``, code -3) naming the index as
+    given.
+
+    Opening reads ``schema.json`` and opens the existing store without creating anything.
 
     Raises:
         FileNotFoundError: ``path`` holds no ``schema.json``.
         ValueError: the schema is not a ``loaderx-zrecord`` schema.
+        FormatError: ``path`` has a schema but no zrecord store.
     """
 
     path: Path
@@ -74,7 +91,7 @@ class Dataset:
         self.codec = schema["codec"]
         _check_codec(self.codec)
         self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self._store: Zrecord | None = Zrecord(self.path, codec=self.codec)
+        self._store: Zrecord | None = Zrecord(self.path, codec=self.codec, create=False)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -90,26 +107,63 @@ class Dataset:
         return len(self.store)
 
     def __getitem__(self, idx: Any) -> np.ndarray:
-        """One sample for an integer index, otherwise a stacked batch.
+        """Numpy indexing over the samples (see the class docs)."""
+        if isinstance(idx, tuple):
+            if not idx:
+                return self[:]
+            first, rest = idx[0], idx[1:]
+            if first is None or first is Ellipsis:
+                raise IndexError(
+                    "None or ... before the sample axis is not supported; select samples first, "
+                    "e.g. ds[:][None] or ds[:][..., 0]"
+                )
+            if not rest:
+                return self[first]
+            if _is_integer(first):
+                # The sample, given back its axis: numpy then applies (0, *rest) to it exactly
+                # as it applies (first, *rest) to the whole array.
+                return self[first][np.newaxis][(0, *rest)]
+            batch, positions = self._select(first)
+            return batch[(positions, *rest)]
+        if _is_integer(idx):
+            return self._one(idx)
+        batch, positions = self._select(idx)
+        if isinstance(positions, slice):
+            return batch
+        return batch.reshape(positions.shape + self.shape)
 
-        Args:
-            idx: an int (negative counts from the end), a slice, a sequence or array of
-                indices, or a boolean mask of ``len(self)``.
-        """
-        if isinstance(idx, (int, np.integer)) and not isinstance(idx, (bool, np.bool_)):
-            i = int(idx)
-            if i < 0:
-                i += len(self)
-            return self.__getitems__([i])[0]
+    def _one(self, idx: Any) -> np.ndarray:
+        i = operator.index(idx)
+        n = len(self.store)
+        if not -n <= i < n:
+            raise IndexOutOfRangeError(f"index {i} is out of range for a dataset of {n} samples")
+        return self.__getitems__([i % n])[0]
+
+    def _select(self, idx: Any) -> "tuple[np.ndarray, Any]":
+        """The samples ``idx`` (a slice, mask or integer array) names, gathered into a
+        ``(k, *shape)`` batch, and the index into that batch that stands for ``idx``."""
+        n = len(self.store)
         if isinstance(idx, slice):
-            idx = np.arange(*idx.indices(len(self)))
-        return self.__getitems__(idx)
+            return self.__getitems__(np.arange(*idx.indices(n))), slice(None)
+        arr = np.asarray(idx)
+        if arr.dtype == np.bool_:
+            if arr.shape != (n,):
+                raise IndexError(f"boolean index of shape {arr.shape} does not match a dataset of {n} samples")
+            flat = np.flatnonzero(arr)
+            return self.__getitems__(flat), np.arange(flat.size)
+        if arr.size == 0 and arr.dtype.kind == "f":
+            arr = arr.astype(np.intp)  # [] is an empty integer index to numpy
+        if arr.dtype.kind not in "iu":
+            raise IndexError(f"arrays used as indices must be of integer (or boolean) type, not {arr.dtype}")
+        return self.__getitems__(arr.reshape(-1)), np.arange(arr.size).reshape(arr.shape)
 
     def __getitems__(self, idxs: Any) -> np.ndarray:
         """The samples at ``idxs``, as an array shaped ``(len(idxs), *self.shape)``.
 
-        The array is allocated once and every record decodes straight into its slot.
-        Negative or out-of-range indices raise ``IndexOutOfRangeError`` (code -3).
+        loaderx's (and torch's) batch protocol: ``idxs`` is flattened, a boolean mask must
+        be ``len(self)`` long. The array is allocated once and every record decodes straight
+        into its slot. Negative indices count from the end; an index out of range raises
+        ``IndexOutOfRangeError`` (code -3) naming it.
         """
         store = self.store
         idxs = np.asarray(idxs)
@@ -118,7 +172,7 @@ class Dataset:
             if idxs.shape != (len(store),):
                 raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
             idxs = np.flatnonzero(idxs)
-        idxs = idxs.reshape(-1)
+        idxs = _wrap_negative(idxs.reshape(-1), store)
         out = np.empty((idxs.size, *self.shape), dtype=self.dtype)
         store.gather(idxs, out, self._itemsize)
         return out
@@ -137,6 +191,7 @@ class Dataset:
         array: Any,
         codec: str = "flate",
         chunk_bytes: int = WRITE_CHUNK_BYTES,
+        progress: Progress = False,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0.
 
@@ -150,13 +205,20 @@ class Dataset:
             array: samples stacked along axis 0.
             codec: "flate" (compressed; records that do not shrink are stored raw) or "raw".
             chunk_bytes: upper bound on the source bytes submitted per append.
+            progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
+                ``callable(done, total)`` called after each block, in samples.
 
         Returns:
             The dataset, opened for reading.
 
         Raises:
-            ValueError: unknown codec, a 0-d array, a sample over ``MAX_RECORD_LEN`` bytes, or
-                a dtype/shape that differs from the existing dataset at ``path``.
+            ValueError: unknown codec, a 0-d array, samples of 0 bytes, a sample over
+                ``MAX_RECORD_LEN`` bytes, or a dtype/shape that differs from the existing
+                dataset at ``path``. Nothing is written in these cases.
+            TypeError: a dtype ``schema.json`` cannot name: Python objects, or a structured
+                dtype (loaderx 0.5.4 keeps only ``dtype.str``, ``|V8``, and the field names
+                would be lost; store each field as its own dataset, or pass
+                ``array.view(np.void)`` or ``array.view(np.uint8)`` to keep the bytes).
         """
         _check_codec(codec)
         array = np.asanyarray(array)
@@ -165,10 +227,20 @@ class Dataset:
         if array.dtype.hasobject:
             raise TypeError(f"cannot store dtype {array.dtype}: its elements are Python objects")
         dtype = np.dtype(array.dtype)
+        if dtype.names is not None:
+            raise TypeError(
+                f"cannot store structured dtype {dtype}: schema.json records dtype.str ({dtype.str!r}, "
+                "as loaderx 0.5.4 does), which would lose the field names; store each field as its "
+                "own dataset, or write array.view(np.void) / array.view(np.uint8) to keep the bytes"
+            )
         shape = tuple(int(d) for d in array.shape[1:])
         itemsize = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if itemsize > MAX_RECORD_LEN:
             raise ValueError(f"sample of {itemsize} bytes exceeds the {MAX_RECORD_LEN} byte record limit")
+        if itemsize == 0:
+            raise ValueError(
+                f"samples of shape {shape} and dtype {dtype.str} hold 0 bytes; a record must hold at least one"
+            )
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -187,8 +259,11 @@ class Dataset:
 
         step = max(1, int(chunk_bytes) // max(itemsize, 1))
         source_map = _backing_mmap(array)
-        with Zrecord(path, codec=schema["codec"]) as store:
-            for start in range(0, len(array), step):
+        total = len(array)
+        with reporter(progress, "write", "sample") as report, Zrecord(path, codec=schema["codec"]) as store:
+            if report is not None:
+                report(0, total)
+            for start in range(0, total, step):
                 # A view when the source is already C-contiguous in this dtype (an mmap'd
                 # .npy usually is): the store then reads the file's pages directly.
                 block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
@@ -199,6 +274,8 @@ class Dataset:
                     # drop them (the page cache keeps the data) so memory stays bounded by
                     # chunk_bytes rather than growing to the size of the file.
                     _release(source_map)
+                if report is not None:
+                    report(min(start + step, total), total)
             store.sync()
         return cls(path)
 
@@ -211,15 +288,28 @@ class Dataset:
         tail moves into each hole, so surviving samples may change index. The bytes stay on
         disk until :meth:`compact`. Needs exclusive access: raises ``LockedError`` (-9)
         while a DataLoader or another handle uses the store.
+
+        ``idxs`` are non-negative indices (a negative one is ``IndexOutOfRangeError``: a
+        delete does not guess) or a boolean mask ``len(self)`` long (another length is an
+        ``IndexError``, as in indexing).
         """
+        store = self.store
         idxs = np.asarray(idxs)
         if idxs.dtype == np.bool_:
+            if idxs.shape != (len(store),):
+                raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
             idxs = np.flatnonzero(idxs)
-        self.store.delete(idxs)
+        store.delete(idxs)
 
-    def compact(self) -> None:
-        """Reclaim the space left by :meth:`delete`, in place (needs exclusive access)."""
-        self.store.compact()
+    def compact(self, progress: Progress = False) -> None:
+        """Reclaim the space left by :meth:`delete`, in place (needs exclusive access).
+
+        ``progress``: ``True`` for a tqdm bar (when tqdm is installed), or a
+        ``callable(done, total)``, in records visited.
+        """
+        store = self.store
+        with reporter(progress, "compact") as report:
+            store.compact(report)
 
     def stats(self) -> dict:
         """Storage usage; see :meth:`Zrecord.stats`."""
@@ -246,6 +336,31 @@ class Dataset:
     def __repr__(self) -> str:
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
+
+
+def _is_integer(idx: Any) -> bool:
+    """An index numpy treats as one integer: int, numpy integer, 0-d integer array, or any
+    ``__index__`` object; never a bool."""
+    if isinstance(idx, (bool, np.bool_)):
+        return False
+    if isinstance(idx, np.ndarray):
+        return idx.ndim == 0 and idx.dtype.kind in "iu"
+    return isinstance(idx, (int, np.integer)) or (
+        not isinstance(idx, (list, tuple, slice)) and hasattr(type(idx), "__index__")
+    )
+
+
+def _wrap_negative(idxs: np.ndarray, store: Zrecord) -> np.ndarray:
+    """``idxs`` with negative indices counted from the end of ``store``; one below
+    ``-len(store)`` is an ``IndexOutOfRangeError`` naming it as given."""
+    if idxs.size == 0 or idxs.dtype.kind != "i" or idxs.min() >= 0:
+        return idxs
+    n = len(store)
+    below = idxs < -n
+    if below.any():
+        bad = int(idxs[np.argmax(below)])
+        raise IndexOutOfRangeError(f"index {bad} is out of range for a dataset of {n} samples")
+    return np.where(idxs < 0, idxs + n, idxs)
 
 
 def _backing_mmap(array: Any) -> Any:

@@ -1,0 +1,245 @@
+"""The ``zr`` command line's tools, for Python: inspect, verify, convert, export.
+
+Each runs zrecord-core's implementation (the one ``zr`` runs) with the GIL released and
+returns a frozen dataclass whose fields are the keys of ``zr inspect --json`` and friends;
+``dataclasses.asdict`` turns one into plain data. ``verify``, ``convert`` and ``export``
+take ``progress=`` (see :mod:`zrecord._progress`): ``True`` shows a tqdm bar when tqdm is
+installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from . import _zrecord
+from ._progress import Progress, reporter
+
+__all__ = [
+    "BadRecord",
+    "ChunkUse",
+    "Conversion",
+    "Inspection",
+    "Schema",
+    "Verification",
+    "convert",
+    "export",
+    "inspect",
+    "verify",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Source bytes handed to one append by ``convert`` (and read per step by ``export``).
+CHUNK_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A dataset's ``schema.json``: per-sample ``dtype`` (numpy ``dtype.str``) and ``shape``,
+    and the ``codec`` appends use."""
+
+    format: str
+    version: int
+    dtype: str
+    shape: tuple[int, ...]
+    codec: str
+
+    @classmethod
+    def _from(cls, d: dict) -> "Schema":
+        return cls(d["format"], d["version"], d["dtype"], tuple(d["shape"]), d["codec"])
+
+
+@dataclass(frozen=True)
+class ChunkUse:
+    """Records and bytes of one chunk file ``{id}.zr``."""
+
+    id: int
+    records: int
+    live_bytes: int
+    used_bytes: int
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What :func:`inspect` reports (``zr inspect --json``).
+
+    Attributes:
+        version: format version in the header.
+        records: live records.
+        tail_chunk, tail_offset: the append frontier.
+        raw_records, flate_records: records per codec.
+        bad_entries: table entries that fail their checks (a damaged store if not 0).
+        live_bytes, logical_bytes: stored and uncompressed sizes of the live records.
+        chunk_bytes: how far the chunk files have grown.
+        reclaimable: ``chunk_bytes - live_bytes``, an upper bound on what compact frees.
+        chunks: per chunk file, in id order.
+        schema: the dataset schema, or ``None`` for a plain record store.
+    """
+
+    version: int
+    records: int
+    tail_chunk: int
+    tail_offset: int
+    raw_records: int
+    flate_records: int
+    bad_entries: int
+    live_bytes: int
+    logical_bytes: int
+    chunk_bytes: int
+    reclaimable: int
+    chunks: tuple[ChunkUse, ...]
+    schema: Optional[Schema]
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """A record that failed to decode, and why."""
+
+    index: int
+    error: str
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What :func:`verify` found: ``checked`` records decoded, ``bad_count`` of them failed;
+    ``bad`` lists the first 1000 failures."""
+
+    checked: int
+    bad_count: int
+    bad: tuple[BadRecord, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True if every record decoded."""
+        return self.bad_count == 0
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What :func:`convert` did: ``appended`` samples starting at index ``first_index``,
+    into a dataset with ``schema`` (the existing one when it appended)."""
+
+    appended: int
+    first_index: int
+    schema: Schema
+
+
+def inspect(path: PathLike) -> Inspection:
+    """Header, codec mix, chunk use, sizes and schema of the store at ``path``.
+
+    Opens the store read-only; nothing is created or changed.
+
+    Raises:
+        StoreIOError: ``path`` does not exist.
+        FormatError: ``path`` is not a zrecord store.
+    """
+    d = _zrecord.inspect(os.fspath(path))
+    return Inspection(
+        **{k: v for k, v in d.items() if k not in ("chunks", "schema")},
+        chunks=tuple(ChunkUse(**c) for c in d["chunks"]),
+        schema=None if d["schema"] is None else Schema._from(d["schema"]),
+    )
+
+
+def verify(path: PathLike, progress: Progress = False) -> Verification:
+    """Decode every record of the store at ``path`` and report those that fail.
+
+    Opens the store read-only. A damaged record is reported, not raised; only a store that
+    cannot be read at all raises.
+
+    Args:
+        path: store directory.
+        progress: ``True`` for a tqdm bar (if tqdm is installed), or a ``callable(done, total)``.
+    """
+    with reporter(progress, "verify") as report:
+        d = _zrecord.verify(os.fspath(path), report)
+    return Verification(d["checked"], d["bad_count"], tuple(BadRecord(**b) for b in d["bad"]))
+
+
+def convert(
+    npy: PathLike,
+    path: PathLike,
+    codec: str = "flate",
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Progress = False,
+) -> Conversion:
+    """Append every axis-0 slice of the ``.npy`` file ``npy`` to the dataset at ``path``.
+
+    Streams ``chunk_bytes`` of the file at a time (a file larger than memory is fine) and
+    writes ``schema.json`` exactly as :meth:`Dataset.write` does; an existing dataset of the
+    same dtype and shape is appended to (in its own codec), another one refused. A convert
+    into a new ``path`` (or an empty directory) that fails leaves nothing there; one that
+    fails while appending to an existing dataset keeps the blocks appended before the
+    failure, each whole.
+
+    Raises:
+        ValueError: an incompatible existing dataset, a 0-d array, a Fortran-ordered file.
+        RecordTooLargeError: a sample over 1 MiB or of 0 bytes.
+        FormatError: ``npy`` is not a readable ``.npy`` (or is truncated).
+        StoreIOError: ``npy`` does not exist.
+    """
+    path = Path(path)
+    existed = os.path.lexists(path)
+    was_empty = existed and path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+    try:
+        with reporter(progress, "convert") as report:
+            d = _zrecord.convert(os.fspath(npy), os.fspath(path), codec, int(chunk_bytes), report)
+    except BaseException:
+        # Only what this call created goes: a path that did not exist, or the contents of a
+        # directory that was empty. A dataset that existed is left as the core left it:
+        # blocks appended before the failure stay (each append publishes whole or not at all).
+        if not existed:
+            shutil.rmtree(path, ignore_errors=True)
+        elif was_empty:
+            for child in path.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        child.unlink()
+        raise
+    return Conversion(d["appended"], d["first_index"], Schema._from(d["schema"]))
+
+
+def export(path: PathLike, npy: PathLike, chunk_bytes: int = CHUNK_BYTES, progress: Progress = False) -> int:
+    """Write the dataset at ``path`` to the ``.npy`` file ``npy``; returns the sample count.
+
+    The store is opened read-only. The file is written beside ``npy`` and renamed over it
+    at the end, so a failed export leaves ``npy`` as it was.
+
+    Raises:
+        ValueError: the store has no ``schema.json`` (a plain record store).
+        FormatError: a record's size does not match the schema.
+    """
+    npy = Path(npy)
+    tmp = npy.with_name(f".{npy.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    try:
+        with reporter(progress, "export") as report:
+            rows = _zrecord.export(os.fspath(path), os.fspath(tmp), int(chunk_bytes), report)
+        os.replace(tmp, npy)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _sync_dir(npy.parent)
+    return rows
+
+
+def _sync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (where directories can be opened)."""
+    try:
+        fd = os.open(directory if str(directory) else ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

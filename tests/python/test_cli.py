@@ -1,0 +1,98 @@
+"""The `zr` CLI on its own and next to the Python package's tools (no loaderx needed)."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import zrecord
+
+
+def run(zr, *args, ok=True):
+    p = subprocess.run([zr, *map(str, args)], capture_output=True, text=True)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"zr {args} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+def images(n, seed=0):
+    """Smooth image-like uint8 samples plus a little noise: mildly compressible."""
+    rng = np.random.default_rng(seed)
+    base = np.linspace(0, 255, 3 * 32 * 32).reshape(3, 32, 32)
+    return (base[None] + rng.integers(0, 8, (n, 3, 32, 32))).astype(np.uint8)
+
+
+def test_verify_reports_a_damaged_record(zr, tmp_path):
+    np.save(tmp_path / "a.npy", images(20))
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "zr")
+    with open(tmp_path / "zr" / "0.zr", "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff" * 64)
+    p = run(zr, "verify", tmp_path / "zr", ok=False)
+    assert p.returncode == 1
+    assert "bad record" in p.stdout
+
+
+def test_convert_streams_in_bounded_memory(zr, tmp_path):
+    """A 512 MiB .npy converts with far less resident memory than its size."""
+    n = 512 * 1024 // 12
+    arr = np.lib.format.open_memmap(tmp_path / "big.npy", mode="w+", dtype=np.uint8, shape=(n, 3, 64, 64))
+    for s in range(0, n, 4096):
+        arr[s:s + 4096] = (np.arange(12288, dtype=np.uint32).reshape(3, 64, 64) // 48 + s).astype(np.uint8)
+    arr.flush()
+    del arr
+    code = (
+        "import resource, subprocess, sys;"
+        f"subprocess.run([{zr!r}, 'convert', {str(tmp_path / 'big.npy')!r}, {str(tmp_path / 'zr')!r}], check=True, capture_output=True);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    peak_kib = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert peak_kib < 400 * 1024, f"peak RSS {peak_kib} KiB"
+    assert json.loads(run(zr, "stats", tmp_path / "zr").stdout)["records"] == n
+
+
+# -- the Python tools give what the CLI gives ------------------------------------------------
+
+
+def as_json(obj):
+    """A tools dataclass as `zr ... --json` spells it (tuples are JSON lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(obj)))
+
+
+@pytest.mark.parametrize("codec", ["flate", "raw"])
+def test_python_inspect_is_zr_inspect_json(zr, tmp_path, codec):
+    np.save(tmp_path / "a.npy", images(300, 1))
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "s", "--codec", codec)
+    run(zr, "delete", tmp_path / "s", 3, 17, 299)
+    assert as_json(zrecord.inspect(tmp_path / "s")) == json.loads(run(zr, "inspect", "--json", tmp_path / "s").stdout)
+
+
+def test_python_convert_and_export_are_zr_convert_and_export(zr, tmp_path):
+    data = images(257, 2)
+    np.save(tmp_path / "a.npy", data)
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "by_zr")
+    zrecord.convert(tmp_path / "a.npy", tmp_path / "by_py")
+    assert (tmp_path / "by_zr" / "schema.json").read_bytes() == (tmp_path / "by_py" / "schema.json").read_bytes()
+    zr_report = json.loads(run(zr, "inspect", "--json", tmp_path / "by_zr").stdout)
+    assert as_json(zrecord.inspect(tmp_path / "by_py")) == zr_report
+    run(zr, "export", tmp_path / "by_py", tmp_path / "zr.npy")
+    zrecord.export(tmp_path / "by_zr", tmp_path / "py.npy")
+    assert (tmp_path / "zr.npy").read_bytes() == (tmp_path / "py.npy").read_bytes()
+    np.testing.assert_array_equal(np.load(tmp_path / "py.npy"), data)
+
+
+def test_python_verify_finds_what_zr_verify_finds(zr, tmp_path):
+    np.save(tmp_path / "a.npy", images(20))
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "s")
+    with open(tmp_path / "s" / "0.zr", "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff" * 64)
+    p = run(zr, "verify", tmp_path / "s", ok=False)
+    v = zrecord.verify(tmp_path / "s")
+    assert p.returncode == 1 and not v.ok
+    assert f"{v.checked} records checked, {v.bad_count} bad" in p.stdout
+    for bad in v.bad:
+        assert f"{bad.index}" in p.stdout
