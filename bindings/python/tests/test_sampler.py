@@ -59,7 +59,7 @@ def test_attributes_and_repr():
     assert "IID" in repr(s)
 
 
-@pytest.mark.parametrize("args", [(0, 4, 0), (10, 0, 0), (10, 4, 2), (-1, 4, 0), (10, -4, 1)])
+@pytest.mark.parametrize("args", [(0, 4, 0), (10, 0, 0), (10, 4, 3), (-1, 4, 0), (10, -4, 1)])
 def test_bad_arguments(args):
     with pytest.raises(ValueError):
         Sampler(*args)
