@@ -75,14 +75,26 @@ impl NativeFile {
         self.map = if len == 0 {
             None
         } else {
-            // SAFETY: the map is read-only and private to this handle. Its bytes can change
-            // under it only through writes to the file: this process's own appends, which
-            // never touch bytes a reader has been given (records are immutable once their
-            // length is published), and delete/compact, which need `&mut Store` here and an
-            // exclusive flock that no other zrecord handle can hold while this one lives.
-            // Truncation by a foreign process would turn reads into SIGBUS; the engine
-            // bounds every read by the mapped length taken here, so our own truncation in
-            // compact (under `&mut`) never leaves a stale range in use.
+            // SAFETY: `Mmap::map` is unsafe because the bytes behind the map can change (or
+            // vanish) while a `&[u8]` into it is live. The contract that makes our use sound:
+            // - The map is read-only and shared. Readers only ever look at the bytes of records
+            //   whose entries are published (length stored last, Release/Acquire), and a
+            //   published record's bytes are never written again by an appender, in this
+            //   process or another: appends, ours or loaderx's, only write past the tail.
+            // - Bytes of live records move only in delete/compact, which need `&mut Store` in
+            //   this handle and the exclusive lock, and that lock cannot be had while any other
+            //   zrecord handle, in any process, holds its presence lock (docs/format.md,
+            //   "Locks"). A handle inherited through fork() re-takes its own presence lock
+            //   before it reads again (crate::lock).
+            // - Chunk files are always CHUNK_FILE_LEN long while a store is open (created at
+            //   that size; compact shrinks the tail and restores the size under the exclusive
+            //   lock), and every read is bounded by the length mapped here, so no zrecord
+            //   writer truncates a file under a live map and no read runs past it.
+            // What this cannot cover: a writer that takes no locks. loaderx 0.5.4's delete or
+            // compact running while a zrecord handle is open may rewrite record bytes under
+            // a reader (wrong data or a decode error) or shrink a chunk file, which turns the
+            // next read of a page past the new end into SIGBUS. Running loaderx's delete or
+            // compact on a store zrecord has open is unsupported (README, "Python").
             let map = unsafe { Mmap::map(self.file()) }.map_err(|e| io_err(e, format!("map {}", self.name)))?;
             #[cfg(unix)]
             let _ = map.advise(memmap2::Advice::Random);
