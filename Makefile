@@ -27,7 +27,7 @@ $(VENV)/.stamp: tests/requirements.txt
 setup-python: $(VENV)/.stamp
 
 build:
-	$(CARGO) build --release -p zrecord --bin zr
+	$(CARGO) build --release -p zrecord-cli --bin zr
 
 # The Python extension, built from source by maturin through pip.
 python: setup-python

@@ -11,7 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use zrecord_core::io::{Backend, StorageFile};
@@ -19,6 +19,11 @@ use zrecord_core::IoError;
 
 fn io_err(e: std::io::Error, context: impl Into<String>) -> IoError {
     IoError::from_std(e, context)
+}
+
+/// `p` as the user knows it (the host path `zr-wasm` preopened, not the guest path).
+fn shown(p: &Path) -> String {
+    crate::cli::shown(&p.display().to_string())
 }
 
 /// One open file of the store (or an input/output file of a tool).
@@ -30,7 +35,7 @@ pub struct FsFile {
 impl FsFile {
     /// Opens `path` for reading, and for writing too if `write`; `create` makes it if missing.
     pub fn open(path: PathBuf, write: bool, create: bool) -> Result<Option<FsFile>, IoError> {
-        let name = path.display().to_string();
+        let name = shown(&path);
         match OpenOptions::new().read(true).write(write).create(create && write).open(&path) {
             Ok(file) => Ok(Some(FsFile { file: Mutex::new(file), name })),
             Err(e) if e.kind() == ErrorKind::NotFound && !create => Ok(None),
@@ -40,7 +45,7 @@ impl FsFile {
 
     /// Creates or truncates `path` for writing.
     pub fn create(path: PathBuf) -> Result<FsFile, IoError> {
-        let name = path.display().to_string();
+        let name = shown(&path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -128,19 +133,19 @@ impl Backend for FsDir {
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(e, format!("remove {}", path.display()))),
+            Err(e) => Err(io_err(e, format!("remove {}", shown(&path)))),
         }
     }
 
     fn sync_dir(&self) -> Result<(), IoError> {
         // wasi:filesystem can sync a directory descriptor, and std opens one with File::open.
-        let dir = File::open(&self.root).map_err(|e| io_err(e, format!("open directory {}", self.root.display())))?;
+        let dir = File::open(&self.root).map_err(|e| io_err(e, format!("open directory {}", shown(&self.root))))?;
         match dir.sync_all() {
             Ok(()) => Ok(()),
             // Some hosts (and the JS shim) cannot sync a directory; entries then become
             // durable with the host's next sync, which is all they offer.
             Err(e) if matches!(e.kind(), ErrorKind::Unsupported | ErrorKind::InvalidInput) => Ok(()),
-            Err(e) => Err(io_err(e, format!("sync directory {}", self.root.display()))),
+            Err(e) => Err(io_err(e, format!("sync directory {}", shown(&self.root)))),
         }
     }
 
@@ -149,7 +154,7 @@ impl Backend for FsDir {
         match std::fs::read(&path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(e, format!("read {}", path.display()))),
+            Err(e) => Err(io_err(e, format!("read {}", shown(&path)))),
         }
     }
 
@@ -161,6 +166,6 @@ impl Backend for FsDir {
         f.write_at(0, bytes)?;
         f.sync()?;
         drop(f);
-        std::fs::rename(&tmp, &path).map_err(|e| io_err(e, format!("rename {} over {}", tmp.display(), path.display())))
+        std::fs::rename(&tmp, &path).map_err(|e| io_err(e, format!("rename {} over {}", shown(&tmp), shown(&path))))
     }
 }
