@@ -457,7 +457,6 @@ pub trait Host {
 /// Why a command failed: the one line printed after `zr: error: `.
 #[derive(Debug)]
 enum Failure {
-    Usage(String),
     /// `(shown path, message)`: `shown path: message`.
     At(String, String),
 }
@@ -522,11 +521,8 @@ pub fn run<H: Host, P: Parallel>(host: &mut H, par: &P, args: &[String]) -> i32 
     match execute(host, par, cmd) {
         Ok(code) => code,
         Err(f) => {
-            let line = match f {
-                Failure::Usage(m) => format!("zr: error: {m} (zr --help shows usage)\n"),
-                Failure::At(path, m) => format!("zr: error: {path}: {m}\n"),
-            };
-            host.err(&line);
+            let Failure::At(path, m) = f;
+            host.err(&format!("zr: error: {path}: {m}\n"));
             EXIT_ERROR
         }
     }

@@ -163,6 +163,15 @@ impl Host for Guest {
 }
 
 /// Runs the command line and returns the exit status.
+///
+/// wasi:cli/exit (0.2) carries only success or failure, so a failing guest exits 1
+/// whatever its code. `zr-wasm` therefore names a file in a private preopen in
+/// `ZR_STATUS_FILE`, and the guest writes its exit code there before exiting, so the
+/// runner exits 2 for an error and 1 for `verify`'s bad records, as `zr` does.
 pub fn run(args: &[String]) -> i32 {
-    cli::run(&mut Guest { created: Vec::new() }, &Serial, args)
+    let code = cli::run(&mut Guest { created: Vec::new() }, &Serial, args);
+    if let Ok(path) = std::env::var("ZR_STATUS_FILE") {
+        let _ = std::fs::write(path, code.to_string());
+    }
+    code
 }

@@ -158,6 +158,16 @@ impl Backend for FsDir {
         }
     }
 
+    fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
+        // Removed, not emptied (the trait's default), so a store the guest changed holds
+        // the same files as one the native host changed.
+        let path = self.root.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != ErrorKind::NotFound => Err(io_err(e, format!("remove {}", shown(&path)))),
+            _ => self.sync_dir(),
+        }
+    }
+
     fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
         // Written beside and renamed over, so a reader never sees half a schema.
         let path = self.root.join(name);

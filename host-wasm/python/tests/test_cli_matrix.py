@@ -110,20 +110,23 @@ CASES = {
 }
 
 
+def copy_sparse(src, dst):
+    """Copies keeping holes: a store's meta.zr is a 256 MiB file of which a few KiB are
+    written, and a plain copy of every case would fill the disk."""
+    subprocess.run(["cp", "--sparse=always", "--preserve=mode", src, dst], check=True)
+
+
 def snapshot(d: Path) -> dict:
-    """Every file under `d` (name -> size and bytes; meta.zr up to its used table)."""
+    """Every file under `d`: its size and its first 4 MiB. Stores are sparse (meta.zr is
+    256 MiB, a chunk file 4 GiB, almost all holes); the stores here use a few KiB."""
     out = {}
     for p in sorted(d.rglob("*")):
         rel = str(p.relative_to(d))
         if p.is_dir():
             out[rel] = "dir"
-        elif p.name == "meta.zr" and p.stat().st_size > HEADER:
-            with open(p, "rb") as f:
-                head = f.read(HEADER)
-                length = struct.unpack("<I", head[12:16])[0] if head[:4] == b"ZREC" else 0
-                out[rel] = (p.stat().st_size, head + f.read(ENTRY * min(length, 1 << 24)))
         else:
-            out[rel] = (p.stat().st_size, p.read_bytes())
+            with open(p, "rb") as f:
+                out[rel] = (p.stat().st_size, f.read(4 << 20))
     return out
 
 
@@ -134,7 +137,7 @@ def test_native_and_wasm_agree(case, base, native, zr_wasm, tmp_path):
     results, trees = {}, {}
     for name, exe in (("native", native), ("wasm", zr_wasm)):
         d = tmp_path / name
-        shutil.copytree(base, d)
+        shutil.copytree(base, d, copy_function=copy_sparse)
         before = snapshot(d)
         steps = [subprocess.run([str(exe), *args], cwd=d, capture_output=True, text=True, env=env) for args in lines]
         results[name] = [(p.returncode, p.stdout, p.stderr) for p in steps]

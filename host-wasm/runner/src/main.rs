@@ -167,7 +167,7 @@ impl Staged {
         created.reverse();
         let dir = parent.join(format!(".{name}.zr-partial-{}", std::process::id()));
         let from = if store { dir.clone() } else { dir.join(&name) };
-        let mut staged = Staged { dir, from, to: PathBuf::from(target), created, committed: false };
+        let staged = Staged { dir, from, to: PathBuf::from(target), created, committed: false };
         for p in &staged.created {
             std::fs::create_dir(p).with_context(|| format!("creating {}", p.display()))?;
         }
@@ -266,6 +266,35 @@ fn plan(cmd: &Command, sandbox: &mut Sandbox) -> Result<(Vec<String>, Vec<Staged
     Ok((guest_cmd.to_args(), staged))
 }
 
+/// A private, empty directory the guest writes its exit code into (see `ZR_STATUS_FILE` in
+/// the guest's `cli.rs`: wasi:cli/exit carries only success or failure). Removed on drop.
+struct StatusDir(PathBuf);
+
+impl StatusDir {
+    const GUEST: &'static str = "/.zr-status";
+
+    fn new() -> Result<StatusDir> {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("zr-wasm-status-{}-{seq}", std::process::id()));
+        let mut b = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(StatusDir(dir))
+    }
+
+    /// The exit code the guest recorded, if it recorded one.
+    fn code(&self) -> Option<i32> {
+        std::fs::read_to_string(self.0.join("code")).ok()?.trim().parse().ok()
+    }
+}
+
+impl Drop for StatusDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn run(o: Options) -> Result<u8> {
     let mut sandbox = Sandbox {
         max_memory: o.max_memory_mib.checked_mul(1 << 20).context("--max-memory is too large")?,
@@ -285,7 +314,13 @@ fn run(o: Options) -> Result<u8> {
     if let Some(why) = &runtime.cache_refused {
         eprintln!("zr-wasm: warning: not using the compiled-code cache ({why}); compiling instead");
     }
-    let status = runtime.run_command(&guest_args, &sandbox)?;
+    let status_dir = StatusDir::new()?;
+    sandbox.preopens.push(preopen(&status_dir.0, StatusDir::GUEST, true));
+    sandbox.env.push(("ZR_STATUS_FILE".into(), format!("{}/code", StatusDir::GUEST)));
+    let status = match runtime.run_command(&guest_args, &sandbox)? {
+        0 => 0,
+        failed => status_dir.code().filter(|&c| c != 0).unwrap_or(failed),
+    };
     if status == 0 {
         for s in &mut staged {
             s.commit()?;
