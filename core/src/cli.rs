@@ -309,8 +309,8 @@ impl Command {
             "convert" => {
                 want(2, "IN.npy OUT")?;
                 let name = flag("codec").unwrap_or("flate");
-                let codec = Codec::from_name(name)
-                    .ok_or_else(|| usage(format!("unknown codec {name:?} (flate or raw)")))?;
+                let codec =
+                    Codec::from_name(name).ok_or_else(|| usage(format!("unknown codec {name:?} (flate or raw)")))?;
                 let chunk_mib = match flag("chunk-mib") {
                     Some(m) => m
                         .parse::<usize>()
@@ -337,7 +337,9 @@ impl Command {
             Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
                 alloc::vec![(store.as_str(), Role::StoreRead)]
             }
-            Command::Delete { store, .. } | Command::Compact { store } => alloc::vec![(store.as_str(), Role::StoreWrite)],
+            Command::Delete { store, .. } | Command::Compact { store } => {
+                alloc::vec![(store.as_str(), Role::StoreWrite)]
+            }
             Command::Convert { input, output, .. } => {
                 alloc::vec![(input.as_str(), Role::InputFile), (output.as_str(), Role::StoreOut)]
             }
@@ -601,7 +603,9 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Convert { input, output, codec, chunk_mib } => return convert(host, par, &input, &output, codec, chunk_mib),
+        Command::Convert { input, output, codec, chunk_mib } => {
+            return convert(host, par, &input, &output, codec, chunk_mib)
+        }
         Command::Export { store, output } => return export(host, par, &store, &output),
     }
     Ok(EXIT_OK)
@@ -635,9 +639,8 @@ fn convert<H: Host, P: Parallel>(
     };
     let result = (|| {
         let (s, mut w) = host.open_store(&dir, Access::Create).map_err(|e| Failure::at(out_shown.clone(), e))?;
-        let done = tools::convert(&src, &s, &mut w, codec, chunk_mib << 20, par, &mut |d, t| {
-            host.progress("convert", d, t)
-        });
+        let done =
+            tools::convert(&src, &s, &mut w, codec, chunk_mib << 20, par, &mut |d, t| host.progress("convert", d, t));
         s.release_locks(&mut w);
         let done = done.map_err(|e| match e {
             // Input damage found while streaming (it changed under us) still names it.

@@ -101,8 +101,9 @@ impl Host for Guest {
     }
 
     fn open_input(&mut self, path: &str) -> Result<FsFile, Error> {
-        FsFile::open(path.into(), false, false)?
-            .ok_or_else(|| Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", shown(path)), "no such file")))
+        FsFile::open(path.into(), false, false)?.ok_or_else(|| {
+            Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", shown(path)), "no such file"))
+        })
     }
 
     fn stage_store(&mut self, path: &str) -> Result<String, Error> {
@@ -130,9 +131,8 @@ impl Host for Guest {
     fn commit(&mut self, staged: &str, path: &str) -> Result<(), Error> {
         // A runner-staged output is built in place and moved by the runner after we exit 0.
         if staged != path {
-            std::fs::rename(staged, path).map_err(|e| {
-                Error::Io(IoError::from_std(e, format!("rename {} to {}", shown(staged), shown(path))))
-            })?;
+            std::fs::rename(staged, path)
+                .map_err(|e| Error::Io(IoError::from_std(e, format!("rename {} to {}", shown(staged), shown(path)))))?;
         }
         self.created.retain(|(p, _)| p != staged);
         Ok(())

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use zr_wasm::Runtime;
 
+// Only the component loader of the shared helpers is needed here.
+#[allow(dead_code)]
 mod common;
 use common::component;
 
