@@ -456,16 +456,21 @@ pub trait Host {
     fn err(&mut self, text: &str);
 }
 
-/// Why a command failed: the one line printed after `zr: error: `.
+/// Why a command failed, printed as the one line `zr: error: PATH: MESSAGE`, PATH being
+/// the path at fault as the user typed it.
 #[derive(Debug)]
-enum Failure {
-    /// `(shown path, message)`: `shown path: message`.
-    At(String, String),
+struct Failure {
+    path: String,
+    message: String,
 }
 
 impl Failure {
-    fn at(shown: String, e: Error) -> Failure {
-        Failure::At(shown, e.to_string())
+    fn new(path: String, message: impl Into<String>) -> Failure {
+        Failure { path, message: message.into() }
+    }
+
+    fn at(path: String, e: Error) -> Failure {
+        Failure::new(path, e.to_string())
     }
 }
 
@@ -496,8 +501,8 @@ fn open_checked<H: Host>(host: &mut H, path: &str, access: Access) -> Result<(St
     let shown = host.shown(path);
     match host.kind(path) {
         PathKind::Dir => host.open_store(path, access).map_err(|e| Failure::at(shown, e)),
-        PathKind::File => Err(Failure::At(shown, "is a file, not a store directory".into())),
-        PathKind::Missing | PathKind::MissingParent => Err(Failure::At(shown, "no such store directory".into())),
+        PathKind::File => Err(Failure::new(shown, "is a file, not a store directory")),
+        PathKind::Missing | PathKind::MissingParent => Err(Failure::new(shown, "no such store directory")),
     }
 }
 
@@ -505,7 +510,7 @@ fn open_checked<H: Host>(host: &mut H, path: &str, access: Access) -> Result<(St
 /// a store carry.
 fn blame_input(shown: String, e: Error) -> Failure {
     match e {
-        Error::Format(FormatError::Container(m)) => Failure::At(shown, m),
+        Error::Format(FormatError::Container(m)) => Failure::new(shown, m),
         e => Failure::at(shown, e),
     }
 }
@@ -523,8 +528,7 @@ pub fn run<H: Host, P: Parallel>(host: &mut H, par: &P, args: &[String]) -> i32 
     match execute(host, par, cmd) {
         Ok(code) => code,
         Err(f) => {
-            let Failure::At(path, m) = f;
-            host.err(&format!("zr: error: {path}: {m}\n"));
+            host.err(&format!("zr: error: {}: {}\n", f.path, f.message));
             EXIT_ERROR
         }
     }
@@ -624,15 +628,15 @@ fn convert<H: Host, P: Parallel>(
     // nothing behind and its error names the input.
     let src = match host.kind(input) {
         PathKind::File => host.open_input(input).map_err(|e| Failure::at(in_shown.clone(), e))?,
-        PathKind::Dir => return Err(Failure::At(in_shown, "is a directory, not a .npy file".into())),
-        PathKind::Missing | PathKind::MissingParent => return Err(Failure::At(in_shown, "no such file".into())),
+        PathKind::Dir => return Err(Failure::new(in_shown, "is a directory, not a .npy file")),
+        PathKind::Missing | PathKind::MissingParent => return Err(Failure::new(in_shown, "no such file")),
     };
     tools::check_npy(&src).map_err(|e| blame_input(in_shown.clone(), e))?;
     // A new dataset is built beside its final path and moved there at the end; appending
     // to an existing one happens in place (an append is all-or-nothing per batch already).
     let (dir, staged) = match host.kind(output) {
         PathKind::Dir => (output.to_string(), false),
-        PathKind::File => return Err(Failure::At(out_shown, "is a file, not a store directory".into())),
+        PathKind::File => return Err(Failure::new(out_shown, "is a file, not a store directory")),
         PathKind::Missing | PathKind::MissingParent => {
             (host.stage_store(output).map_err(|e| Failure::at(out_shown.clone(), e))?, true)
         }
@@ -675,8 +679,8 @@ fn export<H: Host, P: Parallel>(host: &mut H, par: &P, store: &str, output: &str
     let (s, _w) = open_checked(host, store, Access::Read)?;
     let (store_shown, out_shown) = (host.shown(store), host.shown(output));
     match host.kind(output) {
-        PathKind::Dir => return Err(Failure::At(out_shown, "is a directory, not a .npy file".into())),
-        PathKind::MissingParent => return Err(Failure::At(out_shown, "its directory does not exist".into())),
+        PathKind::Dir => return Err(Failure::new(out_shown, "is a directory, not a .npy file")),
+        PathKind::MissingParent => return Err(Failure::new(out_shown, "its directory does not exist")),
         PathKind::File | PathKind::Missing => {}
     }
     let (file, staged) = host.stage_file(output).map_err(|e| Failure::at(out_shown.clone(), e))?;
