@@ -56,7 +56,7 @@ pub enum Error {
         source: DecodeError,
     },
     /// The directory is not a zrecord store of a version this crate reads.
-    #[error("not a zrecord store: {0}")]
+    #[error("{}", format_message(.0))]
     Format(#[from] FormatError),
     /// Another handle or process holds the store in a way that excludes this call.
     #[error("store is locked: {0}")]
@@ -178,6 +178,15 @@ pub const ERROR_KINDS: &[ErrorKind] = &[
 /// Kinds a binding raises at its own boundary, never returned by the core: not WIT cases,
 /// but their codes are as stable and must not collide with [`ERROR_KINDS`].
 pub const BOUNDARY_ERROR_KINDS: &[ErrorKind] = &[ErrorKind::INTERNAL];
+
+/// A container error (a `.npy` input, `schema.json`) names that file's problem itself; blaming
+/// the store for a bad `.npy` input sent users looking in the wrong place.
+fn format_message(e: &FormatError) -> String {
+    match e {
+        FormatError::Container(m) => m.clone(),
+        other => alloc::format!("not a zrecord store: {other}"),
+    }
+}
 
 /// Why a directory is not a readable zrecord store.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
