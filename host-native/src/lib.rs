@@ -41,7 +41,7 @@ use std::sync::{Mutex, MutexGuard};
 use rayon::prelude::*;
 
 pub use fs::{DirBackend, NativeFile};
-pub use loader::{Loader, LoaderBatch, LoaderError, LoaderOptions, Source};
+pub use loader::{global_pool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source};
 pub use zrecord_core::engine::Stats;
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::error::{DecodeError, Error, FormatError, IoError, IoErrorKind};

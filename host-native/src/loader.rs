@@ -195,15 +195,20 @@ pub struct LoaderOptions {
     pub num_workers: usize,
     /// Batches prepared ahead of the consumer, at least 1 (default 4).
     pub prefetch: usize,
-    /// The rayon pool gathers run on; `None` for rayon's global pool. (A process forked
-    /// after the global pool started must pass a pool of its own: the inherited one has no
-    /// threads.)
-    pub pool: Option<&'static rayon::ThreadPool>,
+    /// Which rayon pool a batch's gathers run on, asked once per batch; `None` for rayon's
+    /// global pool (the default, [`global_pool`]). A process forked after the global pool
+    /// started must answer with a pool of its own there: the inherited one has no threads.
+    pub pool: fn() -> Option<&'static rayon::ThreadPool>,
+}
+
+/// The default [`LoaderOptions::pool`]: rayon's global pool.
+pub fn global_pool() -> Option<&'static rayon::ThreadPool> {
+    None
 }
 
 impl Default for LoaderOptions {
     fn default() -> Self {
-        LoaderOptions { rank: 0, world_size: 1, num_workers: 4, prefetch: 4, pool: None }
+        LoaderOptions { rank: 0, world_size: 1, num_workers: 4, prefetch: 4, pool: global_pool }
     }
 }
 
@@ -232,7 +237,7 @@ type Produced = Result<LoaderBatch, LoaderError>;
 /// What the threads read from; released on close so that the stores can close.
 struct Shared {
     sources: Vec<Source>,
-    pool: Option<&'static rayon::ThreadPool>,
+    pool: fn() -> Option<&'static rayon::ThreadPool>,
 }
 
 struct Consumer {
@@ -592,7 +597,7 @@ fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Job>, out: SyncSend
 /// Gathers every field of a job, on the loader's pool, with panics caught.
 fn make_batch(shared: &Shared, job: Job) -> Produced {
     let run = || gather(&shared.sources, job);
-    let result = match shared.pool {
+    let result = match (shared.pool)() {
         Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
         None => catch_unwind(AssertUnwindSafe(run)),
     };

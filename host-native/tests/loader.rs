@@ -27,7 +27,7 @@ fn values(buf: &[u8]) -> Vec<u64> {
 }
 
 fn opts(rank: u64, world_size: u64, num_workers: usize, prefetch: usize) -> LoaderOptions {
-    LoaderOptions { rank, world_size, num_workers, prefetch, pool: None }
+    LoaderOptions { rank, world_size, num_workers, prefetch, ..LoaderOptions::default() }
 }
 
 /// The next `steps` batches' values (field 0), checking that each batch's indices are
