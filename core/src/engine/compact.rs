@@ -14,7 +14,7 @@ use core::ops::Range;
 use once_cell::race::OnceBox;
 
 use super::{Store, Writer};
-use crate::error::{Error, FormatError, Result};
+use crate::error::{Error, FormatError, IoErrorKind, Result};
 use crate::format::{Header, RecordLoc, CHUNK_FILE_LEN, MAX_CHUNKS};
 use crate::io::{Backend, LockMode, StorageFile};
 
@@ -51,10 +51,23 @@ impl<B: Backend> Store<B> {
     pub fn compact(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
         w.check_writable()?;
         self.backend.lock(LockMode::Exclusive)?;
-        let result =
-            self.reload(w).and_then(|()| self.bump_generation()).and_then(|()| self.compact_locked(w, progress));
+        let result = self.reload(w).and_then(|()| self.bumped_compact(w, progress));
         self.backend.unlock(LockMode::Exclusive);
         result
+    }
+
+    /// Compacts with the generation raised first; on a full disk, where even the 16 bytes
+    /// of `generation.zrg` find no room, compacts first (which frees space) and raises it
+    /// after. Either way the generation has moved when this returns `Ok`.
+    fn bumped_compact(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        match self.bump_generation() {
+            Ok(()) => self.compact_locked(w, progress),
+            Err(Error::Io(e)) if e.kind == IoErrorKind::StorageFull => {
+                self.compact_locked(w, progress)?;
+                self.bump_generation()
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn compact_locked(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
