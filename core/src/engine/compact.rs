@@ -14,7 +14,7 @@ use core::ops::Range;
 use once_cell::race::OnceBox;
 
 use super::{Store, Writer};
-use crate::error::{Error, FormatError, IoErrorKind, Result};
+use crate::error::{Error, FormatError, Result};
 use crate::format::{Header, RecordLoc, CHUNK_FILE_LEN, MAX_CHUNKS};
 use crate::io::{Backend, LockMode, StorageFile};
 
@@ -56,18 +56,14 @@ impl<B: Backend> Store<B> {
         result
     }
 
-    /// Compacts with the generation raised first; on a full disk, where even the 16 bytes
-    /// of `generation.zrg` find no room, compacts first (which frees space) and raises it
-    /// after. Either way the generation has moved when this returns `Ok`.
+    /// Compacts, then raises the generation. After, not before: compact is what frees a
+    /// full disk, where even the 16 bytes of `generation.zrg` find no room, and it never
+    /// changes which record sits at which index, so a crash between the two leaves no saved
+    /// state pointing at other records (the counter only keeps a later frontier from
+    /// matching an earlier one). A failed raise is an error, after a complete compact.
     fn bumped_compact(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
-        match self.bump_generation() {
-            Ok(()) => self.compact_locked(w, progress),
-            Err(Error::Io(e)) if e.kind == IoErrorKind::StorageFull => {
-                self.compact_locked(w, progress)?;
-                self.bump_generation()
-            }
-            Err(e) => Err(e),
-        }
+        self.compact_locked(w, progress)?;
+        self.bump_generation()
     }
 
     fn compact_locked(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
