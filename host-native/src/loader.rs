@@ -16,31 +16,42 @@
 //! batch after the last one it trained on, with any number of workers or prefetch depth,
 //! and with another world size when the global batch stays the same.
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
 //! use zrecord::{Loader, LoaderOptions, Mode, Source, Stream, StreamState, Zrecord};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // Images of 3x32x32 bytes and i64 labels; this is rank 1 of 4, 64 samples per rank.
-//! let images = Arc::new(Zrecord::open_read_only("train_images.zr")?);
-//! let labels = Arc::new(Zrecord::open_read_only("train_labels.zr")?);
+//! # let dir = tempfile::tempdir()?;
+//! # let (images_path, labels_path) = (dir.path().join("images.zr"), dir.path().join("labels.zr"));
+//! # {
+//! #     let images = Zrecord::open(&images_path)?;
+//! #     images.append(&vec![7u8; 1000 * 3072], 1000, 3072, None)?;
+//! #     let labels = Zrecord::open(&labels_path)?;
+//! #     let bytes: Vec<u8> = (0..1000i64).flat_map(i64::to_le_bytes).collect();
+//! #     labels.append(&bytes, 1000, 8, None)?;
+//! # }
+//! // 1000 images of 3x32x32 bytes and their i64 labels; this is rank 1 of 4, 64 per rank.
+//! let images = Arc::new(Zrecord::open_read_only(&images_path)?);
+//! let labels = Arc::new(Zrecord::open_read_only(&labels_path)?);
 //! let source = Source::new(vec![(images, 3 * 32 * 32), (labels, 8)])?;
 //! let stream = Stream::new(source.id(), Mode::Shuffle, 42, 64 * 4)?;
 //! let options = LoaderOptions { rank: 1, world_size: 4, ..LoaderOptions::default() };
 //! let loader = Loader::new(stream.clone(), vec![source.clone()], options)?;
-//! let steps = loader.steps_per_epoch().unwrap_or(1000);
-//! for _ in 0..steps {
-//!     let batch = loader.next()?.expect("open loaders never run dry");
-//!     let (pixels, targets) = (&batch.fields[0], &batch.fields[1]); // 64 samples each
-//!     # let _ = (pixels, targets);
+//! assert_eq!(loader.steps_per_epoch(), Some(3)); // 1000 / 256: 232 samples dropped
+//! for _ in 0..5 {
+//!     let batch = loader.next()?.expect("an open loader never runs dry");
+//!     let (pixels, targets) = (&batch.fields[0], &batch.fields[1]);
+//!     assert_eq!((pixels.len(), targets.len()), (64 * 3072, 64 * 8));
 //! }
-//! // Checkpoint: a line of JSON, the same on every rank.
+//! // Checkpoint: one line of JSON, the same on every rank.
 //! let saved = loader.state().encode();
 //! loader.close();
 //!
-//! // Later, in another process: the batch after the last one returned above.
+//! // Later, in another process, on 2 ranks of 128: the batch after the last one returned.
+//! let options = LoaderOptions { rank: 0, world_size: 2, num_workers: 1, ..LoaderOptions::default() };
 //! let loader = Loader::resume(stream, vec![source], options, &StreamState::decode(&saved)?)?;
-//! assert_eq!(loader.step(), steps);
+//! assert_eq!(loader.step(), 5);
+//! assert_eq!(loader.next()?.unwrap().step, 5);
 //! # Ok(()) }
 //! ```
 //!
