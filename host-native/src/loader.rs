@@ -3,8 +3,9 @@
 //!
 //! Which samples a batch holds is the core's business ([`zrecord_core::stream`]): a
 //! [`Shard`] of the stream names rank `r`'s slice of every global batch. This module only
-//! moves bytes. One sampler thread fills each batch's indices from the shard and deals the
-//! batches round-robin to `num_workers` worker threads; each worker gathers every field of
+//! moves bytes. From the first [`Loader::next`] on (so a loader that is resumed or dropped
+//! before it is read never gathers for nothing), one sampler thread fills each batch's
+//! indices from the shard and deals the batches round-robin to `num_workers` worker threads; each worker gathers every field of
 //! its batch (images, labels, ...) into fresh buffers and queues them. [`Loader::next`]
 //! takes batches from the workers in the same round-robin order, so batch `k` is always the
 //! shard's `k`-th, however many workers there are. The queues are bounded: at most about
@@ -275,6 +276,10 @@ pub struct Loader {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// With no workers, `next()` reads the shard itself.
     inline: Option<Mutex<Shard>>,
+    /// With workers: what the first `next()` starts the threads with (shard, workers,
+    /// prefetch). Starting there rather than in the constructor means a loader that is
+    /// resumed, or dropped, before it is read never gathers a batch for nothing.
+    pending: Mutex<Option<(Shard, usize, usize)>>,
     owner_pid: u32,
 }
 
@@ -344,23 +349,21 @@ impl Loader {
             consumed: AtomicU64::new(step),
             threads: Mutex::new(Vec::new()),
             inline: None,
+            pending: Mutex::new(None),
             owner_pid: std::process::id(),
         };
+        drop(shared);
         if options.num_workers == 0 {
             loader.inline = Some(Mutex::new(shard));
-            lock(&loader.consumer).queues = Some(Vec::new());
         } else {
-            match loader.spawn(shard, shared, options.num_workers, options.prefetch.max(1)) {
-                Ok(queues) => lock(&loader.consumer).queues = Some(queues),
-                Err(e) => {
-                    loader.shutdown();
-                    return Err(LoaderError::Spawn(e));
-                }
-            }
+            *lock(&loader.pending) = Some((shard, options.num_workers, options.prefetch.max(1)));
         }
+        lock(&loader.consumer).queues = Some(Vec::new());
         Ok(loader)
     }
 
+    /// Starts the sampler and the workers (called by the first `next()`, under the
+    /// consumer lock).
     fn spawn(
         &self,
         mut shard: Shard,
@@ -451,6 +454,20 @@ impl Loader {
             let mut consumer = lock(&self.consumer);
             if let Some((code, message)) = &consumer.failure {
                 return Err(LoaderError::Stopped { code: *code, message: message.clone() });
+            }
+            if let Some((shard, workers, prefetch)) = lock(&self.pending).take() {
+                let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
+                if self.stop.load(Ordering::Acquire) {
+                    return Ok(None);
+                }
+                match self.spawn(shard, shared, workers, prefetch) {
+                    Ok(queues) => consumer.queues = Some(queues),
+                    Err(e) => {
+                        drop(consumer);
+                        self.shutdown();
+                        return Err(LoaderError::Spawn(e));
+                    }
+                }
             }
             let turn = consumer.turn;
             loop {

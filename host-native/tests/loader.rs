@@ -326,6 +326,7 @@ fn close_is_prompt_joins_everything_and_ends_a_waiting_next() {
     let source = Source::new(vec![(z, 8)]).unwrap();
     let stream = Stream::new(source.id(), Mode::Iid, 1, 64).unwrap();
     let loader = Arc::new(Loader::new(stream, vec![source], opts(0, 1, 4, 8)).unwrap());
+    assert_eq!(loader.threads_alive(), 0, "threads start with the first next()");
     loader.next().unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(100)); // every queue full, every worker blocked
     assert_eq!(loader.threads_alive(), 5);
@@ -348,8 +349,23 @@ fn close_is_prompt_joins_everything_and_ends_a_waiting_next() {
     reader.join().unwrap();
     assert!(loader.next().unwrap().is_none());
     loader.close();
+    assert_eq!(loader.threads_alive(), 0);
     // The stores were let go: a delete can have the store to itself.
     drop(loader);
     let mut z = Zrecord::open(dir.path().join("d")).unwrap();
     z.delete(&[0]).unwrap();
+}
+
+#[test]
+fn a_loader_closed_or_dropped_before_it_is_read_starts_no_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = store(dir.path(), "d", 100, 0);
+    let source = Source::new(vec![(z, 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 1, 10).unwrap();
+    let loader = Loader::new(stream.clone(), vec![source.clone()], opts(0, 1, 3, 4)).unwrap();
+    assert_eq!(loader.threads_alive(), 0);
+    loader.close();
+    assert!(loader.next().unwrap().is_none());
+    assert_eq!(loader.threads_alive(), 0);
+    drop(Loader::new(stream, vec![source], opts(0, 1, 3, 4)).unwrap());
 }
