@@ -304,9 +304,10 @@ class DataLoader:
         dataset: samples; a :class:`Dataset` (fast path), a :class:`Mixture` (then no
             ``labelset``), or any object with ``__len__`` and ``__getitems__(idxs)``.
         labelset: labels, of the same length as ``dataset``; None only for a Mixture.
-        num_workers: gathering threads (0 gathers inside ``next()``).
+        num_workers: gathering threads (0 gathers inside ``next()``). For zrecord datasets
+            they start with the first ``next()``.
         batch_size: samples per batch, per rank.
-        prefetch_size: batches prepared ahead of the consumer.
+        prefetch_size: batches prepared ahead of the consumer (never counted as consumed).
         mode: ``Sampler.Mode.IID`` (1, default), ``Sampler.Mode.SEQUENTIAL`` (0) or
             ``Sampler.Mode.SHUFFLE`` (2: epochs that visit every index once, in an order
             fixed by ``(seed, epoch)``). A Mixture reads every source in shuffled epochs
