@@ -304,8 +304,9 @@ impl Loader {
     ///
     /// Fails when the sources are not the stream's datasets (another length or
     /// generation: the stream was built for other data), when they do not share their
-    /// fields' sample sizes, when the rank or world size do not fit the stream, when a
-    /// batch cannot be allocated ([`Error::OutOfMemory`]) or the threads cannot start.
+    /// fields' sample sizes, when the rank or world size do not fit the stream, or when a
+    /// batch cannot be allocated ([`Error::OutOfMemory`]). Threads start with the first
+    /// [`Loader::next`].
     pub fn new(stream: Stream, sources: Vec<Source>, options: LoaderOptions) -> Result<Loader, LoaderError> {
         Self::start(stream, sources, options, 0)
     }
@@ -337,13 +338,12 @@ impl Loader {
         for size in sources[0].sample_sizes() {
             zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
         }
-        let shared = Arc::new(Shared { sources, pool: options.pool });
         let mut loader = Loader {
             stream,
             rank: options.rank,
             world_size: options.world_size,
             batch_size,
-            shared: Mutex::new(Some(Arc::clone(&shared))),
+            shared: Mutex::new(Some(Arc::new(Shared { sources, pool: options.pool }))),
             stop: Arc::new(AtomicBool::new(false)),
             consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
             consumed: AtomicU64::new(step),
@@ -352,7 +352,6 @@ impl Loader {
             pending: Mutex::new(None),
             owner_pid: std::process::id(),
         };
-        drop(shared);
         if options.num_workers == 0 {
             loader.inline = Some(Mutex::new(shard));
         } else {
@@ -433,8 +432,9 @@ impl Loader {
 
     /// The next batch, or `Ok(None)` once the loader is closed. The stream never ends.
     ///
-    /// A failed batch (a damaged record, say) is returned as its error, and the loader
-    /// stops there: every later call returns [`LoaderError::Stopped`] with the same
+    /// The first call of a loader with workers starts its threads ([`LoaderError::Spawn`]
+    /// if the system refuses). A failed batch (a damaged record, say) is returned as its
+    /// error, and the loader stops there: every later call returns [`LoaderError::Stopped`] with the same
     /// message, and [`Loader::state`] stays at the last batch returned.
     pub fn next(&self) -> Result<Option<LoaderBatch>, LoaderError> {
         if self.forked() && self.inline.is_none() {
