@@ -1,4 +1,5 @@
-"""One rank of the torchrun jobs of test_torchrun.py (run by `torchrun ... _torchrun_worker.py`).
+"""One rank of the torchrun jobs of test_torchrun.py: `torchrun ... _torchrun_worker.py MODE JSON`,
+JSON the options (store, out, n, batch, seed, workers, prefetch, save_at, steps, state, linger).
 
 Every rank joins a gloo process group, makes a DataLoader without rank or world size (they
 come from torch.distributed), reads through zrecord.torch.loader, checks each batch's data
@@ -6,13 +7,13 @@ against its labels, and takes part in an all_reduce every step, as a training st
 What it read goes to OUT/rank{r}.npy, what it saw to OUT/rank{r}.json.
 
 - `epoch`: one SHUFFLE epoch (`steps_per_epoch` steps), then an all_reduce of the step count.
-- `kill`: after --save-at steps, saves the state and the labels so far, then keeps reading
+- `kill`: after `save_at` steps, saves the state and the labels so far, then keeps reading
   (and reporting its step in OUT/rank{r}.progress) until it is killed; it exits by itself
-  after --linger seconds so that a lost test leaves nothing running.
-- `resume`: starts from --state and reads --steps steps.
+  after `linger` seconds so that a lost test leaves nothing running.
+- `resume`: starts from `state` and reads `steps` steps.
 """
 
-import argparse
+import types
 import json
 import os
 import sys
@@ -38,20 +39,14 @@ def write_json(path: Path, obj) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["epoch", "kill", "resume"])
-    ap.add_argument("--store", type=Path, required=True)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--n", type=int, required=True)
-    ap.add_argument("--batch", type=int, required=True)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--prefetch", type=int, default=2)
-    ap.add_argument("--save-at", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=0)
-    ap.add_argument("--state", type=Path)
-    ap.add_argument("--linger", type=float, default=120.0)
-    a = ap.parse_args()
+    # One JSON argument, not options: torchrun's own parser would take any option that is
+    # a prefix of one of its own (--n, --node...) as its own.
+    mode, opts = sys.argv[1], json.loads(sys.argv[2])
+    assert mode in ("epoch", "kill", "resume"), mode
+    a = types.SimpleNamespace(**{"seed": 0, "workers": 2, "prefetch": 2, "save_at": 0, "steps": 0, "state": None,
+                              "linger": 120.0, **opts})
+    a.store, a.out = Path(a.store), Path(a.out)
+    a.state = Path(a.state) if a.state else None
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -78,13 +73,13 @@ def main() -> None:
 
     seen = {"rank": rank, "world": world, "steps_per_epoch": batches.steps_per_epoch,
             "loader_rank": getattr(loader, "rank", None), "loader_world": getattr(loader, "world_size", None)}
-    if a.mode == "epoch":
+    if mode == "epoch":
         for _ in range(batches.steps_per_epoch):
             step()
         total = torch.tensor([len(labels)], dtype=torch.int64)
         dist.all_reduce(total)
         seen.update(steps=len(labels), all_reduced_steps=total.item())
-    elif a.mode == "kill":
+    elif mode == "kill":
         for _ in range(a.save_at):
             step()
         np.save(a.out / f"rank{rank}.npy", np.stack(labels))
@@ -99,7 +94,7 @@ def main() -> None:
         for _ in range(a.steps):
             step()
         seen.update(steps=len(labels), state=batches.state_dict())
-    if a.mode != "kill":
+    if mode != "kill":
         np.save(a.out / f"rank{rank}.npy", np.stack(labels))
         write_json(a.out / f"rank{rank}.json", seen)
     loader.close()

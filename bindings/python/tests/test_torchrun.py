@@ -38,10 +38,8 @@ def store(tmp_path_factory):
 
 
 def worker(mode, store, out, **opts):
-    args = [str(WORKER), mode, "--store", str(store), "--out", str(out), "--n", str(N), "--seed", str(SEED)]
-    for k, v in opts.items():
-        args += [f"--{k.replace('_', '-')}", str(v)]
-    return args
+    opts = {"store": str(store), "out": str(out), "n": N, "seed": SEED, **opts}
+    return [str(WORKER), mode, json.dumps(opts, default=str)]
 
 
 def read_json(path):
