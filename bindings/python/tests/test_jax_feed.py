@@ -104,6 +104,12 @@ def test_loader_of_another_rank_than_the_sharding_gives_is_refused(store):
             next(batches)
 
 
+def test_a_sharding_dict_must_name_every_key():
+    batches = zrecord.jax.loader(iter([{"data": np.zeros((4, 2)), "label": np.zeros(4)}]), {"data": batch_sharding()})
+    with pytest.raises(ValueError, match=r"the batch has 'label' but the sharding dict has only \['data'\]"):
+        next(batches)
+
+
 def test_bad_prefetch(store):
     with make_loader(store, 8) as loader:
         for bad in (-1, 1.5, True):

@@ -100,11 +100,16 @@ class JaxLoader:
             )
 
     def _to_global(self, local: Mapping[str, Any]) -> Dict[str, Any]:
-        if isinstance(self.sharding, jax.sharding.Sharding):
-            return jax.tree_util.tree_map(lambda x: self._global(self.sharding, x), dict(local))
-        return jax.tree_util.tree_map(
-            lambda s, sub: jax.tree_util.tree_map(lambda x: self._global(s, x), sub), dict(self.sharding), dict(local)
-        )
+        out = {}
+        for key, value in local.items():
+            if isinstance(self.sharding, jax.sharding.Sharding):
+                sharding = self.sharding
+            elif key in self.sharding:
+                sharding = self.sharding[key]
+            else:
+                raise ValueError(f"the batch has {key!r} but the sharding dict has only {sorted(self.sharding)}")
+            out[key] = jax.tree_util.tree_map(lambda x: self._global(sharding, x), value)
+        return out
 
     def _read(self) -> bool:
         try:
