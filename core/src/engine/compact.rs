@@ -51,7 +51,8 @@ impl<B: Backend> Store<B> {
     pub fn compact(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
         w.check_writable()?;
         self.backend.lock(LockMode::Exclusive)?;
-        let result = self.reload(w).and_then(|()| self.compact_locked(w, progress));
+        let result =
+            self.reload(w).and_then(|()| self.bump_generation()).and_then(|()| self.compact_locked(w, progress));
         self.backend.unlock(LockMode::Exclusive);
         result
     }

@@ -35,7 +35,7 @@ impl<B: Backend> Store<B> {
             return Ok(());
         }
         self.backend.lock(LockMode::Exclusive)?;
-        let result = self.reload(w).and_then(|()| self.delete_locked(w, &sorted));
+        let result = self.reload(w).and_then(|()| self.bump_generation()).and_then(|()| self.delete_locked(w, &sorted));
         self.backend.unlock(LockMode::Exclusive);
         result
     }

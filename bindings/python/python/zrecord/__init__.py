@@ -9,7 +9,10 @@ Public names:
 
 - :class:`Zrecord`: a store of raw byte records (``append``, ``gather``, ``delete``, ...).
 - :class:`Dataset`: a numpy view of a store, with ``schema.json``; ``Dataset.write``.
-- :class:`DataLoader`: endless ``{"data", "label"}`` batches.
+- :class:`DataLoader`: endless ``{"data", "label"}`` batches; ``rank``/``world_size``
+  sharding, shuffled epochs, ``state_dict()``/``load_state_dict()`` exact resume.
+- :class:`Mixture`: weighted datasets read as one stream (batches gain ``"source"``).
+- :func:`resolve_world`: the ``(rank, world_size)`` a DataLoader would use.
 - :class:`Sampler`: the endless index generator behind the loader.
 - :func:`inspect`, :func:`verify`, :func:`convert`, :func:`export`: the ``zr`` tools,
   returning the dataclasses of :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar
@@ -24,7 +27,7 @@ Public names:
 """
 
 from ._zrecord import MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
-from .dataloader import DataLoader
+from .dataloader import DataLoader, Mixture, resolve_world
 from .dataset import CODECS, Dataset
 from .errors import (
     BufferTooSmallError,
@@ -70,6 +73,7 @@ __all__ = [
     "LockedError",
     "MAX_RECORDS",
     "MAX_RECORD_LEN",
+    "Mixture",
     "OutOfMemoryError",
     "RecordTooLargeError",
     "Sampler",
@@ -84,5 +88,6 @@ __all__ = [
     "convert",
     "export",
     "inspect",
+    "resolve_world",
     "verify",
 ]
