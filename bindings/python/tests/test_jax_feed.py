@@ -185,7 +185,7 @@ def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_pa
         np.testing.assert_array_equal(got["labels"], ref)
         np.testing.assert_array_equal(got["data"], sample_data(N)[ref])
         # Not given to the DataLoader: taken from jax.process_index() / process_count().
-        assert (seen[pid]["loader_rank"], seen[pid]["loader_world"]) in [(pid, nproc), (None, None)]
+        assert (seen[pid]["loader_rank"], seen[pid]["loader_world"]) == (pid, nproc)
     assert seen[0]["state"] == seen[1]["state"]
     # The wrapper's state resumes after the last batch handed out, in one process with the
     # whole global batch; the loaders themselves had been read two batches further.
@@ -193,3 +193,26 @@ def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_pa
         np.testing.assert_array_equal(next(resumed)["label"], ref[save_at])
     with make_loader(store, g, state=seen[0]["loader_state"]) as resumed:
         np.testing.assert_array_equal(next(resumed)["label"], ref[save_at + 2])
+
+
+def test_mixture_global_arrays_and_state(store, tmp_path):
+    other = write_store(tmp_path, 120)
+    sources = lambda: zrecord.Mixture(  # noqa: E731
+        [(zrecord.Dataset(store / "data.zr"), zrecord.Dataset(store / "label.zr")),
+         (zrecord.Dataset(other[0]), zrecord.Dataset(other[1]))],
+        weights=[1, 3], seed=SEED,
+    )
+    make = lambda **kw: zrecord.DataLoader(sources(), batch_size=10, rank=0, world_size=1, **kw)  # noqa: E731
+    with make() as plain:
+        want = [next(plain) for _ in range(8)]
+    with make() as loader:
+        batches = zrecord.jax.loader(loader, batch_sharding(), prefetch=3)
+        for i in range(5):
+            got = next(batches)
+            assert set(got) == {"data", "label", "source"}
+            for key in got:
+                np.testing.assert_array_equal(np.asarray(got[key]), want[i][key])
+        state = batches.state_dict()
+    with make(state=state) as resumed:
+        np.testing.assert_array_equal(next(resumed)["source"], want[5]["source"])
+        np.testing.assert_array_equal(next(resumed)["label"], want[6]["label"])

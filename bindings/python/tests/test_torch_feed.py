@@ -143,3 +143,28 @@ def test_importing_zrecord_imports_neither_torch_nor_jax():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=child_env())
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+def test_mixture_batches_carry_their_source_and_resume_exactly(store, tmp_path):
+    other = write_store(tmp_path, 150)
+    sources = lambda: zrecord.Mixture(  # noqa: E731
+        [(zrecord.Dataset(store / "data.zr"), zrecord.Dataset(store / "label.zr")),
+         (zrecord.Dataset(other[0]), zrecord.Dataset(other[1]))],
+        weights=[0.7, 0.3], seed=SEED,
+    )
+    make = lambda **kw: zrecord.DataLoader(sources(), batch_size=32, rank=0, world_size=1, **kw)  # noqa: E731
+    with make(num_workers=2) as loader:
+        spy = Recorder(loader)
+        batches = zrecord.torch.loader(spy)
+        for _ in range(4):
+            batch = next(batches)
+        assert set(batch) == {"data", "label", "source"}
+        assert batch["source"].data_ptr() == spy.last["source"].ctypes.data
+        assert set(batch["source"].tolist()) <= {0, 1}
+        state = batches.state_dict()
+        following = [next(batches) for _ in range(3)]
+    with make(num_workers=0, state=state) as loader:
+        for want in following:
+            got = next(zrecord.torch.loader(loader))
+            for key in ("data", "label", "source"):
+                assert torch.equal(got[key], want[key]), key
