@@ -110,6 +110,18 @@ def test_a_sharding_dict_must_name_every_key():
         next(batches)
 
 
+def test_an_error_while_reading_ahead_comes_after_the_batches_before_it():
+    def stream():
+        for i in range(2):
+            yield {"label": np.full(4, i)}
+        raise RuntimeError("batch 2 is bad")
+
+    batches = zrecord.jax.loader(stream(), batch_sharding(), prefetch=3)
+    assert [int(next(batches)["label"][0]) for _ in range(2)] == [0, 1]
+    with pytest.raises(RuntimeError, match="batch 2 is bad"):
+        next(batches)
+
+
 def test_bad_prefetch(store):
     with make_loader(store, 8) as loader:
         for bad in (-1, 1.5, True):

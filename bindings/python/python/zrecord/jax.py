@@ -28,6 +28,8 @@ has run), and the wrapper assembles the slices into one global array per key wit
   the ones prefetched behind it. Resuming from it (``loader.load_state_dict`` or
   ``DataLoader(..., state=...)``, then a new wrapper) yields the batch after the last one
   handed out, whatever ``prefetch`` was.
+- **Errors in order.** An exception from the loader while reading ahead is raised by the
+  ``next()`` that would have returned that batch, after the batches before it.
 - **Dtypes.** JAX without ``jax_enable_x64`` holds 64-bit integers and floats as 32-bit
   ones: an ``int64`` label becomes ``int32``.
 """
@@ -76,6 +78,9 @@ class JaxLoader:
         self._handed: Optional[Dict[str, Any]] = None
         self._started = False
         self._checked = False
+        self._ended = False
+        # An error of the loader while reading ahead, raised when its turn comes.
+        self._error: Optional[BaseException] = None
 
     def _global(self, sharding: "jax.sharding.Sharding", local: Any) -> "jax.Array":
         local = np.asarray(local)
@@ -125,9 +130,15 @@ class JaxLoader:
 
     def __next__(self) -> Dict[str, "jax.Array"]:
         self._started = True
-        while len(self._queue) <= self.prefetch and self._read():
-            pass
+        while self._error is None and not self._ended and len(self._queue) <= self.prefetch:
+            try:
+                self._ended = not self._read()
+            except Exception as e:  # noqa: BLE001 - raised in its turn, after the batches before it
+                self._error = e
         if not self._queue:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
             raise StopIteration
         batch, self._handed = self._queue.popleft()
         return batch
