@@ -83,14 +83,12 @@ class JaxLoader:
         self._error: Optional[BaseException] = None
 
     def _global(self, sharding: "jax.sharding.Sharding", local: Any) -> "jax.Array":
-        local = np.asarray(local)
-        out = jax.make_array_from_process_local_data(sharding, local)
+        out = jax.make_array_from_process_local_data(sharding, np.asarray(local))
         if not self._checked:
             self._check_layout(sharding, out.shape)
         return out
 
     def _check_layout(self, sharding: "jax.sharding.Sharding", global_shape: Tuple[int, ...]) -> None:
-        self._checked = True
         rank = getattr(self.loader, "rank", None)
         world = getattr(self.loader, "world_size", None)
         if not isinstance(rank, int) or not isinstance(world, int) or not global_shape:
@@ -114,6 +112,8 @@ class JaxLoader:
             else:
                 raise ValueError(f"the batch has {key!r} but the sharding dict has only {sorted(self.sharding)}")
             out[key] = jax.tree_util.tree_map(lambda x: self._global(sharding, x), value)
+        # Every array of the first batch passed: the layout cannot change after it.
+        self._checked = True
         return out
 
     def _read(self) -> bool:
