@@ -37,7 +37,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 import numpy as np
 import torch
 
-__all__ = ["TorchLoader", "loader", "to_tensors"]
+__all__ = ["TorchLoader", "accelerator_available", "loader", "to_tensors"]
 
 Device = Union[str, int, "torch.device"]
 
@@ -70,7 +70,9 @@ def to_tensors(
 ) -> Any:
     """``batch`` with every ndarray made a tensor (``torch.from_numpy``, no copy), pinned if
     ``pin_memory``, and moved to ``device`` with ``non_blocking=True`` if given. Dicts,
-    lists and tuples are walked; other values are returned as they are."""
+    lists and tuples are walked; other values are returned as they are. Unlike
+    :func:`loader`, this pins when told to, so without an accelerator torch raises: ask
+    :func:`accelerator_available` first."""
     if isinstance(batch, np.ndarray):
         t = _tensor(_key, batch)
         if pin_memory:
