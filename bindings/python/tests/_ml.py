@@ -83,12 +83,12 @@ def kill_session(p: subprocess.Popen) -> None:
         pass
 
 
-def wait_for(path: Path, timeout: float, proc: subprocess.Popen = None) -> None:
-    """Waits until `path` exists; fails early if `proc` ended first."""
+def wait_for(path: Path, timeout: float, proc: subprocess.Popen = None, log: Path = None) -> None:
+    """Waits until `path` exists; fails early if `proc` ended first, with its `log`."""
     end = time.monotonic() + timeout
     while not path.exists():
         if proc is not None and proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
+            out = log.read_text() if log is not None else ""
             pytest.fail(f"the job ended (exit {proc.returncode}) before writing {path.name}:\n{out}")
         if time.monotonic() > end:
             pytest.fail(f"{path.name} did not appear in {timeout} s")

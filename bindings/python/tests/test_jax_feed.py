@@ -169,26 +169,25 @@ def test_rows_land_on_their_devices_with_a_sharding_per_key(store):
 def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_path):
     batch, steps, save_at, nproc = 16, 20, 9, 2  # 15 steps per epoch: epoch 1 is read too
     coordinator = f"127.0.0.1:{free_port()}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "_jax_worker.py"), coordinator, str(nproc), str(pid), str(store),
-             str(tmp_path), str(batch), str(steps), str(save_at), str(SEED)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            env=child_env(), cwd=tmp_path,
-        )
-        for pid in range(nproc)
-    ]
-    outs = []
+    logs = [tmp_path / f"proc{pid}.log" for pid in range(nproc)]  # files: no pipe fills up unread
+    procs = []
+    for pid, log in enumerate(logs):
+        with open(log, "w") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(HERE / "_jax_worker.py"), coordinator, str(nproc), str(pid), str(store),
+                 str(tmp_path), str(batch), str(steps), str(save_at), str(SEED)],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=child_env(), cwd=tmp_path,
+            ))
     try:
         for p in procs:
-            outs.append(p.communicate(timeout=240)[0])
+            p.wait(timeout=240)
     except subprocess.TimeoutExpired:
-        pytest.fail("the JAX job did not finish in 240 s")
+        pytest.fail("the JAX job did not finish in 240 s:\n" + "\n".join(log.read_text() for log in logs))
     finally:
         for p in procs:
             kill_session(p)
-    for p, out in zip(procs, outs):
-        assert p.returncode == 0, out
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0, log.read_text()
 
     g = batch * nproc
     ref = reference_labels(store, N, g, steps, SEED)

@@ -84,15 +84,16 @@ def test_sigkilled_two_rank_job_resumes_on_one_rank_with_twice_the_batch(store, 
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
-    job = subprocess.Popen(
-        torchrun(2, *worker("kill", store, first, batch=b, save_at=k, workers=1, prefetch=3)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env=child_env(), cwd=first,
-    )
+    log = tmp_path / "killed-job.log"  # a file, not a pipe nobody reads while the job runs
+    with open(log, "w") as out:
+        job = subprocess.Popen(
+            torchrun(2, *worker("kill", store, first, batch=b, save_at=k, workers=1, prefetch=3)),
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=child_env(), cwd=first,
+        )
     pids = []
     try:
         for r in range(2):
-            wait_for(first / f"rank{r}.json", JOB_TIMEOUT, job)
+            wait_for(first / f"rank{r}.json", JOB_TIMEOUT, job, log)
         saved = [read_json(first / f"rank{r}.json") for r in range(2)]
         pids = [s["pid"] for s in saved]
         # Let both ranks read on past step k, so that the state saved at k is not simply
@@ -101,7 +102,7 @@ def test_sigkilled_two_rank_job_resumes_on_one_rank_with_twice_the_batch(store, 
         for r in range(2):
             progress = first / f"rank{r}.progress"
             while not (progress.exists() and read_json(progress)["step"] >= k + 4):
-                assert time.monotonic() < end and job.poll() is None, "the job stopped reading"
+                assert time.monotonic() < end and job.poll() is None, "the job stopped reading:\n" + log.read_text()
                 time.sleep(0.05)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
@@ -114,8 +115,6 @@ def test_sigkilled_two_rank_job_resumes_on_one_rank_with_twice_the_batch(store, 
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if job.stdout:
-            job.stdout.close()
     end = time.monotonic() + 30
     while any(pid_alive(pid) for pid in pids):
         assert time.monotonic() < end, "a killed rank is still running"
