@@ -23,6 +23,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Training: [`Loader`] reads the core's sample [`Stream`] (shuffled epochs, rank shards,
+//! mixtures) from stores with worker threads and a bounded prefetch, and saves an exact,
+//! compact [`StreamState`] for resuming (see the [`loader`] module).
+//!
 //! Concurrency: `gather`, `lengths`, `append`, `stats` and `sync` take `&self` and may be
 //! called from many threads at once (appends serialise among themselves; reads never wait
 //! for them). `delete` and `compact` take `&mut self`, and also an exclusive advisory lock
@@ -32,7 +36,7 @@
 #![warn(missing_docs)]
 
 mod fs;
-mod loader;
+pub mod loader;
 mod lock;
 
 use std::path::{Path, PathBuf};

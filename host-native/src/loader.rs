@@ -3,8 +3,9 @@
 //!
 //! Which samples a batch holds is the core's business ([`zrecord_core::stream`]): a
 //! [`Shard`] of the stream names rank `r`'s slice of every global batch. This module only
-//! moves bytes. One sampler thread fills each batch's indices from the shard and deals the
-//! batches round-robin to `num_workers` worker threads; each worker gathers every field of
+//! moves bytes. From the first [`Loader::next`] on (so a loader that is resumed or dropped
+//! before it is read never gathers for nothing), one sampler thread fills each batch's
+//! indices from the shard and deals the batches round-robin to `num_workers` worker threads; each worker gathers every field of
 //! its batch (images, labels, ...) into fresh buffers and queues them. [`Loader::next`]
 //! takes batches from the workers in the same round-robin order, so batch `k` is always the
 //! shard's `k`-th, however many workers there are. The queues are bounded: at most about
@@ -16,31 +17,42 @@
 //! batch after the last one it trained on, with any number of workers or prefetch depth,
 //! and with another world size when the global batch stays the same.
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
 //! use zrecord::{Loader, LoaderOptions, Mode, Source, Stream, StreamState, Zrecord};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // Images of 3x32x32 bytes and i64 labels; this is rank 1 of 4, 64 samples per rank.
-//! let images = Arc::new(Zrecord::open_read_only("train_images.zr")?);
-//! let labels = Arc::new(Zrecord::open_read_only("train_labels.zr")?);
+//! # let dir = tempfile::tempdir()?;
+//! # let (images_path, labels_path) = (dir.path().join("images.zr"), dir.path().join("labels.zr"));
+//! # {
+//! #     let images = Zrecord::open(&images_path)?;
+//! #     images.append(&vec![7u8; 1000 * 3072], 1000, 3072, None)?;
+//! #     let labels = Zrecord::open(&labels_path)?;
+//! #     let bytes: Vec<u8> = (0..1000i64).flat_map(i64::to_le_bytes).collect();
+//! #     labels.append(&bytes, 1000, 8, None)?;
+//! # }
+//! // 1000 images of 3x32x32 bytes and their i64 labels; this is rank 1 of 4, 64 per rank.
+//! let images = Arc::new(Zrecord::open_read_only(&images_path)?);
+//! let labels = Arc::new(Zrecord::open_read_only(&labels_path)?);
 //! let source = Source::new(vec![(images, 3 * 32 * 32), (labels, 8)])?;
 //! let stream = Stream::new(source.id(), Mode::Shuffle, 42, 64 * 4)?;
 //! let options = LoaderOptions { rank: 1, world_size: 4, ..LoaderOptions::default() };
 //! let loader = Loader::new(stream.clone(), vec![source.clone()], options)?;
-//! let steps = loader.steps_per_epoch().unwrap_or(1000);
-//! for _ in 0..steps {
-//!     let batch = loader.next()?.expect("open loaders never run dry");
-//!     let (pixels, targets) = (&batch.fields[0], &batch.fields[1]); // 64 samples each
-//!     # let _ = (pixels, targets);
+//! assert_eq!(loader.steps_per_epoch(), Some(3)); // 1000 / 256: 232 samples dropped
+//! for _ in 0..5 {
+//!     let batch = loader.next()?.expect("an open loader never runs dry");
+//!     let (pixels, targets) = (&batch.fields[0], &batch.fields[1]);
+//!     assert_eq!((pixels.len(), targets.len()), (64 * 3072, 64 * 8));
 //! }
-//! // Checkpoint: a line of JSON, the same on every rank.
+//! // Checkpoint: one line of JSON, the same on every rank.
 //! let saved = loader.state().encode();
 //! loader.close();
 //!
-//! // Later, in another process: the batch after the last one returned above.
+//! // Later, in another process, on 2 ranks of 128: the batch after the last one returned.
+//! let options = LoaderOptions { rank: 0, world_size: 2, num_workers: 1, ..LoaderOptions::default() };
 //! let loader = Loader::resume(stream, vec![source], options, &StreamState::decode(&saved)?)?;
-//! assert_eq!(loader.step(), steps);
+//! assert_eq!(loader.step(), 5);
+//! assert_eq!(loader.next()?.unwrap().step, 5);
 //! # Ok(()) }
 //! ```
 //!
@@ -264,6 +276,10 @@ pub struct Loader {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// With no workers, `next()` reads the shard itself.
     inline: Option<Mutex<Shard>>,
+    /// With workers: what the first `next()` starts the threads with (shard, workers,
+    /// prefetch). Starting there rather than in the constructor means a loader that is
+    /// resumed, or dropped, before it is read never gathers a batch for nothing.
+    pending: Mutex<Option<(Shard, usize, usize)>>,
     owner_pid: u32,
 }
 
@@ -288,8 +304,9 @@ impl Loader {
     ///
     /// Fails when the sources are not the stream's datasets (another length or
     /// generation: the stream was built for other data), when they do not share their
-    /// fields' sample sizes, when the rank or world size do not fit the stream, when a
-    /// batch cannot be allocated ([`Error::OutOfMemory`]) or the threads cannot start.
+    /// fields' sample sizes, when the rank or world size do not fit the stream, or when a
+    /// batch cannot be allocated ([`Error::OutOfMemory`]). Threads start with the first
+    /// [`Loader::next`].
     pub fn new(stream: Stream, sources: Vec<Source>, options: LoaderOptions) -> Result<Loader, LoaderError> {
         Self::start(stream, sources, options, 0)
     }
@@ -321,35 +338,31 @@ impl Loader {
         for size in sources[0].sample_sizes() {
             zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
         }
-        let shared = Arc::new(Shared { sources, pool: options.pool });
         let mut loader = Loader {
             stream,
             rank: options.rank,
             world_size: options.world_size,
             batch_size,
-            shared: Mutex::new(Some(Arc::clone(&shared))),
+            shared: Mutex::new(Some(Arc::new(Shared { sources, pool: options.pool }))),
             stop: Arc::new(AtomicBool::new(false)),
             consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
             consumed: AtomicU64::new(step),
             threads: Mutex::new(Vec::new()),
             inline: None,
+            pending: Mutex::new(None),
             owner_pid: std::process::id(),
         };
         if options.num_workers == 0 {
             loader.inline = Some(Mutex::new(shard));
-            lock(&loader.consumer).queues = Some(Vec::new());
         } else {
-            match loader.spawn(shard, shared, options.num_workers, options.prefetch.max(1)) {
-                Ok(queues) => lock(&loader.consumer).queues = Some(queues),
-                Err(e) => {
-                    loader.shutdown();
-                    return Err(LoaderError::Spawn(e));
-                }
-            }
+            *lock(&loader.pending) = Some((shard, options.num_workers, options.prefetch.max(1)));
         }
+        lock(&loader.consumer).queues = Some(Vec::new());
         Ok(loader)
     }
 
+    /// Starts the sampler and the workers (called by the first `next()`, under the
+    /// consumer lock).
     fn spawn(
         &self,
         mut shard: Shard,
@@ -419,8 +432,9 @@ impl Loader {
 
     /// The next batch, or `Ok(None)` once the loader is closed. The stream never ends.
     ///
-    /// A failed batch (a damaged record, say) is returned as its error, and the loader
-    /// stops there: every later call returns [`LoaderError::Stopped`] with the same
+    /// The first call of a loader with workers starts its threads ([`LoaderError::Spawn`]
+    /// if the system refuses). A failed batch (a damaged record, say) is returned as its
+    /// error, and the loader stops there: every later call returns [`LoaderError::Stopped`] with the same
     /// message, and [`Loader::state`] stays at the last batch returned.
     pub fn next(&self) -> Result<Option<LoaderBatch>, LoaderError> {
         if self.forked() && self.inline.is_none() {
@@ -440,6 +454,20 @@ impl Loader {
             let mut consumer = lock(&self.consumer);
             if let Some((code, message)) = &consumer.failure {
                 return Err(LoaderError::Stopped { code: *code, message: message.clone() });
+            }
+            if let Some((shard, workers, prefetch)) = lock(&self.pending).take() {
+                let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
+                if self.stop.load(Ordering::Acquire) {
+                    return Ok(None);
+                }
+                match self.spawn(shard, shared, workers, prefetch) {
+                    Ok(queues) => consumer.queues = Some(queues),
+                    Err(e) => {
+                        drop(consumer);
+                        self.shutdown();
+                        return Err(LoaderError::Spawn(e));
+                    }
+                }
             }
             let turn = consumer.turn;
             loop {

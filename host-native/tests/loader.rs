@@ -202,9 +202,19 @@ fn generation_is_a_counter_in_a_side_file_above_the_frontier() {
     // An empty delete changes nothing and bumps nothing.
     z.delete(&[]).unwrap();
     assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    // Nor does a delete of tail records (it writes only the header, so it works on a full
+    // disk): the length changes, and an append that brings it back moves the frontier.
+    let before = z.dataset_id().unwrap();
+    z.delete(&[1]).unwrap();
+    assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    assert_eq!(z.dataset_id().unwrap().length, before.length - 1);
+    z.append(&[2u8; 8], 1, 8, Some(Codec::Raw)).unwrap();
+    assert_eq!(z.dataset_id().unwrap().length, before.length);
+    assert_ne!(z.dataset_id().unwrap(), before);
+    assert_eq!(z.generation().unwrap(), (2 << 44) | 24);
     // Another handle, another process: the same value.
     drop(z);
-    assert_eq!(Zrecord::open_read_only(&path).unwrap().generation().unwrap(), (2 << 44) | 16);
+    assert_eq!(Zrecord::open_read_only(&path).unwrap().generation().unwrap(), (2 << 44) | 24);
     // A damaged file is an error naming it, not a silent 0.
     std::fs::write(path.join("generation.zrg"), b"junk").unwrap();
     let z = Zrecord::open_read_only(&path).unwrap();
@@ -316,6 +326,7 @@ fn close_is_prompt_joins_everything_and_ends_a_waiting_next() {
     let source = Source::new(vec![(z, 8)]).unwrap();
     let stream = Stream::new(source.id(), Mode::Iid, 1, 64).unwrap();
     let loader = Arc::new(Loader::new(stream, vec![source], opts(0, 1, 4, 8)).unwrap());
+    assert_eq!(loader.threads_alive(), 0, "threads start with the first next()");
     loader.next().unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(100)); // every queue full, every worker blocked
     assert_eq!(loader.threads_alive(), 5);
@@ -338,8 +349,23 @@ fn close_is_prompt_joins_everything_and_ends_a_waiting_next() {
     reader.join().unwrap();
     assert!(loader.next().unwrap().is_none());
     loader.close();
+    assert_eq!(loader.threads_alive(), 0);
     // The stores were let go: a delete can have the store to itself.
     drop(loader);
     let mut z = Zrecord::open(dir.path().join("d")).unwrap();
     z.delete(&[0]).unwrap();
+}
+
+#[test]
+fn a_loader_closed_or_dropped_before_it_is_read_starts_no_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = store(dir.path(), "d", 100, 0);
+    let source = Source::new(vec![(z, 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 1, 10).unwrap();
+    let loader = Loader::new(stream.clone(), vec![source.clone()], opts(0, 1, 3, 4)).unwrap();
+    assert_eq!(loader.threads_alive(), 0);
+    loader.close();
+    assert!(loader.next().unwrap().is_none());
+    assert_eq!(loader.threads_alive(), 0);
+    drop(Loader::new(stream, vec![source], opts(0, 1, 3, 4)).unwrap());
 }

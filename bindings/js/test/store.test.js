@@ -104,6 +104,28 @@ test('convert and export round-trip a .npy', () => {
   assert.deepEqual(readFileSync(join(dir, 'back.npy')), readFileSync(join(dir, 'a.npy')));
 });
 
+test('a failed convertNpy into a new path leaves nothing behind', () => {
+  writeFileSync(join(dir, 'fake.npy'), 'not a .npy file, only text pretending to be one');
+  writeFileSync(join(dir, 'trunc.npy'), npy().subarray(0, 200));
+  mkdirSync(join(dir, 'npydir'));
+  const cases = [
+    ['/data/fake.npy', '/data/failed.zr', /not a \.npy file/],
+    ['/data/trunc.npy', '/data/deep/er/failed.zr', /truncated/],
+    ['/data/npydir', '/data/failed.zr', /./],
+    ['/data/nope.npy', '/data/failed.zr', /no such file/],
+  ];
+  for (const [input, output, message] of cases) {
+    assert.throws(() => zr.convertNpy(input, output), (e) => e instanceof ZrecordError && message.test(e.message));
+  }
+  assert.ok(!existsSync(join(dir, 'failed.zr')), 'failed.zr was left behind');
+  assert.ok(!existsSync(join(dir, 'deep')), 'deep/ was left behind');
+  // Appending to an existing dataset still fails cleanly and keeps what it held.
+  assert.throws(() => zr.convertNpy('/data/fake.npy', '/data/native.zr'), ZrecordError);
+  const s = zr.Store.open('/data/native.zr');
+  assert.equal(s.length, ROWS);
+  s.close();
+});
+
 test('samplers are deterministic', () => {
   const a = zr.Sampler.create(1000, 8, 'iid', 7);
   const b = zr.Sampler.create(1000, 8, 'iid', 7);
@@ -112,4 +134,41 @@ test('samplers are deterministic', () => {
   for (let i = 0; i < 3; i++) assert.deepEqual(a.next(), b.next());
   const seq = zr.Sampler.create(10, 4);
   assert.deepEqual(Array.from(seq.next(), Number), [0, 1, 2, 3]);
+});
+
+test('every use after close is a ZrecordError with the locked code', () => {
+  const s = zr.Store.open('/data/native.zr');
+  assert.equal(s.closed, false);
+  s.close();
+  s.close(); // idempotent, as in Python
+  assert.equal(s.closed, true);
+  const uses = {
+    length: () => s.length,
+    lengths: () => s.lengths([0]),
+    gather: () => s.gather([0]),
+    append: () => s.append([Uint8Array.of(1)]),
+    delete: () => s.delete([0]),
+    compact: () => s.compact(),
+    stats: () => s.stats(),
+    sync: () => s.sync(),
+  };
+  for (const [name, use] of Object.entries(uses)) {
+    assert.throws(
+      use,
+      (e) => e instanceof ZrecordError && e.code === -9 && e.kind === 'locked' && /closed/.test(e.message),
+      `${name} after close`,
+    );
+  }
+  // The store itself is untouched: a new handle reads it.
+  const again = zr.Store.open('/data/native.zr');
+  assert.equal(again.length, ROWS);
+  again.close();
+});
+
+test('Symbol.dispose closes the store as close() does', () => {
+  const s = zr.Store.open('/data/native.zr');
+  assert.equal(s.gather([1]).records[0].length, COLS);
+  s[Symbol.dispose]();
+  assert.equal(s.closed, true);
+  assert.throws(() => s.gather([0]), (e) => e instanceof ZrecordError && e.code === -9);
 });

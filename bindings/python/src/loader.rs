@@ -231,3 +231,67 @@ impl Drop for Pipeline {
         Python::attach(|py| py.detach(|| self.loader.close()));
     }
 }
+
+/// The stream for datasets that are not zrecord stores (served by Python threads): rank
+/// `rank`'s batches of indices, with the step each belongs to (internal).
+///
+/// The same core [`zrecord::Shard`] the native loader reads; the dataset is known only by
+/// its length (generation 0).
+#[pyclass(module = "zrecord", name = "_StreamShard")]
+pub struct StreamShard {
+    stream: Stream,
+    shard: zrecord::Shard,
+}
+
+#[pymethods]
+impl StreamShard {
+    #[new]
+    #[pyo3(signature = (length, batch_size, mode, seed, rank=0, world_size=1, state=None))]
+    fn new(
+        length: u64,
+        batch_size: u64,
+        mode: i64,
+        seed: u64,
+        rank: u64,
+        world_size: u64,
+        state: Option<&str>,
+    ) -> PyResult<Self> {
+        let value_error = |e: &dyn std::fmt::Display| PyValueError::new_err(e.to_string());
+        let global = batch_size
+            .checked_mul(world_size)
+            .ok_or_else(|| PyValueError::new_err("batch_size * world_size is too large"))?;
+        let dataset = zrecord::DatasetId { length, generation: 0 };
+        let stream = Stream::new(dataset, mode_from(mode)?, seed, global).map_err(|e| value_error(&e))?;
+        let mut shard = stream.shard(rank, world_size).map_err(|e| value_error(&e))?;
+        if let Some(text) = state {
+            let state = StreamState::decode(text).map_err(|e| value_error(&e))?;
+            let step = stream.resume(&state).map_err(|e| value_error(&e))?;
+            shard.seek(step).map_err(|e| value_error(&e))?;
+        }
+        Ok(StreamShard { stream, shard })
+    }
+
+    /// `(step, indices)`: the next batch's global step and its uint64 indices.
+    fn next<'py>(&mut self, py: Python<'py>) -> PyResult<(u64, Bound<'py, PyArray1<u64>>)> {
+        let mut indices = crate::buffers::zeroed::<u64>(self.shard.batch_size()).map_err(|e| error::to_py(py, e))?;
+        let step = self.shard.fill(&mut indices);
+        Ok((step, PyArray1::from_vec(py, indices)))
+    }
+
+    /// The state after global batches `0..step` were consumed, as one line of JSON.
+    fn state(&self, step: u64) -> String {
+        self.stream.state(step).encode()
+    }
+
+    /// The global batch the next `next()` reads.
+    #[getter]
+    fn step(&self) -> u64 {
+        self.shard.step()
+    }
+
+    /// Batches per epoch (SHUFFLE), else None.
+    #[getter]
+    fn steps_per_epoch(&self) -> Option<u64> {
+        self.stream.steps_per_epoch()
+    }
+}

@@ -422,18 +422,34 @@ def test_importing_zrecord_imports_neither_torch_nor_jax():
     assert out.stdout.strip() == "[]"
 
 
-def test_new_arguments_need_zrecord_datasets(store, loaderx, monkeypatch):
+def test_other_dataset_objects_read_the_same_stream(store, loaderx):
+    """Objects with __len__/__getitems__ (loaderx's Dataset here) are served by Python
+    threads from the same core stream: same ranks, epochs and resume, in order."""
     d, l = store
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with DataLoader(d, l, batch_size=8, mode=SHUFFLE, seed=2, world_size=1) as native:
+        reference = labels(native, 30)
     ref_d, ref_l = loaderx.Dataset(d.path), loaderx.Dataset(l.path)
     try:
-        with pytest.raises(TypeError, match="zrecord Datasets"):
-            DataLoader(ref_d, ref_l, rank=0, world_size=2)
-        with DataLoader(ref_d, ref_l, batch_size=4, num_workers=1) as loader:
-            next(loader)
-            with pytest.raises(TypeError, match="zrecord Datasets"):
-                loader.state_dict()
+        halves = []
+        for rank in range(2):
+            with DataLoader(ref_d, ref_l, batch_size=4, mode=SHUFFLE, seed=2, rank=rank, world_size=2,
+                            num_workers=3) as ld:
+                assert ld.steps_per_epoch == 125
+                halves.append(labels(ld, 20))
+                state = ld.state_dict()
+        for step in range(20):
+            np.testing.assert_array_equal(np.concatenate([halves[0][step], halves[1][step]]), reference[step])
+        assert state["step"] == 20 and state["datasets"] == [{"length": 1003, "generation": 0}]
+        with DataLoader(ref_d, ref_l, batch_size=8, mode=SHUFFLE, seed=2, world_size=1, state=state) as ld:
+            np.testing.assert_array_equal(np.concatenate(labels(ld, 10)), np.concatenate(reference[20:30]))
+        with DataLoader(ref_d, ref_l, batch_size=8, mode=SHUFFLE, seed=2, world_size=1) as ld:
+            ld.load_state_dict(state)
+            np.testing.assert_array_equal(next(ld)["label"], reference[20])
+        # A zrecord state (with its generation) does not load into the length-only dataset.
+        with DataLoader(d, l, batch_size=8, mode=SHUFFLE, seed=2, world_size=1) as native:
+            zstate = native.state_dict()
+        with pytest.raises(ValueError, match="generation"):
+            DataLoader(ref_d, ref_l, batch_size=8, mode=SHUFFLE, seed=2, world_size=1, state=zstate)
     finally:
         ref_d.close()
         ref_l.close()

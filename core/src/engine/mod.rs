@@ -296,11 +296,10 @@ impl<B: Backend> Store<B> {
         })
     }
 
-    /// Raises the generation counter, durably, before a delete or compact changes
-    /// anything (called under the exclusive lock). Raising it first means a crash between
-    /// the two only makes the generation move without need, never stay put over a change.
-    /// A failure changes nothing (the side file is replaced whole or not at all), so it
-    /// does not poison the writer.
+    /// Raises the generation counter, durably, under the exclusive lock: a delete that
+    /// moves entries calls it before it changes anything, compact after it finished (see
+    /// `docs/format.md`, "generation.zrg"). A failure changes nothing (the side file is
+    /// replaced whole or not at all), so it does not poison the writer.
     pub(super) fn bump_generation(&self) -> Result<()> {
         let next = self.generation_counter()?.wrapping_add(1);
         Ok(self.backend.write_side_file(GENERATION_FILE, &encode_generation(next))?)

@@ -18,6 +18,9 @@ _Reporter = Optional[Callable[[int, int], None]]
 MAX_RECORD_LEN: int
 MAX_RECORDS: int
 __version__: str
+# The core's error table (zrecord_core::error): (code, WIT name, Python class, message).
+ERROR_KINDS: tuple[tuple[int, str, str, str], ...]
+BOUNDARY_ERROR_KINDS: tuple[tuple[int, str, str, str], ...]
 
 class Zrecord:
     """A zrecord store: a persistent, dense collection of independently compressed byte
@@ -128,6 +131,28 @@ class _Pipeline:
     def closed(self) -> bool: ...
     @property
     def threads_alive(self) -> int: ...
+
+class _StreamShard:
+    """The core stream for datasets served by Python threads (internal)."""
+
+    def __init__(
+        self,
+        length: int,
+        batch_size: int,
+        mode: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        state: Optional[str] = None,
+    ) -> None: ...
+    def next(self) -> tuple[int, "npt.NDArray[np.uint64]"]:
+        """``(step, indices)`` of the next batch."""
+    def state(self, step: int) -> str:
+        """The state after global batches ``0..step`` were consumed, as JSON text."""
+    @property
+    def step(self) -> int: ...
+    @property
+    def steps_per_epoch(self) -> Optional[int]: ...
 
 # The `zr` tools; `zrecord.tools` wraps these in dataclasses (use those).
 def inspect(path: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._zrecord import _Pipeline
+from ._zrecord import _Pipeline, _StreamShard
 from .dataset import Dataset
 from .sampler import Sampler, check_seed
 
@@ -43,13 +43,22 @@ def _close_all() -> None:
 
 
 class _ThreadedPipeline:
-    """loaderx's pipeline for datasets that are not zrecord datasets: Python threads."""
+    """loaderx's pipeline for datasets that are not zrecord datasets: Python threads.
+
+    The indices come from the same core stream as the native loader's (``_StreamShard``),
+    and batches are handed out in stream order whatever thread gathered them, so ranks,
+    SHUFFLE epochs and resume work here too; the dataset is known by its length only.
+    A batch whose gather raised is raised by ``next()`` and counts as passed.
+    """
 
     _POLL = 0.1
 
-    def __init__(self, dataset, labelset, num_workers, batch_size, prefetch_size, mode, seed):
+    def __init__(self, dataset, labelset, num_workers, batch_size, prefetch_size, mode, seed,
+                 rank=0, world_size=1, state=None):
         self._dataset, self._labelset = dataset, labelset
-        self._sampler = Sampler(len(dataset), batch_size, mode, seed)
+        self._shard = _StreamShard(len(dataset), batch_size, mode, seed, rank, world_size, state)
+        self._consumed = self._shard.step
+        self._pending: dict = {}
         depth = max(1, prefetch_size)
         self._indices: queue.Queue = queue.Queue(maxsize=depth)
         self._batches: queue.Queue = queue.Queue(maxsize=depth)
@@ -74,33 +83,47 @@ class _ThreadedPipeline:
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            self._put(self._indices, self._sampler.next())
+            self._put(self._indices, self._shard.next())
 
     def _fetch(self) -> None:
         while not self._stop.is_set():
             try:
-                idxs = self._indices.get(timeout=self._POLL)
+                step, idxs = self._indices.get(timeout=self._POLL)
             except queue.Empty:
                 continue
             try:
                 item: Any = (self._dataset.__getitems__(idxs), self._labelset.__getitems__(idxs))
             except BaseException as e:  # handed to the consumer, raised there
                 item = e
-            self._put(self._batches, item)
+            self._put(self._batches, (step, item))
 
     def next(self):
         if os.getpid() != self._pid:
             raise RuntimeError("this DataLoader was created in a parent process; create a new one after fork()")
-        while True:
+        while self._consumed not in self._pending:
             if self._stop.is_set():
                 raise StopIteration
             try:
-                item = self._batches.get(timeout=self._POLL)
+                step, item = self._batches.get(timeout=self._POLL)
             except queue.Empty:
                 continue
-            if isinstance(item, BaseException):
-                raise item
-            return item
+            self._pending[step] = item
+        item = self._pending.pop(self._consumed)
+        self._consumed += 1
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def state(self) -> str:
+        return self._shard.state(self._consumed)
+
+    @property
+    def step(self) -> int:
+        return self._consumed
+
+    @property
+    def steps_per_epoch(self) -> Optional[int]:
+        return self._shard.steps_per_epoch
 
     def close(self) -> None:
         self._stop.set()
@@ -281,9 +304,10 @@ class DataLoader:
         dataset: samples; a :class:`Dataset` (fast path), a :class:`Mixture` (then no
             ``labelset``), or any object with ``__len__`` and ``__getitems__(idxs)``.
         labelset: labels, of the same length as ``dataset``; None only for a Mixture.
-        num_workers: gathering threads (0 gathers inside ``next()``).
+        num_workers: gathering threads (0 gathers inside ``next()``). For zrecord datasets
+            they start with the first ``next()``.
         batch_size: samples per batch, per rank.
-        prefetch_size: batches prepared ahead of the consumer.
+        prefetch_size: batches prepared ahead of the consumer (never counted as consumed).
         mode: ``Sampler.Mode.IID`` (1, default), ``Sampler.Mode.SEQUENTIAL`` (0) or
             ``Sampler.Mode.SHUFFLE`` (2: epochs that visit every index once, in an order
             fixed by ``(seed, epoch)``). A Mixture reads every source in shuffled epochs
@@ -316,8 +340,11 @@ class DataLoader:
             ``seed`` is outside ``0 .. 2**64 - 1`` (loaderx 0.5.4 raised ``OverflowError``
             from its C binding there), ``world_size`` does not fit, a SHUFFLE epoch holds
             no global batch, or ``state`` belongs to another stream or dataset.
-        TypeError: ``seed`` is not an integer, or the new arguments are used with a
-            dataset object that is not a zrecord Dataset.
+        TypeError: ``seed`` is not an integer.
+
+    Other dataset objects (served by Python threads) read the same stream and support
+    ranks, SHUFFLE and resume too, but their state names the dataset by its length only
+    (generation 0): zrecord cannot tell when their records change.
     """
 
     def __init__(
@@ -372,7 +399,7 @@ class DataLoader:
         else:
             sources = None
         if sources is not None:
-            self._spec = dict(
+            spec = dict(
                 sources=sources,
                 itemsizes=[first_data._itemsize, first_label._itemsize],
                 dtypes=[first_data.dtype, first_label.dtype],
@@ -386,17 +413,13 @@ class DataLoader:
                 num_workers=num_workers,
                 prefetch_size=prefetch_size,
             )
-            self._pipeline: Any = _Pipeline(**self._spec, state=None if state is None else _state_text(state))
+            self._make: Callable[[Optional[str]], Any] = lambda text: _Pipeline(**spec, state=text)
         else:
-            if (self.rank, self.world_size) != (0, 1) or state is not None:
-                raise TypeError(
-                    "rank, world_size and state need zrecord Datasets (zrecord.Dataset or a Mixture of them); "
-                    f"got {type(dataset).__name__} (running with world_size {self.world_size})"
-                )
-            self._spec = None
-            self._pipeline = _ThreadedPipeline(
-                dataset, labelset, num_workers, batch_size, prefetch_size, int(mode), int(seed)
+            self._make = lambda text: _ThreadedPipeline(
+                dataset, labelset, num_workers, batch_size, prefetch_size, self.mode, seed,
+                self.rank, self.world_size, text,
             )
+        self._pipeline: Any = self._make(None if state is None else _state_text(state))
         _LIVE.add(self)
 
     def __len__(self) -> int:
@@ -425,12 +448,12 @@ class DataLoader:
     def steps_per_epoch(self) -> Optional[int]:
         """Batches per epoch on every rank in SHUFFLE mode: ``N // (batch_size *
         world_size)``; None for the endless SEQUENTIAL, IID and mixture streams."""
-        return self._native("steps_per_epoch").steps_per_epoch
+        return self._pipeline.steps_per_epoch
 
     @property
     def step(self) -> int:
         """Global batches consumed so far (resumed ones included): the step of the next."""
-        return self._native("step").step
+        return self._pipeline.step
 
     def state_dict(self) -> dict:
         """Where this loader stands, as a small JSON-serialisable dict.
@@ -442,7 +465,7 @@ class DataLoader:
         (about 120 bytes; under 1 KiB for up to 8 mixture sources). Pass it to
         :meth:`load_state_dict`, or as ``DataLoader(..., state=...)``, to go on from there.
         """
-        return json.loads(self._native("state_dict").state())
+        return json.loads(self._pipeline.state())
 
     def load_state_dict(self, state: State) -> None:
         """Resume from a :meth:`state_dict`: the next batch is the one that followed the
@@ -456,7 +479,6 @@ class DataLoader:
         weights) or the dataset changed since (its length, or its generation: records were
         deleted or compacted), and ``RuntimeError`` once a batch was returned.
         """
-        self._native("load_state_dict")
         if self._returned:
             raise RuntimeError(
                 "load_state_dict() must be called before the first next(): this loader already returned "
@@ -464,14 +486,9 @@ class DataLoader:
             )
         if self.closed:
             raise RuntimeError("load_state_dict() on a closed DataLoader")
-        fresh = _Pipeline(**self._spec, state=_state_text(state))  # checks before anything changes
+        fresh = self._make(_state_text(state))  # checks the state before anything changes
         old, self._pipeline = self._pipeline, fresh
         old.close()
-
-    def _native(self, what: str) -> Any:
-        if self._spec is None:
-            raise TypeError(f"{what} needs zrecord Datasets; this loader reads {type(self.dataset).__name__} objects")
-        return self._pipeline
 
     # -- lifetime --------------------------------------------------------------------------
 
