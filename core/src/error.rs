@@ -1,7 +1,7 @@
 //! Typed errors, one enum per concern, and the stable numeric codes loaderx 0.5.4 exposed.
 //!
 //! [`Error`] is what every engine call returns. Its [`Error::code`] is the contract the Python
-//! and WIT layers expose: the codes -1 ..= -8 keep loaderx's meanings, -9 and -10 are ours.
+//! and WIT layers expose: the codes -1 ..= -8 keep loaderx's meanings, -9 ..= -11 are ours.
 
 use alloc::string::String;
 use core::fmt;
@@ -56,6 +56,48 @@ pub enum Error {
     /// An argument is malformed (unknown codec, mismatched lengths, overlapping regions...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A record's stored bytes do not match the checksum kept for them in `checksums.zrc`
+    /// (the record is damaged), or, under `verify = always`, the record has none.
+    #[error("record {index} (chunk {chunk}, offset {offset}) {failure}")]
+    Checksum {
+        /// Index of the record.
+        index: u64,
+        /// The chunk file holding its stored bytes.
+        chunk: u16,
+        /// Where they start in that chunk.
+        offset: u32,
+        /// What failed.
+        failure: ChecksumFailure,
+    },
+}
+
+/// How a record failed its checksum check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChecksumFailure {
+    /// The stored bytes hash to `found`, but `expected` was recorded when they were written.
+    Mismatch {
+        /// The checksum recorded for the record.
+        expected: u64,
+        /// The checksum of the bytes now stored.
+        found: u64,
+    },
+    /// The record has no checksum (see `Stats::unchecked`) and the store was opened with
+    /// `verify = always`.
+    Unchecked,
+}
+
+impl fmt::Display for ChecksumFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChecksumFailure::Mismatch { expected, found } => {
+                write!(f, "fails its checksum: the stored bytes hash to {found:016x}, {expected:016x} was recorded")
+            }
+            ChecksumFailure::Unchecked => {
+                write!(f, "has no checksum and verify is \"always\" (seal the store to checksum it)")
+            }
+        }
+    }
 }
 
 impl Error {
@@ -72,6 +114,7 @@ impl Error {
             Error::Format(_) => -8,
             Error::Locked(_) => -9,
             Error::InvalidArgument(_) => -10,
+            Error::Checksum { .. } => -11,
         }
     }
 }
@@ -265,7 +308,7 @@ mod tests {
     #[test]
     fn codes_are_loaderx_codes() {
         let io = IoError::new(IoErrorKind::Other, "x", "y");
-        let cases: [(Error, i32); 10] = [
+        let cases: [(Error, i32); 11] = [
             (Error::OutOfMemory, -1),
             (Error::Io(io), -2),
             (Error::IndexOutOfRange { index: 1, length: 0 }, -3),
@@ -276,6 +319,7 @@ mod tests {
             (Error::Format(FormatError::MissingMeta), -8),
             (Error::Locked("x".into()), -9),
             (Error::InvalidArgument("x".into()), -10),
+            (Error::Checksum { index: 3, chunk: 1, offset: 9, failure: ChecksumFailure::Unchecked }, -11),
         ];
         for (e, code) in cases {
             assert_eq!(e.code(), code, "{e}");

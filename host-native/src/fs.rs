@@ -177,6 +177,10 @@ impl Backend for DirBackend {
         NativeFile::open(&self.dir.join(chunk_file_name(id)), create, self.writable, true)
     }
 
+    fn open_aux(&self, name: &str, create: bool) -> Result<Option<NativeFile>, IoError> {
+        NativeFile::open(&self.dir.join(name), create, self.writable, true)
+    }
+
     fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
         let path = self.dir.join(chunk_file_name(id));
         match std::fs::remove_file(&path) {
