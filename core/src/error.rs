@@ -82,6 +82,15 @@ pub enum ChecksumFailure {
         /// The checksum of the bytes now stored.
         found: u64,
     },
+    /// The table entry is not the one the checksum was taken for and its bytes do not match
+    /// it, in a store no other writer has changed since zrecord last did: the table entry is
+    /// damaged.
+    EntryChanged {
+        /// The checksum recorded for the entry that was there.
+        expected: u64,
+        /// The checksum of the bytes the entry now points at.
+        found: u64,
+    },
     /// The record has no checksum (see `Stats::unchecked`) and the store was opened with
     /// `verify = always`.
     Unchecked,
@@ -93,6 +102,11 @@ impl fmt::Display for ChecksumFailure {
             ChecksumFailure::Mismatch { expected, found } => {
                 write!(f, "fails its checksum: the stored bytes hash to {found:016x}, {expected:016x} was recorded")
             }
+            ChecksumFailure::EntryChanged { expected, found } => write!(
+                f,
+                "has a damaged table entry: it is not the entry checksummed ({expected:016x}), and the bytes it \
+                 points at hash to {found:016x}"
+            ),
             ChecksumFailure::Unchecked => {
                 write!(f, "has no checksum and verify is \"always\" (seal the store to checksum it)")
             }

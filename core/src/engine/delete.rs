@@ -78,6 +78,7 @@ impl<B: Backend> Store<B> {
         let applied = apply_journal(&journal, &self.meta).and_then(|h| {
             if let Some(f) = self.sums.get() {
                 sums::move_sums(&journal, &self.meta, f)?;
+                self.cover(&h)?;
             }
             Ok(h)
         });
@@ -139,6 +140,12 @@ pub(super) fn replay_journal<B: Backend>(
     let h = apply_journal(journal, meta)?;
     if let Some(f) = sums {
         sums::move_sums(journal, meta, f)?;
+        // The delete was zrecord's: if zrecord covered the table before it, it does after.
+        let covered = sums::read_covered(f)?;
+        if covered == Some(journal.header) || covered == Some(h) {
+            sums::write_covered(f, &h)?;
+            f.sync()?;
+        }
     }
     backend.remove_side_file(DELETE_JOURNAL)?;
     Ok(h)

@@ -277,6 +277,11 @@ pub struct Store<B: Backend> {
     sums: OnceBox<B::File>,
     /// The side file was written by a newer zrecord: never read it, never write it.
     sums_newer: bool,
+    /// A writer that keeps no checksums (loaderx) changed the store since zrecord last
+    /// recorded its covered header (or a crash came between the two): entries that differ
+    /// from their slots are unchecked, not damaged, and no covered header is recorded until
+    /// [`Store::seal`] vouches for every record again.
+    foreign: core::sync::atomic::AtomicBool,
 }
 
 fn pack_tail(h: &Header) -> u64 {

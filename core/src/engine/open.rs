@@ -13,7 +13,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use once_cell::race::OnceBox;
 
@@ -93,10 +93,12 @@ impl<B: Backend> Store<B> {
             verify: opts.verify,
             sums: OnceBox::new(),
             sums_newer,
+            foreign: AtomicBool::new(false),
         };
         if let Some(f) = sums_file {
             let _ = store.sums.set(Box::new(f));
         }
+        store.refresh_foreign(&header)?;
         // A directory without its tail chunk is damaged; say so now rather than on a read.
         let tail = store.chunk(header.tail_chunk)?;
         if !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
@@ -111,6 +113,10 @@ impl<B: Backend> Store<B> {
             // The header may now be half-written; no further write may build on it.
             w.poisoned = true;
             return Err(e.into());
+        }
+        if let Err(e) = self.cover(&header) {
+            w.poisoned = true;
+            return Err(e);
         }
         w.header = header;
         Ok(())
@@ -148,7 +154,7 @@ impl<B: Backend> Store<B> {
         }
         w.header = disk;
         self.publish(&disk);
-        Ok(())
+        self.refresh_foreign(&disk)
     }
 
     /// Makes everything written so far durable: chunk data first, then the table and header.

@@ -13,16 +13,17 @@
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
 
 use super::{Store, Verify, Writer};
 use crate::codec::decode_into;
 use crate::error::{ChecksumFailure, Error, IoError, IoErrorKind, Result};
 use crate::format::journal::DeleteJournal;
 use crate::format::sums::{
-    checksum, decode_header, encode_header, encode_slot, slot_offset, slot_sum, SumsHeader, SLOT_LEN, SUMS_FILE,
-    SUMS_HEADER_LEN, SUMS_LEN,
+    checksum, decode_covered, decode_header, decode_slot, encode_covered, encode_header, encode_slot, slot_offset,
+    slot_sum, SumsHeader, COVER_LEN, COVER_OFFSET, SLOT_LEN, SUMS_FILE, SUMS_ID_LEN, SUMS_LEN,
 };
-use crate::format::{entry_offset, RecordLoc, ENTRY_LEN};
+use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN, HEADER_LEN};
 use crate::io::{Backend, LockMode, StorageFile};
 
 /// What [`Store::seal`] did.
@@ -49,8 +50,8 @@ pub(super) fn load_sums<B: Backend>(backend: &B) -> Result<(Option<B::File>, boo
 }
 
 fn classify<F: StorageFile>(f: &F) -> Result<SumsHeader> {
-    let mut head = [0u8; SUMS_HEADER_LEN];
-    if f.len()? < SUMS_HEADER_LEN as u64 {
+    let mut head = [0u8; SUMS_ID_LEN];
+    if f.len()? < SUMS_ID_LEN as u64 {
         return Ok(SumsHeader::Damaged);
     }
     f.read_at(0, &mut head)?;
@@ -61,18 +62,46 @@ fn classify<F: StorageFile>(f: &F) -> Result<SumsHeader> {
 /// caller syncs the directory.
 pub(super) fn create_sums<B: Backend>(backend: &B) -> Result<()> {
     if let Some(f) = backend.open_aux(SUMS_FILE, true)? {
-        init(&f)?;
+        init(&f, Some(&Header::default()))?;
     }
     Ok(())
 }
 
-fn init<F: StorageFile>(f: &F) -> Result<()> {
+/// Sizes the side file and writes its header; the covered header only if given (a store
+/// whose table zrecord does not know entry by entry starts with none).
+fn init<F: StorageFile>(f: &F, covered: Option<&Header>) -> Result<()> {
     if f.len()? != SUMS_LEN {
         f.set_len(SUMS_LEN)?;
     }
     f.write_at(0, &encode_header())?;
+    f.write_at(COVER_OFFSET, &covered.map_or([0u8; COVER_LEN], encode_covered))?;
     f.sync()?;
     Ok(())
+}
+
+/// The covered header the side file holds, if its block is intact.
+pub(super) fn read_covered<F: StorageFile>(sums: &F) -> Result<Option<Header>> {
+    let mut b = [0u8; COVER_LEN];
+    sums.read_at(COVER_OFFSET, &mut b)?;
+    Ok(decode_covered(&b))
+}
+
+/// Records `header`, just written to meta.zr, as the covered header.
+pub(super) fn write_covered<F: StorageFile>(sums: &F, header: &Header) -> Result<()> {
+    sums.write_at(COVER_OFFSET, &encode_covered(header))?;
+    Ok(())
+}
+
+/// What a record's slot says about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Slot {
+    /// No trusted checksum: no side file, or the slot is not sealed.
+    Empty,
+    /// Sealed for exactly this entry: the record's checksum.
+    Same(u64),
+    /// Sealed for another entry, with that entry's checksum: the entry was moved or replaced
+    /// (by a foreign writer, or by damage to the table).
+    Other(u64),
 }
 
 /// Moves the checksums of a delete's moved entries to their new slots: each moved entry
@@ -117,19 +146,68 @@ impl<B: Backend> Store<B> {
     }
 
     /// The trusted checksum of record `index` whose table entry is `loc`, or `None` if it is
-    /// unchecked. A side file cut short covers nothing past its end; any other failure to
-    /// read it is an I/O error, as for any file of the store.
+    /// unchecked.
     pub(super) fn expected_sum(&self, index: u32, loc: &RecordLoc) -> Result<Option<u64>> {
-        let Some(f) = self.sums.get() else { return Ok(None) };
+        Ok(match self.slot(index, loc)? {
+            Slot::Same(sum) => Some(sum),
+            _ => None,
+        })
+    }
+
+    /// What slot `index` says about the record whose table entry is `loc`. A side file cut
+    /// short covers nothing past its end; any other failure to read it is an I/O error, as
+    /// for any file of the store.
+    pub(super) fn slot(&self, index: u32, loc: &RecordLoc) -> Result<Slot> {
+        let Some(f) = self.sums.get() else { return Ok(Slot::Empty) };
         let at = slot_offset(index) as usize;
-        if let Some(bytes) = f.view().and_then(|v| v.get(at..at + SLOT_LEN)) {
-            return Ok(slot_sum(index, bytes, loc));
-        }
         let mut b = [0u8; SLOT_LEN];
-        match f.read_at(at as u64, &mut b) {
-            Ok(()) => Ok(slot_sum(index, &b, loc)),
-            Err(e) if e.kind == IoErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => Err(e.into()),
+        match f.view().and_then(|v| v.get(at..at + SLOT_LEN)) {
+            Some(bytes) => b.copy_from_slice(bytes),
+            None => match f.read_at(at as u64, &mut b) {
+                Ok(()) => {}
+                Err(e) if e.kind == IoErrorKind::UnexpectedEof => return Ok(Slot::Empty),
+                Err(e) => return Err(e.into()),
+            },
+        }
+        Ok(match decode_slot(index, &b) {
+            Some((e, sum)) if e == *loc => Slot::Same(sum),
+            Some((_, sum)) => Slot::Other(sum),
+            None => Slot::Empty,
+        })
+    }
+
+    /// True if no other writer has changed the table since zrecord last wrote it: meta.zr's
+    /// header on disk still equals the covered header, and this handle has seen no foreign
+    /// change. Then an entry that differs from its slot's copy can only be damage.
+    pub(super) fn table_unchanged(&self) -> Result<bool> {
+        if self.foreign.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let Some(f) = self.sums.get() else { return Ok(false) };
+        let mut raw = [0u8; HEADER_LEN];
+        self.meta.read_at(0, &mut raw)?;
+        let disk = Header::decode(&raw)?;
+        Ok(read_covered(f)? == Some(disk))
+    }
+
+    /// Looks again at whether a foreign writer changed the store (at open, and after a
+    /// reload found a new header): if the covered header is not the header on disk, this
+    /// handle stops recording covered headers until [`Store::seal`].
+    pub(super) fn refresh_foreign(&self, disk: &Header) -> Result<()> {
+        if let Some(f) = self.sums.get() {
+            if read_covered(f)? != Some(*disk) {
+                self.foreign.store(true, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `header` (just written to meta.zr) as the covered header, unless a foreign
+    /// writer changed the store since zrecord last vouched for its table.
+    pub(super) fn cover(&self, header: &Header) -> Result<()> {
+        match self.sums.get() {
+            Some(f) if !self.foreign.load(Ordering::Acquire) => write_covered(f, header),
+            _ => Ok(()),
         }
     }
 
@@ -141,17 +219,32 @@ impl<B: Backend> Store<B> {
         }
         let fail =
             |failure| Error::Checksum { index: u64::from(index), chunk: loc.chunk_id, offset: loc.offset, failure };
-        match self.expected_sum(index, loc)? {
-            Some(expected) => {
+        match self.slot(index, loc)? {
+            Slot::Same(expected) => {
                 let found = checksum(stored);
                 if found != expected {
                     return Err(fail(ChecksumFailure::Mismatch { expected, found }));
                 }
-                Ok(true)
+                return Ok(true);
             }
-            None if mode == Verify::Always => Err(fail(ChecksumFailure::Unchecked)),
-            None => Ok(false),
+            Slot::Other(expected) => {
+                let found = checksum(stored);
+                // The same bytes moved (a foreign compact): still checked.
+                if found == expected {
+                    return Ok(true);
+                }
+                // Another entry with other bytes: a foreign writer's, unless nobody else
+                // has written the table since zrecord did, in which case it is damage.
+                if self.table_unchanged()? {
+                    return Err(fail(ChecksumFailure::EntryChanged { expected, found }));
+                }
+            }
+            Slot::Empty => {}
         }
+        if mode == Verify::Always {
+            return Err(fail(ChecksumFailure::Unchecked));
+        }
+        Ok(false)
     }
 
     /// The side file, created (or its damaged header initialised again) if the store has
@@ -169,7 +262,12 @@ impl<B: Backend> Store<B> {
         match classify(&f)? {
             SumsHeader::Newer => return Ok(None),
             SumsHeader::Usable if f.len()? == SUMS_LEN => {}
-            _ => init(&f)?,
+            _ => {
+                // Slots that survive keep their own seals; the table is vouched for only
+                // once every record is sealed again.
+                self.foreign.store(true, Ordering::Release);
+                init(&f, None)?
+            }
         }
         drop(f);
         if fresh {
@@ -226,6 +324,7 @@ impl<B: Backend> Store<B> {
             }));
         };
         let h = w.header;
+        let unchanged = self.table_unchanged()?;
         let mut out = Sealing::default();
         let (mut stored, mut decoded) = (Vec::new(), Vec::new());
         for i in 0..h.length {
@@ -233,7 +332,8 @@ impl<B: Backend> Store<B> {
                 progress(u64::from(i), u64::from(h.length));
             }
             let loc = self.entry(i)?;
-            if self.expected_sum(i, &loc)?.is_some() {
+            let slot = self.slot(i, &loc)?;
+            if let Slot::Same(_) = slot {
                 out.already += 1;
                 continue;
             }
@@ -253,12 +353,20 @@ impl<B: Backend> Store<B> {
                 }
             }
             decoded.resize(loc.logic_length as usize, 0);
-            if decode_into(codec, &stored, &mut decoded).is_err() {
+            let sum = checksum(&stored);
+            // An entry that changed under an untouched table is damage: never sealed.
+            let damaged = matches!(slot, Slot::Other(expected) if expected != sum) && unchanged;
+            if damaged || decode_into(codec, &stored, &mut decoded).is_err() {
                 out.bad += 1;
                 continue;
             }
-            sums.write_at(slot_offset(i), &encode_slot(i, &loc, checksum(&stored)))?;
+            sums.write_at(slot_offset(i), &encode_slot(i, &loc, sum))?;
             out.sealed += 1;
+        }
+        // Every live record now has its checksum: zrecord vouches for the table again.
+        if out.bad == 0 {
+            self.foreign.store(false, Ordering::Release);
+            write_covered(sums, &h)?;
         }
         Self::poison_on_err(w, sums.sync())?;
         progress(u64::from(h.length), u64::from(h.length));

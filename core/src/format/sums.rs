@@ -12,6 +12,11 @@
 //! behind the table, and where it does, it says so. The byte diagram is in
 //! `docs/format.md`, "checksums.zrc"; keep the two in step.
 //!
+//! The header also keeps the *covered header*: a copy of meta.zr's header as zrecord last
+//! wrote it. While meta.zr's header still equals it, no other writer has changed the store
+//! since, so a table entry that differs from its slot's copy (and whose bytes do not match
+//! the checksum) is damage, not a foreign writer's work.
+//!
 //! ```text
 //! offset  size  field
 //!      0     4  magic "ZRCS"
@@ -21,8 +26,11 @@
 //!     12     4  slots u32 = 2^24
 //!     16     8  reserved, 0
 //!     24     8  seal: XXH3-64 of bytes 0..24, u64
+//!     32    16  covered header: meta.zr's 16-byte header as zrecord last wrote it
+//!     48     8  reserved, 0
+//!     56     8  seal: XXH3-64 with seed COVER_SEAL_KEY of bytes 32..56, u64
 //!
-//! offset 32 + 32*i: slot i
+//! offset 64 + 32*i: slot i
 //!      0    16  the table entry the checksum was taken for, as in meta.zr
 //!     16     8  checksum: XXH3-64 (seed 0) of the entry's stored bytes, u64
 //!     24     8  seal: XXH3-64 with seed (SLOT_SEAL_KEY ^ i) of bytes 0..24 of the slot, u64
@@ -30,7 +38,7 @@
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-use super::{RecordLoc, ENTRY_LEN, MAX_RECORDS};
+use super::{Header, RecordLoc, ENTRY_LEN, HEADER_LEN, MAX_RECORDS};
 
 /// Name of the checksum side file inside the store directory.
 pub const SUMS_FILE: &str = "checksums.zrc";
@@ -40,8 +48,16 @@ pub const SUMS_MAGIC: [u8; 4] = *b"ZRCS";
 pub const SUMS_VERSION: u16 = 1;
 /// Algorithm 1: XXH3-64 with seed 0 over the record's stored bytes.
 pub const SUMS_ALGORITHM: u16 = 1;
-/// Size of the header, and of each slot.
-pub const SUMS_HEADER_LEN: usize = 32;
+/// Size of the header (the fixed part and the covered header).
+pub const SUMS_HEADER_LEN: usize = 64;
+/// Size of the fixed part of the header.
+pub const SUMS_ID_LEN: usize = 32;
+/// Where the covered header's block starts, and its size.
+pub const COVER_OFFSET: u64 = 32;
+/// Size of the covered header's block.
+pub const COVER_LEN: usize = 32;
+/// Seed of the covered header's seal.
+pub const COVER_SEAL_KEY: u64 = 0x5a52_4353_434f_5652; // "ZRCSCOVR"
 /// Size of one slot. 32 divides the 512-byte sector, so a slot never straddles two sectors
 /// and a torn write leaves each slot old or new (the seal catches anything else).
 pub const SLOT_LEN: usize = 32;
@@ -52,7 +68,7 @@ pub const SUMS_LEN: u64 = SUMS_HEADER_LEN as u64 + MAX_RECORDS as u64 * SLOT_LEN
 pub const SLOT_SEAL_KEY: u64 = 0x5a52_4353_5345_414c; // "ZRCSSEAL"
 
 const _: () = assert!(512 % SLOT_LEN == 0 && SUMS_HEADER_LEN % SLOT_LEN == 0);
-const _: () = assert!(SUMS_LEN == 536_870_944);
+const _: () = assert!(SUMS_LEN == 536_870_976);
 
 /// The checksum zrecord keeps of a record's stored bytes (XXH3-64, seed 0).
 ///
@@ -70,9 +86,9 @@ pub const fn slot_offset(index: u32) -> u64 {
     SUMS_HEADER_LEN as u64 + index as u64 * SLOT_LEN as u64
 }
 
-/// The side file's header bytes.
-pub fn encode_header() -> [u8; SUMS_HEADER_LEN] {
-    let mut b = [0u8; SUMS_HEADER_LEN];
+/// The fixed part of the side file's header (its first 32 bytes).
+pub fn encode_header() -> [u8; SUMS_ID_LEN] {
+    let mut b = [0u8; SUMS_ID_LEN];
     b[0..4].copy_from_slice(&SUMS_MAGIC);
     b[4..6].copy_from_slice(&SUMS_VERSION.to_le_bytes());
     b[6..8].copy_from_slice(&SUMS_ALGORITHM.to_le_bytes());
@@ -99,17 +115,37 @@ pub enum SumsHeader {
 
 /// Classifies the first bytes of a side file.
 pub fn decode_header(b: &[u8]) -> SumsHeader {
-    if b.len() < SUMS_HEADER_LEN || b[0..4] != SUMS_MAGIC {
+    if b.len() < SUMS_ID_LEN || b[0..4] != SUMS_MAGIC {
         return SumsHeader::Damaged;
     }
     if b[24..32] != xxh3_64(&b[..24]).to_le_bytes() {
         return SumsHeader::Damaged;
     }
-    if b[..SUMS_HEADER_LEN] == encode_header() {
+    if b[..SUMS_ID_LEN] == encode_header() {
         SumsHeader::Usable
     } else {
         SumsHeader::Newer
     }
+}
+
+/// The covered header's block: `header`, as zrecord has just written it to meta.zr.
+pub fn encode_covered(header: &Header) -> [u8; COVER_LEN] {
+    let mut b = [0u8; COVER_LEN];
+    b[..HEADER_LEN].copy_from_slice(&header.encode());
+    let seal = xxh3_64_with_seed(&b[..24], COVER_SEAL_KEY);
+    b[24..32].copy_from_slice(&seal.to_le_bytes());
+    b
+}
+
+/// The covered header, if its block is sealed and holds a valid header.
+pub fn decode_covered(b: &[u8]) -> Option<Header> {
+    let b = b.get(..COVER_LEN)?;
+    if b[24..32] != xxh3_64_with_seed(&b[..24], COVER_SEAL_KEY).to_le_bytes() {
+        return None;
+    }
+    let mut h = [0u8; HEADER_LEN];
+    h.copy_from_slice(&b[..HEADER_LEN]);
+    Header::decode(&h).ok()
 }
 
 fn slot_seal(index: u32, body: &[u8]) -> u64 {
@@ -165,8 +201,9 @@ mod tests {
         assert_eq!(h[16..24], [0; 8]);
         assert_eq!(decode_header(&h), SumsHeader::Usable);
         assert_eq!(decode_header(&h[..31]), SumsHeader::Damaged);
+        assert_eq!(SUMS_ID_LEN + COVER_LEN, SUMS_HEADER_LEN);
         assert_eq!(decode_header(&[0u8; 32]), SumsHeader::Damaged);
-        for at in 0..SUMS_HEADER_LEN {
+        for at in 0..SUMS_ID_LEN {
             let mut d = h;
             d[at] ^= 0x10;
             assert_eq!(decode_header(&d), SumsHeader::Damaged, "byte {at}");
@@ -177,6 +214,21 @@ mod tests {
         let seal = xxh3_64(&v2[..24]);
         v2[24..].copy_from_slice(&seal.to_le_bytes());
         assert_eq!(decode_header(&v2), SumsHeader::Newer);
+    }
+
+    #[test]
+    fn covered_header_round_trip_and_damage() {
+        let h = Header { tail_chunk: 2, tail_offset: 77, length: 9 };
+        let b = encode_covered(&h);
+        assert_eq!(b[..16], h.encode());
+        assert_eq!(b[16..24], [0; 8]);
+        assert_eq!(decode_covered(&b), Some(h));
+        assert_eq!(decode_covered(&[0u8; COVER_LEN]), None);
+        for at in 0..COVER_LEN {
+            let mut d = b;
+            d[at] ^= 4;
+            assert_eq!(decode_covered(&d), None, "byte {at}");
+        }
     }
 
     #[test]
