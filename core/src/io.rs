@@ -124,6 +124,9 @@ impl Parallel for Serial {
     }
 }
 
+#[cfg(feature = "std")]
+pub mod std_dir;
+
 /// An in-memory [`Backend`] with sparse files: for tests, fuzzing and fault simulation.
 #[cfg(feature = "std")]
 pub mod mem {

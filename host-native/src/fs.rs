@@ -5,14 +5,14 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::lock::{HandleLocks, MetaFile};
 
 use memmap2::Mmap;
 use zrecord_core::error::{Error, IoError};
-use zrecord_core::format::{chunk_file_name, META_FILE};
+use zrecord_core::io::std_dir::StoreDir;
 use zrecord_core::io::{Backend, LockMode, StorageFile};
 
 /// Converts a std I/O error, naming what was being done.
@@ -75,14 +75,26 @@ impl NativeFile {
         self.map = if len == 0 {
             None
         } else {
-            // SAFETY: the map is read-only and private to this handle. Its bytes can change
-            // under it only through writes to the file: this process's own appends, which
-            // never touch bytes a reader has been given (records are immutable once their
-            // length is published), and delete/compact, which need `&mut Store` here and an
-            // exclusive flock that no other zrecord handle can hold while this one lives.
-            // Truncation by a foreign process would turn reads into SIGBUS; the engine
-            // bounds every read by the mapped length taken here, so our own truncation in
-            // compact (under `&mut`) never leaves a stale range in use.
+            // SAFETY: `Mmap::map` is unsafe because the bytes behind the map can change (or
+            // vanish) while a `&[u8]` into it is live. The contract that makes our use sound:
+            // - The map is read-only and shared. Readers only ever look at the bytes of records
+            //   whose entries are published (length stored last, Release/Acquire), and a
+            //   published record's bytes are never written again by an appender, in this
+            //   process or another: appends, ours or loaderx's, only write past the tail.
+            // - Bytes of live records move only in delete/compact, which need `&mut Store` in
+            //   this handle and the exclusive lock, and that lock cannot be had while any other
+            //   zrecord handle, in any process, holds its presence lock (docs/format.md,
+            //   "Locks"). A handle inherited through fork() re-takes its own presence lock
+            //   before it reads again (crate::lock).
+            // - Chunk files are always CHUNK_FILE_LEN long while a store is open (created at
+            //   that size; compact shrinks the tail and restores the size under the exclusive
+            //   lock), and every read is bounded by the length mapped here, so no zrecord
+            //   writer truncates a file under a live map and no read runs past it.
+            // What this cannot cover: a writer that takes no locks. loaderx 0.5.4's delete or
+            // compact running while a zrecord handle is open may rewrite record bytes under
+            // a reader (wrong data or a decode error) or shrink a chunk file, which turns the
+            // next read of a page past the new end into SIGBUS. Running loaderx's delete or
+            // compact on a store zrecord has open is unsupported (README, "Python").
             let map = unsafe { Mmap::map(self.file()) }.map_err(|e| io_err(e, format!("map {}", self.name)))?;
             #[cfg(unix)]
             let _ = map.advise(memmap2::Advice::Random);
@@ -131,7 +143,7 @@ impl StorageFile for NativeFile {
 
 /// A store directory on the local file system.
 pub struct DirBackend {
-    dir: PathBuf,
+    dir: StoreDir,
     writable: bool,
     locks: HandleLocks,
 }
@@ -142,12 +154,12 @@ impl DirBackend {
         if writable {
             std::fs::create_dir_all(dir).map_err(|e| io_err(e, format!("create directory {}", dir.display())))?;
         }
-        Ok(DirBackend { dir: dir.to_path_buf(), writable, locks: HandleLocks::default() })
+        Ok(DirBackend { dir: StoreDir::new(dir), writable, locks: HandleLocks::default() })
     }
 
     /// The store directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.root()
     }
 
     /// In a process forked after this handle was opened, takes the handle's locks again in
@@ -161,7 +173,7 @@ impl Backend for DirBackend {
     type File = NativeFile;
 
     fn open_meta(&self, create: bool) -> Result<Option<NativeFile>, IoError> {
-        let path = self.dir.join(META_FILE);
+        let path = self.dir.meta_path();
         let name = path.display().to_string();
         let Some(meta) = MetaFile::open(&path, create, self.writable).map_err(|e| io_err(e, format!("open {name}")))?
         else {
@@ -174,7 +186,7 @@ impl Backend for DirBackend {
     }
 
     fn open_chunk(&self, id: u16, create: bool) -> Result<Option<NativeFile>, IoError> {
-        NativeFile::open(&self.dir.join(chunk_file_name(id)), create, self.writable, true)
+        NativeFile::open(&self.dir.chunk_path(id), create, self.writable, true)
     }
 
     fn open_aux(&self, name: &str, create: bool) -> Result<Option<NativeFile>, IoError> {
@@ -182,50 +194,23 @@ impl Backend for DirBackend {
     }
 
     fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
-        let path = self.dir.join(chunk_file_name(id));
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(e, format!("remove {}", path.display()))),
-            _ => Ok(()),
-        }
+        self.dir.remove_chunk(id)
     }
 
     fn sync_dir(&self) -> Result<(), IoError> {
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io_err(e, format!("sync directory {}", self.dir.display())))
+        self.dir.sync_dir()
     }
 
     fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError> {
-        let path = self.dir.join(name);
-        match std::fs::read(&path) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(e, format!("read {}", path.display()))),
-        }
+        self.dir.read_side_file(name)
     }
 
     fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
-        // Written beside, synced, renamed over and the directory synced: a crash leaves the
-        // old file or the new one, and the new one is durable when this returns (the engine
-        // commits deletes through a side file).
-        let path = self.dir.join(name);
-        let tmp = self.dir.join(format!(".{name}.tmp"));
-        let write = || -> io::Result<()> {
-            let mut f = File::create(&tmp)?;
-            io::Write::write_all(&mut f, bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)
-        };
-        write().map_err(|e| io_err(e, format!("write {}", path.display())))?;
-        self.sync_dir()
+        self.dir.write_side_file(name, bytes)
     }
 
     fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
-        let path = self.dir.join(name);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(e, format!("remove {}", path.display()))),
-            _ => self.sync_dir(),
-        }
+        self.dir.remove_side_file(name)
     }
 
     fn lock(&self, mode: LockMode) -> Result<(), Error> {

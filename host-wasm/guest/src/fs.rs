@@ -14,6 +14,7 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use zrecord_core::io::std_dir::StoreDir;
 use zrecord_core::io::{Backend, StorageFile};
 use zrecord_core::IoError;
 
@@ -98,9 +99,10 @@ impl StorageFile for FsFile {
     }
 }
 
-/// A store directory.
+/// A store directory: file placement and the directory-level operations are the core's
+/// [`StoreDir`], shared with the native host; only opening a file is the guest's own.
 pub struct FsDir {
-    root: PathBuf,
+    dir: StoreDir,
     writable: bool,
 }
 
@@ -108,7 +110,7 @@ impl FsDir {
     /// The store at `root`; files are opened for writing only if `writable`, so a store in a
     /// read-only preopen can still be read.
     pub fn new(root: impl Into<PathBuf>, writable: bool) -> FsDir {
-        FsDir { root: root.into(), writable }
+        FsDir { dir: StoreDir::new(root), writable }
     }
 }
 
@@ -116,51 +118,31 @@ impl Backend for FsDir {
     type File = FsFile;
 
     fn open_meta(&self, create: bool) -> Result<Option<FsFile>, IoError> {
-        FsFile::open(self.root.join("meta.zr"), self.writable, create)
+        FsFile::open(self.dir.meta_path(), self.writable, create)
     }
 
     fn open_chunk(&self, id: u16, create: bool) -> Result<Option<FsFile>, IoError> {
-        FsFile::open(self.root.join(format!("{id}.zr")), self.writable, create)
+        FsFile::open(self.dir.chunk_path(id), self.writable, create)
     }
 
     fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
-        let path = self.root.join(format!("{id}.zr"));
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(e, format!("remove {}", path.display()))),
-        }
+        self.dir.remove_chunk(id)
     }
 
     fn sync_dir(&self) -> Result<(), IoError> {
-        // wasi:filesystem can sync a directory descriptor, and std opens one with File::open.
-        let dir = File::open(&self.root).map_err(|e| io_err(e, format!("open directory {}", self.root.display())))?;
-        match dir.sync_all() {
-            Ok(()) => Ok(()),
-            // Some hosts (and the JS shim) cannot sync a directory; entries then become
-            // durable with the host's next sync, which is all they offer.
-            Err(e) if matches!(e.kind(), ErrorKind::Unsupported | ErrorKind::InvalidInput) => Ok(()),
-            Err(e) => Err(io_err(e, format!("sync directory {}", self.root.display()))),
-        }
+        self.dir.sync_dir()
     }
 
     fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError> {
-        let path = self.root.join(name);
-        match std::fs::read(&path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(e, format!("read {}", path.display()))),
-        }
+        self.dir.read_side_file(name)
     }
 
     fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
-        // Written beside and renamed over, so a reader never sees half a schema.
-        let path = self.root.join(name);
-        let tmp = self.root.join(format!(".{name}.tmp"));
-        let f = FsFile::create(tmp.clone())?;
-        f.write_at(0, bytes)?;
-        f.sync()?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(|e| io_err(e, format!("rename {} over {}", tmp.display(), path.display())))
+        // Synced, renamed over, and the directory synced, as the Backend contract requires.
+        self.dir.write_side_file(name, bytes)
+    }
+
+    fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
+        self.dir.remove_side_file(name)
     }
 }
