@@ -83,6 +83,8 @@ pub struct OpenOptions {
     /// When reads check each record's checksum (default [`Verify::Auto`]: whenever the
     /// record has one).
     pub verify: Verify,
+    /// Keep checksums on write (default true; see `zrecord_core::Options::checksums`).
+    pub checksums: bool,
 }
 
 impl Default for OpenOptions {
@@ -94,6 +96,7 @@ impl Default for OpenOptions {
             codec: Codec::Flate,
             chunk_capacity: core.chunk_capacity,
             verify: core.verify,
+            checksums: core.checksums,
         }
     }
 }
@@ -136,6 +139,7 @@ impl Zrecord {
             read_only: opts.read_only,
             chunk_capacity: opts.chunk_capacity,
             verify: opts.verify,
+            checksums: opts.checksums,
         };
         let (store, writer) = Store::open(backend, core)?;
         Ok(Zrecord { store, writer: Mutex::new(writer), path, codec: opts.codec })

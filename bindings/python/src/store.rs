@@ -57,6 +57,12 @@ pub fn codec_named(name: &str) -> PyResult<Codec> {
 /// never creates, takes no write lock, and refuses `append`, `delete` and `compact` with
 /// `ValueError`.
 ///
+/// Every record's stored bytes are checksummed on write (`checksums.zrc`, a side file
+/// loaderx ignores) and checked before decoding on read. `verify` sets when: "auto" (the
+/// default: every record that has a checksum), "always" (a record without one is a
+/// `ChecksumError` too) or "never". A mismatch is a `ChecksumError` (code -11) naming the
+/// record and its chunk. `checksums=False` writes without keeping them, as loaderx does.
+///
 /// `gather`, `lengths`, `append` and `stats` may run from many threads at once and release
 /// the GIL. `delete` and `compact` need exclusive access: they raise `LockedError` (code -9)
 /// while another thread, a DataLoader or another open handle is using the store.
@@ -157,7 +163,7 @@ impl Zrecord {
 #[pymethods]
 impl Zrecord {
     #[new]
-    #[pyo3(signature = (path, codec = "flate", *, create = None, read_only = false, verify = "auto"))]
+    #[pyo3(signature = (path, codec = "flate", *, create = None, read_only = false, verify = "auto", checksums = true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -165,14 +171,15 @@ impl Zrecord {
         create: Option<bool>,
         read_only: bool,
         verify: &str,
+        checksums: bool,
     ) -> PyResult<Self> {
         let codec = codec_named(codec)?;
         let verify = verify_named(verify)?;
         if read_only && create == Some(true) {
             return Err(PyValueError::new_err("a read-only open cannot create a store: pass create=False or omit it"));
         }
-        let opts =
-            OpenOptions { codec, create: create.unwrap_or(!read_only), read_only, verify, ..OpenOptions::default() };
+        let create = create.unwrap_or(!read_only);
+        let opts = OpenOptions { codec, create, read_only, verify, checksums, ..OpenOptions::default() };
         let at = path.clone();
         let store = store_call(py, move || zrecord::Zrecord::open_with(at, opts))?;
         Ok(Zrecord { slot: Mutex::new(Slot::Open(Arc::new(store))), freed: Condvar::new(), codec, path, read_only })

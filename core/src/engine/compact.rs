@@ -218,7 +218,7 @@ impl<B: Backend> Store<B> {
         for &(_, index) in group {
             let sum = self.expected_sum(index, loc)?;
             self.write_entries(index, &[moved])?;
-            if let (Some(sum), Some(f)) = (sum, self.sums.get()) {
+            if let (Some(sum), Some(f)) = (sum, self.kept_sums()) {
                 self.write_sums(f, index, &[moved], &[sum])?;
             }
         }

@@ -76,7 +76,7 @@ impl<B: Backend> Store<B> {
         Self::poison_on_err(w, self.meta.sync())?;
         self.backend.write_side_file(DELETE_JOURNAL, &journal.encode())?;
         let applied = apply_journal(&journal, &self.meta).and_then(|h| {
-            if let Some(f) = self.sums.get() {
+            if let Some(f) = self.kept_sums() {
                 sums::move_sums(&journal, &self.meta, f)?;
                 self.cover(&h)?;
             }

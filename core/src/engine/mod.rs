@@ -70,11 +70,22 @@ pub struct Options {
     pub chunk_capacity: u64,
     /// When reads check a record's stored bytes against its checksum.
     pub verify: Verify,
+    /// Keep checksums on write (the default). A handle opened with `false` writes as loaderx
+    /// does: no checksum is computed or written, the records it appends or moves are
+    /// unchecked (its compact's moves keep theirs through the content check), and it never
+    /// records a covered header. For whoever measures a reason to; `seal` still works.
+    pub checksums: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { create: true, read_only: false, chunk_capacity: DEFAULT_CHUNK_CAPACITY, verify: Verify::Auto }
+        Options {
+            create: true,
+            read_only: false,
+            chunk_capacity: DEFAULT_CHUNK_CAPACITY,
+            verify: Verify::Auto,
+            checksums: true,
+        }
     }
 }
 
@@ -282,6 +293,8 @@ pub struct Store<B: Backend> {
     /// from their slots are unchecked, not damaged, and no covered header is recorded until
     /// [`Store::seal`] vouches for every record again.
     foreign: core::sync::atomic::AtomicBool,
+    /// From [`Options::checksums`].
+    keep_sums: bool,
 }
 
 fn pack_tail(h: &Header) -> u64 {

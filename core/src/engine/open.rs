@@ -93,7 +93,9 @@ impl<B: Backend> Store<B> {
             verify: opts.verify,
             sums: OnceBox::new(),
             sums_newer,
-            foreign: AtomicBool::new(false),
+            // A handle that keeps no checksums never vouches for the table.
+            foreign: AtomicBool::new(!opts.checksums),
+            keep_sums: opts.checksums,
         };
         if let Some(f) = sums_file {
             let _ = store.sums.set(Box::new(f));

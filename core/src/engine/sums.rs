@@ -251,10 +251,13 @@ impl<B: Backend> Store<B> {
     /// none yet; `None` if the host keeps no side files or a newer zrecord wrote it. Called
     /// under the appender or exclusive lock.
     pub(super) fn ensure_sums(&self) -> Result<Option<&B::File>> {
+        if !self.keep_sums {
+            return Ok(None);
+        }
         if let Some(f) = self.sums.get() {
             return Ok(Some(f));
         }
-        if self.sums_newer {
+        if self.sums_newer || !self.keep_sums {
             return Ok(None);
         }
         let Some(f) = self.backend.open_aux(SUMS_FILE, true)? else { return Ok(None) };
@@ -283,6 +286,11 @@ impl<B: Backend> Store<B> {
         })?;
         let _ = self.sums.set(Box::new(f));
         Ok(self.sums.get())
+    }
+
+    /// The side file, if this handle keeps checksums on write and the store has one.
+    pub(super) fn kept_sums(&self) -> Option<&B::File> {
+        self.sums.get().filter(|_| self.keep_sums)
     }
 
     /// Writes slots `first..first + entries.len()` for `entries` and their checksums.
@@ -319,6 +327,8 @@ impl<B: Backend> Store<B> {
         let Some(sums) = self.ensure_sums()? else {
             return Err(Error::InvalidArgument(if self.sums_newer {
                 "checksums.zrc was written by a newer zrecord; this build leaves it alone".into()
+            } else if !self.keep_sums {
+                "the store was opened with checksums off".into()
             } else {
                 "this host keeps no checksum side file".into()
             }));

@@ -31,10 +31,12 @@ class Zrecord:
         create: Optional[bool] = None,
         read_only: bool = False,
         verify: str = "auto",
+        checksums: bool = True,
     ) -> None:
         """Open the store at ``path``; create it if missing unless ``create=False`` or
         ``read_only=True`` (then a missing store is ``StoreIOError`` / ``FormatError``).
-        ``verify`` ("auto", "always", "never") sets when reads check checksums."""
+        ``verify`` ("auto", "always", "never") sets when reads check checksums;
+        ``checksums=False`` writes without keeping them, as loaderx does."""
     @classmethod
     def open_read_only(cls, path: _Path, codec: str = "flate") -> "Zrecord":
         """Open an existing store without the right to change it; never creates anything."""
