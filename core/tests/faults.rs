@@ -162,7 +162,7 @@ fn reopen(inner: &MemBackend, ctx: &str) -> Vec<Vec<u8>> {
         .map(|i| s.read(i).unwrap_or_else(|e| panic!("{ctx}: after reopen, record {i}: {e}")))
         .collect();
     // What the side file no longer covers, a seal covers again, and nothing is bad.
-    if s.len() > 0 {
+    if !s.is_empty() {
         let sealed = s.seal(&mut w, &mut |_, _| {}).unwrap_or_else(|e| panic!("{ctx}: seal: {e}"));
         assert_eq!(sealed.bad, 0, "{ctx}");
         assert_eq!(s.unchecked().unwrap(), 0, "{ctx}");

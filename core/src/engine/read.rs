@@ -160,11 +160,11 @@ impl<B: Backend> Store<B> {
         // records' bytes ahead overlaps those misses with the decoding of this one.
         const AHEAD: usize = 4;
         for k in 0..shard.jobs.len().min(AHEAD) {
-            self.prefetch(&shard.jobs[k].loc);
+            self.prefetch(shard.jobs[k].index, &shard.jobs[k].loc);
         }
         for k in 0..shard.jobs.len() {
             if let Some(next) = shard.jobs.get(k + AHEAD) {
-                self.prefetch(&next.loc);
+                self.prefetch(next.index, &next.loc);
             }
             let job = &mut shard.jobs[k];
             self.read_record(job.index, &job.loc, job.codec, job.dst, &mut shard.scratch, self.verify)?;
@@ -172,9 +172,15 @@ impl<B: Backend> Store<B> {
         Ok(())
     }
 
-    fn prefetch(&self, loc: &RecordLoc) {
+    fn prefetch(&self, index: u32, loc: &RecordLoc) {
         if let Some(file) = self.chunks.get(usize::from(loc.chunk_id)).and_then(|slot| slot.get()) {
             file.prefetch(u64::from(loc.offset));
+        }
+        // Its checksum slot too: with random indices, each is a miss of its own.
+        if self.verify != Verify::Never {
+            if let Some(sums) = self.sums.get() {
+                sums.prefetch(crate::format::sums::slot_offset(index));
+            }
         }
     }
 

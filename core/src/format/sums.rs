@@ -67,7 +67,7 @@ pub const SUMS_LEN: u64 = SUMS_HEADER_LEN as u64 + MAX_RECORDS as u64 * SLOT_LEN
 /// index, or an all-zero slot, is not sealed.
 pub const SLOT_SEAL_KEY: u64 = 0x5a52_4353_5345_414c; // "ZRCSSEAL"
 
-const _: () = assert!(512 % SLOT_LEN == 0 && SUMS_HEADER_LEN % SLOT_LEN == 0);
+const _: () = assert!(512usize.is_multiple_of(SLOT_LEN) && SUMS_HEADER_LEN.is_multiple_of(SLOT_LEN));
 const _: () = assert!(SUMS_LEN == 536_870_976);
 
 /// The checksum zrecord keeps of a record's stored bytes (XXH3-64, seed 0).
