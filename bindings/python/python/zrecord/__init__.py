@@ -23,6 +23,7 @@ from .dataloader import DataLoader
 from .dataset import CODECS, Dataset
 from .errors import (
     BufferTooSmallError,
+    ChecksumError,
     DecodeError,
     FormatError,
     IndexOutOfRangeError,
@@ -53,6 +54,7 @@ __all__ = [
     "BadRecord",
     "BufferTooSmallError",
     "CODECS",
+    "ChecksumError",
     "ChunkUse",
     "Conversion",
     "DataLoader",
