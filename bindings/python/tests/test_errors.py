@@ -86,13 +86,9 @@ def test_store_io_error_from_the_store_is_caught_as_os_error(tmp_path):
 
 
 def test_store_io_error_carries_errno(tmp_path):
-    # The store's directory vanishes under an open handle: the first append creates a chunk
-    # file there and the OS says ENOENT.
-    path = tmp_path / "s"
-    z = zrecord.Zrecord(path)
-    shutil.rmtree(path)
+    # Opening (without creating) a store whose directory does not exist: the OS says ENOENT.
     with pytest.raises(zrecord.StoreIOError) as e:
-        z.append(np.zeros(8, np.uint8), 2, 4)
+        zrecord.Zrecord(tmp_path / "missing", create=False)
     assert e.value.errno == errno.ENOENT
+    assert isinstance(e.value, OSError)
     assert not str(e.value).startswith("[Errno")
-    z.close()
