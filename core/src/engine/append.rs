@@ -174,7 +174,7 @@ impl<B: Backend> Store<B> {
         // Barrier: the payloads, entries and checksums must be durable before the header
         // that makes them visible, or a power cut could keep the header and lose what it
         // points at (or keep an older checksum in a slot the header now publishes).
-        self.sync_files(w, w.header.tail_chunk..=h.tail_chunk)?;
+        self.sync_files_with(w, w.header.tail_chunk..=h.tail_chunk, par)?;
         self.write_header(w, h)?;
         self.publish(&h);
         w.deflaters.extend(work.into_iter().filter_map(|s| s.deflater));
