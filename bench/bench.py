@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|loader|stream|scale|all] [--quick]
+    python bench/bench.py [sampler|store|checksums|loader|stream|scale|all] [--quick]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
 baseline, measured in the same run. Timings are medians of repeats on a warm page cache
@@ -302,6 +302,74 @@ def bench_store(args):
               rows)
 
 
+# -------------------------------------------------------------------------- checksums
+
+def bench_checksums(args):
+    """Per-record checksums: gather with verification on vs off, and write with checksums
+    kept vs not (``checksums=False`` writes as zrecord did before it kept them), in the
+    same run. On and off alternate, so drifting load on a shared machine hits both."""
+    import zrecord
+    n = 20000 if not args.quick else 4000
+    batches = 200 if not args.quick else 40
+    rounds = 5 if not args.quick else 2
+    rng = np.random.default_rng(2)
+    idxs = [rng.integers(0, n, 256) for _ in range(batches)]
+    data = make_records(n)
+    item = data[0].nbytes
+    mib = data.nbytes / 2**20
+    step = max(1, (64 << 20) // item)
+    rows = []
+    for codec in ("flate", "raw"):
+        work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
+        try:
+            writes = {True: [], False: []}
+            for r in range(rounds):
+                for keep in (True, False) if r % 2 == 0 else (False, True):
+                    path = work / f"w{int(keep)}{r}"
+                    t = time.perf_counter()
+                    with zrecord.Zrecord(path, codec=codec, checksums=keep) as z:
+                        for s in range(0, n, step):
+                            k = min(step, n - s)
+                            z.append(data[s:s + k], k, item)
+                        z.sync()
+                    writes[keep].append(time.perf_counter() - t)
+                    if r < rounds - 1:
+                        shutil.rmtree(path)
+            path = work / f"w1{rounds - 1}"
+            stores = {v: zrecord.Zrecord(path, create=False, verify=v) for v in ("auto", "never")}
+            assert stores["auto"].checksums
+            out = np.empty((256, item), np.uint8)
+
+            def one_pass(z):
+                for ix in idxs:
+                    z.gather(ix, out, item)
+
+            for z in stores.values():
+                one_pass(z)  # warm the page cache
+                z.gather(idxs[0], out, item)
+                assert np.array_equal(out, data[idxs[0]].reshape(256, item))
+            reads = {"auto": [], "never": []}
+            for r in range(rounds * 2):
+                for v in ("auto", "never") if r % 2 == 0 else ("never", "auto"):
+                    t = time.perf_counter()
+                    one_pass(stores[v])
+                    reads[v].append((time.perf_counter() - t) / batches)
+            for z in stores.values():
+                z.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        w_on, w_off = float(np.median(writes[True])), float(np.median(writes[False]))
+        g_on, g_off = float(np.median(reads["auto"])), float(np.median(reads["never"]))
+        batch_mib = 256 * item / 2**20
+        rows.append([f"zrecord {codec}", f"{mib / w_on:.0f} MiB/s", f"{mib / w_off:.0f} MiB/s",
+                     f"{(w_on / w_off - 1) * 100:+.1f}%", f"{batch_mib / g_on:.0f} MiB/s",
+                     f"{batch_mib / g_off:.0f} MiB/s", f"{(g_on / g_off - 1) * 100:+.1f}%"])
+    table(f"Checksums: {n} records x 12 KiB uint8(3,64,64), structured data, random batch 256 x {batches}, "
+          f"medians of {rounds} writes and {rounds * 2} gather passes, on and off alternating",
+          ["store", "write, checksums kept", "write, not kept", "write cost", "gather, verify on",
+           "gather, verify off", "gather cost"], rows)
+
+
 # ----------------------------------------------------------------------------- loader
 
 def bench_loader(args):
@@ -561,7 +629,7 @@ def bench_scale(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "loader", "stream", "scale", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "checksums", "loader", "stream", "scale", "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir)")
@@ -570,7 +638,7 @@ def main():
     print(f"# zrecord {zrecord.__version__} benchmarks, {time.strftime('%Y-%m-%d')}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"numpy {np.__version__}; warm page cache")
-    for part in ("sampler", "store", "loader", "stream", "scale"):
+    for part in ("sampler", "store", "checksums", "loader", "stream", "scale"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)

@@ -21,7 +21,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::codec::Codec;
-use crate::engine::{Store, Writer};
+use crate::engine::{Store, Verify, Writer};
 use crate::error::{Error, FormatError};
 use crate::io::{Backend, Parallel, StorageFile};
 use crate::tools;
@@ -42,14 +42,19 @@ zr: inspect, verify, compact, convert and export zrecord stores
 
 usage:
   zr inspect STORE [--json]     header, record count, codec mix, chunk use, sizes, schema
-  zr verify STORE [--json]      decode every record; exit 1 if any fails
+  zr verify STORE [--json] [--seal]
+                                check every record's checksum and decode every record;
+                                exit 1 if any fails; --seal first checksums the records
+                                that have none (added or moved by another writer)
   zr stats STORE                storage usage as JSON
   zr delete STORE INDEX...      delete records (the tail moves into each hole)
   zr compact STORE              reclaim the space of deleted records, in place
   zr convert IN.npy OUT [--codec flate|raw] [--chunk-mib N]
                                 append each axis-0 slice of IN.npy to the dataset OUT
                                 (created if missing; default codec flate, 64 MiB per step)
-  zr export STORE OUT.npy       write a dataset back to a .npy file
+  zr export STORE OUT.npy [--verify auto|always|never]
+                                write a dataset back to a .npy file, checking checksums
+                                as --verify says (default auto: where there is one)
   zr --help | --version
 
 exit status: 0 done, 1 verify found bad records, 2 error or bad arguments";
@@ -64,12 +69,14 @@ pub enum Command {
         /// Print JSON.
         json: bool,
     },
-    /// `verify STORE [--json]`.
+    /// `verify STORE [--json] [--seal]`.
     Verify {
         /// Store directory.
         store: String,
         /// Print JSON.
         json: bool,
+        /// Checksum the unchecked records first (opens the store writable).
+        seal: bool,
     },
     /// `stats STORE`.
     Stats {
@@ -99,12 +106,14 @@ pub enum Command {
         /// MiB of source per append.
         chunk_mib: usize,
     },
-    /// `export STORE OUT.npy`.
+    /// `export STORE OUT.npy [--verify MODE]`.
     Export {
         /// Store directory.
         store: String,
         /// Output `.npy` file.
         output: String,
+        /// When records are checked against their checksums.
+        verify: Verify,
     },
     /// `--help`, `-h`, `help`.
     Help,
@@ -236,8 +245,16 @@ impl Command {
         let Some((cmd, rest)) = args.split_first() else {
             return Err(usage("no command given".into()));
         };
-        let valued: &[&str] = if cmd == "convert" { &["codec", "chunk-mib"] } else { &[] };
-        let switches: &[&str] = if cmd == "inspect" || cmd == "verify" { &["json"] } else { &[] };
+        let valued: &[&str] = match cmd.as_str() {
+            "convert" => &["codec", "chunk-mib"],
+            "export" => &["verify"],
+            _ => &[],
+        };
+        let switches: &[&str] = match cmd.as_str() {
+            "inspect" => &["json"],
+            "verify" => &["json", "seal"],
+            _ => &[],
+        };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
         match cmd.as_str() {
             "inspect" | "verify" | "stats" | "delete" | "compact" | "convert" | "export" => {}
@@ -285,7 +302,7 @@ impl Command {
             }
             "verify" => {
                 want(1, "STORE")?;
-                Command::Verify { store: pos.remove(0), json }
+                Command::Verify { store: pos.remove(0), json, seal: flag("seal").is_some() }
             }
             "stats" => {
                 want(1, "STORE")?;
@@ -324,8 +341,11 @@ impl Command {
             }
             "export" => {
                 want(2, "STORE OUT.npy")?;
+                let name = flag("verify").unwrap_or("auto");
+                let verify = Verify::from_name(name)
+                    .ok_or_else(|| usage(format!("unknown --verify mode {name:?} (auto, always or never)")))?;
                 let output = pos.pop().expect("two positionals");
-                Command::Export { store: pos.pop().expect("two positionals"), output }
+                Command::Export { store: pos.pop().expect("two positionals"), output, verify }
             }
             _ => unreachable!("checked above"),
         })
@@ -334,6 +354,7 @@ impl Command {
     /// Every path argument with its role, in command-line order.
     pub fn paths(&self) -> Vec<(&str, Role)> {
         match self {
+            Command::Verify { store, seal: true, .. } => alloc::vec![(store.as_str(), Role::StoreWrite)],
             Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
                 alloc::vec![(store.as_str(), Role::StoreRead)]
             }
@@ -343,7 +364,7 @@ impl Command {
             Command::Convert { input, output, .. } => {
                 alloc::vec![(input.as_str(), Role::InputFile), (output.as_str(), Role::StoreOut)]
             }
-            Command::Export { store, output } => {
+            Command::Export { store, output, .. } => {
                 alloc::vec![(store.as_str(), Role::StoreRead), (output.as_str(), Role::OutputFile)]
             }
             Command::Help | Command::Version => Vec::new(),
@@ -354,6 +375,7 @@ impl Command {
     pub fn map_paths(&self, mut f: impl FnMut(&str, Role) -> String) -> Command {
         let mut c = self.clone();
         match &mut c {
+            Command::Verify { store, seal: true, .. } => *store = f(store, Role::StoreWrite),
             Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
                 *store = f(store, Role::StoreRead)
             }
@@ -362,7 +384,7 @@ impl Command {
                 *input = f(input, Role::InputFile);
                 *output = f(output, Role::StoreOut);
             }
-            Command::Export { store, output } => {
+            Command::Export { store, output, .. } => {
                 *store = f(store, Role::StoreRead);
                 *output = f(output, Role::OutputFile);
             }
@@ -375,11 +397,14 @@ impl Command {
     pub fn to_args(&self) -> Vec<String> {
         let s = |v: &str| v.to_string();
         match self {
-            Command::Inspect { store, json } | Command::Verify { store, json } => {
+            Command::Inspect { store, json } | Command::Verify { store, json, .. } => {
                 let name = if matches!(self, Command::Inspect { .. }) { "inspect" } else { "verify" };
                 let mut v = alloc::vec![s(name), s(store)];
                 if *json {
                     v.push(s("--json"));
+                }
+                if let Command::Verify { seal: true, .. } = self {
+                    v.push(s("--seal"));
                 }
                 v
             }
@@ -397,7 +422,13 @@ impl Command {
                 format!("--codec={}", codec.name()),
                 format!("--chunk-mib={chunk_mib}"),
             ],
-            Command::Export { store, output } => alloc::vec![s("export"), s(store), s(output)],
+            Command::Export { store, output, verify } => {
+                let mut v = alloc::vec![s("export"), s(store), s(output)];
+                if *verify != Verify::Auto {
+                    v.push(format!("--verify={}", verify.name()));
+                }
+                v
+            }
             Command::Help => alloc::vec![s("--help")],
             Command::Version => alloc::vec![s("--version")],
         }
@@ -557,26 +588,47 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
         Command::Stats { store } => {
             let (s, _w) = open_checked(host, &store, Access::Read)?;
             let st = s.stats().map_err(|e| Failure::at(host.shown(&store), e))?;
+            // loaderx's four keys; `unchecked` too when the store keeps checksums (as Python's
+            // stats() does).
+            let unchecked =
+                if s.has_checksums() { format!(", \"unchecked\": {}", st.unchecked) } else { String::new() };
             Out { host, closed: false }.line(&format!(
-                "{{\"records\": {}, \"live_bytes\": {}, \"chunk_bytes\": {}, \"reclaimable\": {}}}",
+                "{{\"records\": {}, \"live_bytes\": {}, \"chunk_bytes\": {}, \"reclaimable\": {}{unchecked}}}",
                 st.records, st.live_bytes, st.chunk_bytes, st.reclaimable
             ));
         }
-        Command::Verify { store, json: as_json } => {
-            let (s, _w) = open_checked(host, &store, Access::Read)?;
-            let report = tools::verify(&s, par, &mut |d, t| host.progress("verify", d, t))
-                .map_err(|e| Failure::at(host.shown(&store), e))?;
+        Command::Verify { store, json: as_json, seal } => {
+            let (s, mut w) = open_checked(host, &store, if seal { Access::Write } else { Access::Read })?;
+            let shown = host.shown(&store);
+            let sealed = if seal {
+                let r = s.seal(&mut w, &mut |d, t| host.progress("seal", d, t));
+                s.release_locks(&mut w);
+                Some(r.map_err(|e| Failure::at(shown.clone(), e))?)
+            } else {
+                None
+            };
+            let report =
+                tools::verify(&s, par, &mut |d, t| host.progress("verify", d, t)).map_err(|e| Failure::at(shown, e))?;
             let mut out = Out { host, closed: false };
             if as_json {
                 out.line(&json(&report));
             } else {
+                if let Some(sealed) = sealed {
+                    out.line(&format!(
+                        "sealed {} records ({} already had a checksum, {} failed to decode)",
+                        sealed.sealed, sealed.already, sealed.bad
+                    ));
+                }
                 for b in &report.bad {
                     out.line(&format!("bad record {}: {}", b.index, b.error));
                 }
                 if report.bad_count as usize > report.bad.len() {
                     out.line(&format!("... and {} more", report.bad_count as usize - report.bad.len()));
                 }
-                out.line(&format!("{} records checked, {} bad", report.checked, report.bad_count));
+                out.line(&format!(
+                    "{} records checked, {} bad ({} checked against their checksums, {} unchecked)",
+                    report.checked, report.bad_count, report.checksummed, report.unchecked
+                ));
             }
             if report.bad_count > 0 {
                 return Ok(EXIT_BAD_RECORDS);
@@ -610,7 +662,7 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
         Command::Convert { input, output, codec, chunk_mib } => {
             return convert(host, par, &input, &output, codec, chunk_mib)
         }
-        Command::Export { store, output } => return export(host, par, &store, &output),
+        Command::Export { store, output, verify } => return export(host, par, &store, &output, verify),
     }
     Ok(EXIT_OK)
 }
@@ -675,8 +727,15 @@ fn convert<H: Host, P: Parallel>(
     Ok(EXIT_OK)
 }
 
-fn export<H: Host, P: Parallel>(host: &mut H, par: &P, store: &str, output: &str) -> Result<i32, Failure> {
-    let (s, _w) = open_checked(host, store, Access::Read)?;
+fn export<H: Host, P: Parallel>(
+    host: &mut H,
+    par: &P,
+    store: &str,
+    output: &str,
+    verify: Verify,
+) -> Result<i32, Failure> {
+    let (mut s, _w) = open_checked(host, store, Access::Read)?;
+    s.set_verify_mode(verify);
     let (store_shown, out_shown) = (host.shown(store), host.shown(output));
     match host.kind(output) {
         PathKind::Dir => return Err(Failure::new(out_shown, "is a directory, not a .npy file")),
@@ -723,6 +782,8 @@ mod tests {
             "inspect s --json",
             "--json inspect s",
             "verify s",
+            "verify s --seal --json",
+            "export s o.npy --verify never",
             "stats s",
             "delete s 3 99 3 40",
             "compact s",
@@ -758,6 +819,8 @@ mod tests {
         assert_eq!(err("convert a b --codec zstd"), "unknown codec \"zstd\" (flate or raw)");
         assert_eq!(err("convert a b --chunk-mib 0"), "--chunk-mib takes a positive number of MiB, not \"0\"");
         assert_eq!(err("convert a b --codec"), "--codec needs a value");
+        assert_eq!(err("export s o --verify sometimes"), "unknown --verify mode \"sometimes\" (auto, always or never)");
+        assert_eq!(err("inspect s --seal"), "inspect has no option --seal");
         assert_eq!(Command::parse(&args("inspect s --help")), Ok(Command::Help));
         assert_eq!(Command::parse(&args("help")), Ok(Command::Help));
     }

@@ -64,6 +64,62 @@ pub enum Error {
     /// An argument is malformed (unknown codec, mismatched lengths, overlapping regions...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A record's stored bytes do not match the checksum kept for them in `checksums.zrc`
+    /// (the record is damaged), or, under `verify = always`, the record has none.
+    #[error("record {index} (chunk {chunk}, offset {offset}) {failure}")]
+    Checksum {
+        /// Index of the record.
+        index: u64,
+        /// The chunk file holding its stored bytes.
+        chunk: u16,
+        /// Where they start in that chunk.
+        offset: u32,
+        /// What failed.
+        failure: ChecksumFailure,
+    },
+}
+
+/// How a record failed its checksum check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChecksumFailure {
+    /// The stored bytes hash to `found`, but `expected` was recorded when they were written.
+    Mismatch {
+        /// The checksum recorded for the record.
+        expected: u64,
+        /// The checksum of the bytes now stored.
+        found: u64,
+    },
+    /// The table entry is not the one the checksum was taken for and its bytes do not match
+    /// it, in a store no other writer has changed since zrecord last did: the table entry is
+    /// damaged.
+    EntryChanged {
+        /// The checksum recorded for the entry that was there.
+        expected: u64,
+        /// The checksum of the bytes the entry now points at.
+        found: u64,
+    },
+    /// The record has no checksum (see `Stats::unchecked`) and the store was opened with
+    /// `verify = always`.
+    Unchecked,
+}
+
+impl fmt::Display for ChecksumFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChecksumFailure::Mismatch { expected, found } => {
+                write!(f, "fails its checksum: the stored bytes hash to {found:016x}, {expected:016x} was recorded")
+            }
+            ChecksumFailure::EntryChanged { expected, found } => write!(
+                f,
+                "has a damaged table entry: it is not the entry checksummed ({expected:016x}), and the bytes it \
+                 points at hash to {found:016x}"
+            ),
+            ChecksumFailure::Unchecked => {
+                write!(f, "has no checksum and verify is \"always\" (seal the store to checksum it)")
+            }
+        }
+    }
 }
 
 impl Error {
@@ -80,6 +136,7 @@ impl Error {
             Error::Format(_) => &ErrorKind::BAD_FORMAT,
             Error::Locked(_) => &ErrorKind::LOCKED,
             Error::InvalidArgument(_) => &ErrorKind::INVALID_ARGUMENT,
+            Error::Checksum { .. } => &ErrorKind::CHECKSUM,
         }
     }
 
@@ -148,6 +205,14 @@ impl ErrorKind {
     /// -10: a malformed argument; Python raises `ValueError`.
     pub const INVALID_ARGUMENT: ErrorKind =
         ErrorKind { code: -10, name: "invalid-argument", python: "ValueError", message: "invalid argument" };
+    /// -11: a record's stored bytes fail their checksum (`checksums.zrc`), or, under
+    /// `verify = "always"`, a record has none.
+    pub const CHECKSUM: ErrorKind = ErrorKind {
+        code: -11,
+        name: "checksum",
+        python: "ChecksumError",
+        message: "stored record failed its checksum",
+    };
     /// A panic caught at a binding's boundary (the Python extension): a bug in zrecord,
     /// reported instead of crashing the interpreter. The core never returns it, so it is not
     /// a WIT case; its code sits apart so the core's codes can keep growing from -11.
@@ -173,6 +238,7 @@ pub const ERROR_KINDS: &[ErrorKind] = &[
     ErrorKind::BAD_FORMAT,
     ErrorKind::LOCKED,
     ErrorKind::INVALID_ARGUMENT,
+    ErrorKind::CHECKSUM,
 ];
 
 /// Kinds a binding raises at its own boundary, never returned by the core: not WIT cases,
@@ -390,6 +456,7 @@ mod tests {
             Error::Format(FormatError::MissingMeta),
             Error::Locked("x".into()),
             Error::InvalidArgument("x".into()),
+            Error::Checksum { index: 3, chunk: 1, offset: 9, failure: ChecksumFailure::Unchecked },
         ];
         for e in &all {
             match e {
@@ -402,7 +469,8 @@ mod tests {
                 | Error::Decode { .. }
                 | Error::Format(_)
                 | Error::Locked(_)
-                | Error::InvalidArgument(_) => {}
+                | Error::InvalidArgument(_)
+                | Error::Checksum { .. } => {}
             }
         }
         all
@@ -410,7 +478,7 @@ mod tests {
 
     #[test]
     fn codes_are_loaderx_codes() {
-        let expected = [-1, -2, -3, -4, -5, -6, -7, -8, -9, -10];
+        let expected = [-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11];
         for (e, code) in one_of_each().into_iter().zip(expected) {
             assert_eq!(e.code(), code, "{e}");
             assert!(!e.to_string().is_empty());

@@ -1,5 +1,6 @@
 //! The meta.zr layout: a 16-byte header followed by a table of 2^24 16-byte record entries;
-//! and, in [`journal`], the delete journal `delete.zrj`.
+//! in [`journal`], the delete journal `delete.zrj`; and in [`sums`], the checksum side file
+//! `checksums.zrc`.
 //!
 //! Every field is little-endian and is encoded and decoded explicitly here, which is the only
 //! place in the code base that knows byte positions. The full specification, with diagrams,
@@ -9,6 +10,7 @@ use crate::codec::Codec;
 use crate::error::FormatError;
 
 pub mod journal;
+pub mod sums;
 
 pub use journal::DELETE_JOURNAL;
 

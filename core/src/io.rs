@@ -59,6 +59,16 @@ pub trait Backend: Send + Sync {
     /// Opens chunk file `id`, creating it empty if `create` and missing. `Ok(None)` if it is
     /// missing and `create` is false.
     fn open_chunk(&self, id: u16, create: bool) -> Result<Option<Self::File>, IoError>;
+    /// Opens a side file of the store for positional I/O, such as the checksum file
+    /// `checksums.zrc`, creating it empty if `create` and missing; `Ok(None)` if it is
+    /// missing and `create` is false. A file created here is mapped (where the host maps)
+    /// only from its next open, so a caller that sizes a new file opens it again. Hosts
+    /// that cannot keep such a file keep the default, `Ok(None)`: their stores then keep no
+    /// checksums, and read as a store without them.
+    fn open_aux(&self, name: &str, create: bool) -> Result<Option<Self::File>, IoError> {
+        let _ = (name, create);
+        Ok(None)
+    }
     /// Deletes chunk file `id`; a missing file is not an error.
     fn remove_chunk(&self, id: u16) -> Result<(), IoError>;
     /// Makes the directory's entries (new or removed files) durable.
@@ -264,6 +274,10 @@ pub mod mem {
 
         fn open_chunk(&self, id: u16, create: bool) -> Result<Option<MemFile>, IoError> {
             Ok(self.open(&chunk_file_name(id), create))
+        }
+
+        fn open_aux(&self, name: &str, create: bool) -> Result<Option<MemFile>, IoError> {
+            Ok(self.open(name, create))
         }
 
         fn remove_chunk(&self, id: u16) -> Result<(), IoError> {

@@ -42,8 +42,8 @@ pub mod stream;
 pub mod tools;
 
 pub use codec::Codec;
-pub use engine::{Batch, Options, Stats, Store, Writer};
-pub use error::{DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
+pub use engine::{Batch, Options, Sealing, Stats, Store, Verify, Writer};
+pub use error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
 pub use format::{Header, RecordLoc, MAX_RECORDS, MAX_RECORD_LEN};
 pub use sampler::{Mode, Sampler};
 pub use stream::{DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState};

@@ -60,6 +60,10 @@ pub struct Inspection {
     pub flate_records: u32,
     /// Entries that fail their checks (unknown codec, out of bounds...).
     pub bad_entries: u32,
+    /// True if the store keeps checksums (has a usable `checksums.zrc`).
+    pub checksums: bool,
+    /// Live records without a checksum (all of them when the store keeps none).
+    pub unchecked: u32,
     /// Sum of stored sizes.
     pub live_bytes: u64,
     /// Sum of logical sizes.
@@ -112,6 +116,8 @@ pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
         logical_bytes: logical,
         chunk_bytes,
         reclaimable: chunk_bytes.saturating_sub(live),
+        checksums: store.has_checksums(),
+        unchecked: store.unchecked()?,
         chunks,
         schema: read_schema(store)?,
     })
@@ -143,6 +149,11 @@ impl fmt::Display for Inspection {
             "codecs        raw {}  flate {}  bad entries {}",
             self.raw_records, self.flate_records, self.bad_entries
         )?;
+        if self.checksums {
+            writeln!(f, "checksums     XXH3-64 (checksums.zrc), {} records unchecked", self.unchecked)?;
+        } else {
+            writeln!(f, "checksums     none (no checksums.zrc: a store only loaderx wrote)")?;
+        }
         writeln!(f, "logical size  {}", human_bytes(self.logical_bytes))?;
         writeln!(f, "stored size   {}", human_bytes(self.live_bytes))?;
         if self.live_bytes > 0 {
@@ -175,7 +186,11 @@ pub struct BadRecord {
 pub struct Verification {
     /// Records decoded.
     pub checked: u32,
-    /// How many failed.
+    /// Of those, how many had a checksum that was checked (and held, unless they are bad).
+    pub checksummed: u32,
+    /// Of those, how many had no checksum to check (see [`Store::seal`]).
+    pub unchecked: u32,
+    /// How many failed: a checksum that does not hold, or a record that does not decode.
     pub bad_count: u32,
     /// The first [`Verification::LISTED`] failures.
     pub bad: Vec<BadRecord>,
@@ -190,9 +205,12 @@ struct VerifyShard {
     range: core::ops::Range<u32>,
     bad: Vec<BadRecord>,
     bad_count: u32,
+    checksummed: u32,
+    unchecked: u32,
 }
 
-/// Decodes every record, in parallel, and reports those that fail.
+/// Checks every record's checksum (where it has one) and decodes every record, in
+/// parallel, and reports those that fail. A record whose checksum fails is not decoded.
 pub fn verify<B: Backend, P: Parallel>(
     store: &Store<B>,
     par: &P,
@@ -208,13 +226,27 @@ pub fn verify<B: Backend, P: Parallel>(
         let per = (end - start).div_ceil(workers).max(1);
         let mut shards: Vec<VerifyShard> = (start..end)
             .step_by(per as usize)
-            .map(|s| VerifyShard { range: s..(s + per).min(end), bad: Vec::new(), bad_count: 0 })
+            .map(|s| VerifyShard {
+                range: s..(s + per).min(end),
+                bad: Vec::new(),
+                bad_count: 0,
+                checksummed: 0,
+                unchecked: 0,
+            })
             .collect();
         par.for_each(&mut shards, |shard| {
             let (mut buf, mut scratch) = (Vec::new(), Vec::new());
             for i in shard.range.clone() {
-                match store.read_into(u64::from(i), &mut buf, &mut scratch) {
-                    Ok(()) => {}
+                match store.read_verified(u64::from(i), &mut buf, &mut scratch) {
+                    Ok(true) => shard.checksummed += 1,
+                    Ok(false) => shard.unchecked += 1,
+                    Err(Error::Checksum { failure, .. }) => {
+                        shard.checksummed += 1;
+                        shard.bad_count += 1;
+                        if shard.bad.len() < Verification::LISTED {
+                            shard.bad.push(BadRecord { index: i, error: failure.to_string() });
+                        }
+                    }
                     Err(Error::Decode { source, .. }) => {
                         shard.bad_count += 1;
                         if shard.bad.len() < Verification::LISTED {
@@ -234,6 +266,8 @@ pub fn verify<B: Backend, P: Parallel>(
         })?;
         for s in shards {
             out.bad_count += s.bad_count;
+            out.checksummed += s.checksummed;
+            out.unchecked += s.unchecked;
             let room = Verification::LISTED - out.bad.len().min(Verification::LISTED);
             out.bad.extend(s.bad.into_iter().take(room));
         }

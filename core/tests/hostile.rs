@@ -2,8 +2,8 @@
 //! error naming what is wrong (at open, or when the damaged record is read, verified or
 //! inspected), in bounded time and memory, and never as a panic or a read outside a buffer.
 
-use zrecord_core::engine::{Batch, Options, Store};
-use zrecord_core::error::{DecodeError, Error, FormatError};
+use zrecord_core::engine::{Batch, Options, Store, Verify};
+use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError};
 use zrecord_core::format::{entry_offset, Header, RecordLoc, HEADER_LEN, MAX_RECORDS, META_FILE, META_LEN};
 use zrecord_core::io::mem::MemBackend;
 use zrecord_core::io::{Backend, Serial, StorageFile};
@@ -249,10 +249,22 @@ fn damaged_entries_are_typed_errors_on_every_read_path() {
         let b = good_store();
         let h = header(&b);
         set_entry(&b, index, |e| damage(e, &h));
-        let s = open_ro(&b).unwrap_or_else(|e| panic!("{name}: open failed: {e}"));
+        // Without checksums, the entry checks and the codec catch each damage.
+        let opts = Options { verify: Verify::Never, ..Options::read_only() };
+        let s = Store::open(b.clone(), opts).unwrap_or_else(|e| panic!("{name}: open failed: {e}")).0;
         let err = read_every_way(&s, index);
         assert!(expect(&err), "{name}: got {err:?}");
         assert_eq!(err.code(), -7, "{name}");
+        // With them (the default), an entry that still passes its checks but is not the one
+        // checksummed, in a table nobody else wrote, fails its checksum first.
+        let s = open_ro(&b).unwrap_or_else(|e| panic!("{name}: open failed: {e}"));
+        let err = read_every_way(&s, index);
+        match err {
+            Error::Checksum { index: i, failure: ChecksumFailure::EntryChanged { .. }, .. } => {
+                assert_eq!(i, u64::from(index), "{name}")
+            }
+            e => assert!(expect(&e), "{name}: got {e:?}"),
+        }
     }
 }
 

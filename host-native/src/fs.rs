@@ -90,6 +90,13 @@ impl NativeFile {
             //   that size; compact shrinks the tail and restores the size under the exclusive
             //   lock), and every read is bounded by the length mapped here, so no zrecord
             //   writer truncates a file under a live map and no read runs past it.
+            // - The checksum file checksums.zrc is different: `Store::seal` (appender lock
+            //   only) and compact/delete rewrite 32-byte slots of live records, and seal may
+            //   run in another process while this one reads. The engine never hands out a
+            //   reference into that map: it copies a slot out (32 bytes) and trusts it only if
+            //   its seal and entry copy hold, so a slot read while another process writes it
+            //   is at worst "unchecked" (format::sums). The file is created at its full size
+            //   and never truncated by zrecord.
             // What this cannot cover: a writer that takes no locks. loaderx 0.5.4's delete or
             // compact running while a zrecord handle is open may rewrite record bytes under
             // a reader (wrong data or a decode error) or shrink a chunk file, which turns the
@@ -187,6 +194,10 @@ impl Backend for DirBackend {
 
     fn open_chunk(&self, id: u16, create: bool) -> Result<Option<NativeFile>, IoError> {
         NativeFile::open(&self.dir.chunk_path(id), create, self.writable, true)
+    }
+
+    fn open_aux(&self, name: &str, create: bool) -> Result<Option<NativeFile>, IoError> {
+        NativeFile::open(&self.dir.side_path(name), create, self.writable, true)
     }
 
     fn remove_chunk(&self, id: u16) -> Result<(), IoError> {

@@ -46,9 +46,9 @@ use rayon::prelude::*;
 
 pub use fs::{DirBackend, NativeFile};
 pub use loader::{global_pool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source};
-pub use zrecord_core::engine::Stats;
 use zrecord_core::engine::{Batch, Options, Store, Writer};
-pub use zrecord_core::error::{DecodeError, Error, FormatError, IoError, IoErrorKind};
+pub use zrecord_core::engine::{Sealing, Stats, Verify};
+pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind};
 pub use zrecord_core::format::{MAX_RECORDS, MAX_RECORD_LEN};
 use zrecord_core::io::Parallel;
 pub use zrecord_core::sampler::{Mode, Sampler};
@@ -89,6 +89,11 @@ pub struct OpenOptions {
     pub codec: Codec,
     /// Chunk placement capacity; only tests change it (see `zrecord_core::Options`).
     pub chunk_capacity: u64,
+    /// When reads check each record's checksum (default [`Verify::Auto`]: whenever the
+    /// record has one).
+    pub verify: Verify,
+    /// Keep checksums on write (default true; see `zrecord_core::Options::checksums`).
+    pub checksums: bool,
 }
 
 impl Default for OpenOptions {
@@ -99,6 +104,8 @@ impl Default for OpenOptions {
             read_only: core.read_only,
             codec: Codec::Flate,
             chunk_capacity: core.chunk_capacity,
+            verify: core.verify,
+            checksums: core.checksums,
         }
     }
 }
@@ -136,7 +143,13 @@ impl Zrecord {
             return Err(FormatError::MissingMeta.into());
         }
         let backend = DirBackend::new(&path, !opts.read_only)?;
-        let core = Options { create: opts.create, read_only: opts.read_only, chunk_capacity: opts.chunk_capacity };
+        let core = Options {
+            create: opts.create,
+            read_only: opts.read_only,
+            chunk_capacity: opts.chunk_capacity,
+            verify: opts.verify,
+            checksums: opts.checksums,
+        };
         let (store, writer) = Store::open(backend, core)?;
         Ok(Zrecord { store, writer: Mutex::new(writer), path, codec: opts.codec })
     }
@@ -271,7 +284,25 @@ impl Zrecord {
         zrecord_core::tools::inspect(&self.store)
     }
 
-    /// Decodes every record and lists those that fail (see `zr verify`).
+    /// When reads check checksums.
+    pub fn verify_mode(&self) -> Verify {
+        self.store.verify_mode()
+    }
+
+    /// True if the store keeps checksums (has a usable `checksums.zrc`).
+    pub fn has_checksums(&self) -> bool {
+        self.store.has_checksums()
+    }
+
+    /// Checksums every unchecked record that decodes (see `zr verify --seal`), creating the
+    /// checksum file if the store has none. Takes the appender lock.
+    pub fn seal(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<Sealing> {
+        self.current()?;
+        self.store.seal(&mut self.writer(), progress)
+    }
+
+    /// Checks every checksum and decodes every record, listing those that fail (see `zr
+    /// verify`).
     pub fn verify(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<Verification> {
         self.current()?;
         zrecord_core::tools::verify(&self.store, &Rayon, progress)

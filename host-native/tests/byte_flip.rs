@@ -1,17 +1,25 @@
-//! Byte-flip sweep over a small native store (memory-mapped reads): every byte of meta.zr's
+//! Byte-flip sweeps over small native stores (memory-mapped reads): each byte of meta.zr's
 //! used region and of the chunk data is inverted in turn, and the store is opened read-only
 //! and read every way (read, gather, verify, inspect). Each read must return a record of its
 //! entry's length or a typed error; nothing may crash or read outside a buffer or mapping.
 //!
-//! The format (loaderx's) has no checksums, so a flipped byte inside a raw payload, or an
-//! entry redirected onto other valid bytes, reads back as different data: the sweep counts
-//! those and asserts only that they are bounded and well-formed.
+//! Two sweeps:
+//! - without checksum verification (`verify = never`, what the loaderx format alone gives):
+//!   a flipped byte inside a raw payload, or an entry redirected onto other valid bytes,
+//!   reads back as different data; the sweep counts those and asserts only that they are
+//!   bounded and well-formed;
+//! - with the checksums zrecord keeps (`checksums.zrc`, the default `verify = auto`), raw
+//!   and flate, table and payload bytes: every read must give the original record or a
+//!   typed error, **never different bytes**.
+//!
+//! `ZR_FLIP_STRIDE` sets which bytes the checksummed sweep flips (every n-th; default 7 in
+//! `make test`, 1 for every byte in the long run).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use zrecord::{Codec, Zrecord};
+use zrecord::{Codec, OpenOptions as ZrOptions, Verify, Zrecord};
 
 const N: u64 = 8;
 
@@ -54,7 +62,8 @@ fn sweep_file(dir: &Path, file: &str, range: std::ops::Range<u64>, t: &mut Tally
 }
 
 fn check(dir: &Path, t: &mut Tally, ctx: &str) {
-    let zr = match Zrecord::open_read_only(dir) {
+    let opts = ZrOptions { create: false, read_only: true, verify: Verify::Never, ..ZrOptions::default() };
+    let zr = match Zrecord::open_with(dir, opts) {
         Ok(zr) => zr,
         Err(e) => {
             assert_eq!(e.code(), -8, "{ctx}: open: {e}");
@@ -90,7 +99,7 @@ fn check(dir: &Path, t: &mut Tally, ctx: &str) {
 }
 
 #[test]
-fn every_flipped_byte_reads_back_or_fails_typed() {
+fn every_flipped_byte_reads_back_or_fails_typed_without_checksums() {
     let dir = tempfile::tempdir().unwrap();
     {
         let zr = Zrecord::open(dir.path()).unwrap();
@@ -105,7 +114,7 @@ fn every_flipped_byte_reads_back_or_fails_typed() {
     let mut t = Tally::default();
     sweep_file(dir.path(), "meta.zr", 0..16 + 16 * N, &mut t);
     sweep_file(dir.path(), "0.zr", 0..u64::from(used), &mut t);
-    eprintln!("byte-flip: {t:?}");
+    eprintln!("byte-flip without checksums: {t:?}");
     assert_eq!(t.flips, 16 + 16 * N + u64::from(used));
     // Header damage must be caught at open, flate damage mostly on read.
     assert!(t.open_errors >= 6, "{t:?}");
@@ -115,4 +124,108 @@ fn every_flipped_byte_reads_back_or_fails_typed() {
     for i in 0..N {
         assert_eq!(zr.read(i).unwrap(), record(i));
     }
+}
+
+/// What one flip did to the reads of the checksummed sweep.
+#[derive(Default, Debug)]
+struct Strict {
+    flips: u64,
+    open_errors: u64,
+    exact: u64,
+    checksum_errors: u64,
+    other_typed_errors: u64,
+    /// Reads that returned bytes other than the record's: must stay 0.
+    silent_wrong: u64,
+}
+
+fn strict_check(dir: &Path, t: &mut Strict, ctx: &str) {
+    let zr = match Zrecord::open_read_only(dir) {
+        Ok(zr) => zr,
+        Err(e) => {
+            assert_eq!(e.code(), -8, "{ctx}: open: {e}");
+            t.open_errors += 1;
+            return;
+        }
+    };
+    let len = u64::from(zr.len());
+    let mut tally = |i: u64, r: Result<Vec<u8>, zrecord::Error>, how: &str| match r {
+        Ok(r) if i < N && r == record(i) => t.exact += 1,
+        Ok(_) => {
+            t.silent_wrong += 1;
+            panic!("{ctx}: {how} of record {i} returned different bytes with no error");
+        }
+        Err(e) => {
+            assert!(matches!(e.code(), -3 | -7 | -8 | -11), "{ctx}: {how} record {i}: {e}");
+            if e.code() == -11 {
+                assert!(matches!(e, zrecord::Error::Checksum { index, .. } if index == i), "{ctx}: {e:?}");
+                t.checksum_errors += 1;
+            } else {
+                t.other_typed_errors += 1;
+            }
+        }
+    };
+    for i in 0..len.min(N + 3) {
+        tally(i, zr.read(i), "read");
+    }
+    // A gather fails as a whole, or gives every record exactly.
+    let idxs: Vec<u64> = (0..len.min(N)).collect();
+    let mut dst = vec![0u8; idxs.len() * 4096];
+    if zr.gather(&idxs, &mut dst, 4096).is_ok() {
+        for (k, &i) in idxs.iter().enumerate() {
+            let n = record(i).len();
+            tally(i, Ok(dst[k * 4096..k * 4096 + n].to_vec()), "gather");
+        }
+    }
+    let v = zr.verify(&mut |_, _| {}).unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+    assert_eq!(u64::from(v.checked), len, "{ctx}");
+    zr.inspect().unwrap_or_else(|e| panic!("{ctx}: inspect: {e}"));
+}
+
+fn strict_sweep(dir: &Path, file: &str, range: std::ops::Range<u64>, stride: u64, t: &mut Strict) {
+    let f = OpenOptions::new().read(true).write(true).open(dir.join(file)).unwrap();
+    let mut at = range.start;
+    while at < range.end {
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, at).unwrap();
+        f.write_all_at(&[!b[0]], at).unwrap();
+        t.flips += 1;
+        strict_check(dir, t, &format!("{file} byte {at}"));
+        f.write_all_at(&b, at).unwrap();
+        at += stride;
+    }
+}
+
+#[test]
+fn with_checksums_every_flipped_byte_gives_the_record_or_a_typed_error() {
+    let stride: u64 = std::env::var("ZR_FLIP_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(7).max(1);
+    let mut total = Strict::default();
+    for codec in [Codec::Raw, Codec::Flate] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let zr = Zrecord::open(dir.path()).unwrap();
+            for i in 0..N {
+                let r = record(i);
+                zr.append(&r, 1, r.len(), Some(codec)).unwrap();
+            }
+            assert!(zr.has_checksums());
+        }
+        let used = Zrecord::open_read_only(dir.path()).unwrap().inspect().unwrap().tail_offset;
+        let mut t = Strict::default();
+        strict_sweep(dir.path(), "meta.zr", 0..16 + 16 * N, stride, &mut t);
+        strict_sweep(dir.path(), "0.zr", 0..u64::from(used), stride, &mut t);
+        eprintln!("byte-flip with checksums, {codec:?}, every {stride}. byte: {t:?}");
+        assert_eq!(t.silent_wrong, 0);
+        assert!(t.checksum_errors > 0, "{t:?}");
+        // Intact again.
+        let zr = Zrecord::open_read_only(dir.path()).unwrap();
+        for i in 0..N {
+            assert_eq!(zr.read(i).unwrap(), record(i));
+        }
+        total.flips += t.flips;
+        total.open_errors += t.open_errors;
+        total.exact += t.exact;
+        total.checksum_errors += t.checksum_errors;
+        total.other_typed_errors += t.other_typed_errors;
+    }
+    eprintln!("byte-flip with checksums, total: {total:?}");
 }

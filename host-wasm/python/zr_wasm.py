@@ -38,6 +38,7 @@ ERROR_CODES = {
     "bad-format": -8,
     "locked": -9,
     "invalid-argument": -10,
+    "checksum": -11,
 }
 
 TOOLS = "zrecord:store/tools@0.1.0"

@@ -37,6 +37,7 @@ export const ERROR_CODES = Object.freeze({
   'bad-format': -8,
   locked: -9,
   'invalid-argument': -10,
+  checksum: -11,
 });
 
 /**
@@ -114,9 +115,13 @@ function api(zr) {
       return this.#inner;
     }
 
-    /** Opens the store at `path`; `create` makes an empty one in an existing directory. */
-    static open(path, { create = false, readOnly = !create } = {}) {
-      return new Store(call(() => zr.store.Store.open(path, create, readOnly)));
+    /**
+     * Opens the store at `path`; `create` makes an empty one in an existing directory.
+     * `verify` ('auto', 'always' or 'never', as in Rust, Python and the CLI) sets when reads
+     * check each record's checksum; a mismatch is a ZrecordError of kind 'checksum', -11.
+     */
+    static open(path, { create = false, readOnly = !create, verify = 'auto' } = {}) {
+      return new Store(call(() => zr.store.Store.openWith(path, create, readOnly, verify)));
     }
 
     /** Number of live records. */

@@ -6,7 +6,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import {
+  closeSync, existsSync, mkdtempSync, mkdirSync, openSync, readSync, rmSync, writeFileSync, readFileSync, writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -171,4 +173,35 @@ test('Symbol.dispose closes the store as close() does', () => {
   s[Symbol.dispose]();
   assert.equal(s.closed, true);
   assert.throws(() => s.gather([0]), (e) => e instanceof ZrecordError && e.code === -9);
+});
+
+test('a damaged record is a checksum error (-11) unless verify is never', () => {
+  // Written raw by the component itself, so the flipped byte still decodes: only the
+  // checksum the store keeps for it can tell.
+  mkdirSync(join(dir, 'fresh/sums.zr'));
+  const s = zr.Store.open('/data/fresh/sums.zr', { create: true });
+  s.append([row(1), row(2), row(3)], 'raw');
+  s.close();
+  // Files are sparse and large (meta.zr 256 MiB, a chunk 4 GiB): positional I/O only.
+  const entry = Buffer.alloc(16);
+  const m = openSync(join(dir, 'fresh/sums.zr/meta.zr'), 'r');
+  readSync(m, entry, 0, 16, 16 + 16 * 1);
+  closeSync(m);
+  const offset = entry.readUInt32LE(0);
+  const c = openSync(join(dir, 'fresh/sums.zr/0.zr'), 'r+');
+  const b = Buffer.alloc(1);
+  readSync(c, b, 0, 1, offset);
+  b[0] ^= 0xff;
+  writeSync(c, b, 0, 1, offset);
+  closeSync(c);
+  const checked = zr.Store.open('/data/fresh/sums.zr');
+  assert.throws(() => checked.gather([1]), (e) => e instanceof ZrecordError && e.kind === 'checksum' && e.code === -11 && /record 1 /.test(e.message));
+  assert.deepEqual(checked.gather([0]).records[0], row(1));
+  checked.close();
+  const unchecked = zr.Store.open('/data/fresh/sums.zr', { verify: 'never' });
+  assert.notDeepEqual(unchecked.gather([1]).records[0], row(2));
+  unchecked.close();
+  const v = zr.verify('/data/fresh/sums.zr');
+  assert.equal(v.bad_count, 1);
+  assert.equal(v.checksummed, 3);
 });

@@ -16,7 +16,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple, PyType};
-use zrecord::{Codec, OpenOptions};
+use zrecord::{Codec, OpenOptions, Verify};
 
 use crate::buffers::{self, indices};
 use crate::error;
@@ -29,6 +29,13 @@ enum Slot {
     /// Taken by a running delete or compact.
     Busy,
     Closed,
+}
+
+/// The verification mode called `name`.
+pub fn verify_named(name: &str) -> PyResult<Verify> {
+    Verify::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!("unknown verify mode {name:?}, expected one of ['auto', 'always', 'never']"))
+    })
 }
 
 pub fn codec_named(name: &str) -> PyResult<Codec> {
@@ -49,6 +56,12 @@ pub fn codec_named(name: &str) -> PyResult<Codec> {
 /// becoming a new empty store. `read_only=True` (or `Zrecord.open_read_only(path)`) also
 /// never creates, takes no write lock, and refuses `append`, `delete` and `compact` with
 /// `ValueError`.
+///
+/// Every record's stored bytes are checksummed on write (`checksums.zrc`, a side file
+/// loaderx ignores) and checked before decoding on read. `verify` sets when: "auto" (the
+/// default: every record that has a checksum), "always" (a record without one is a
+/// `ChecksumError` too) or "never". A mismatch is a `ChecksumError` (code -11) naming the
+/// record and its chunk. `checksums=False` writes without keeping them, as loaderx does.
 ///
 /// `gather`, `lengths`, `append` and `stats` may run from many threads at once and release
 /// the GIL. `delete` and `compact` need exclusive access: they raise `LockedError` (code -9)
@@ -150,13 +163,23 @@ impl Zrecord {
 #[pymethods]
 impl Zrecord {
     #[new]
-    #[pyo3(signature = (path, codec = "flate", *, create = None, read_only = false))]
-    fn new(py: Python<'_>, path: PathBuf, codec: &str, create: Option<bool>, read_only: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, codec = "flate", *, create = None, read_only = false, verify = "auto", checksums = true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        codec: &str,
+        create: Option<bool>,
+        read_only: bool,
+        verify: &str,
+        checksums: bool,
+    ) -> PyResult<Self> {
         let codec = codec_named(codec)?;
+        let verify = verify_named(verify)?;
         if read_only && create == Some(true) {
             return Err(PyValueError::new_err("a read-only open cannot create a store: pass create=False or omit it"));
         }
-        let opts = OpenOptions { codec, create: create.unwrap_or(!read_only), read_only, ..OpenOptions::default() };
+        let create = create.unwrap_or(!read_only);
+        let opts = OpenOptions { codec, create, read_only, verify, checksums, ..OpenOptions::default() };
         let at = path.clone();
         let store = store_call(py, move || zrecord::Zrecord::open_with(at, opts))?;
         Ok(Zrecord { slot: Mutex::new(Slot::Open(Arc::new(store))), freed: Condvar::new(), codec, path, read_only })
@@ -185,6 +208,40 @@ impl Zrecord {
     #[getter]
     fn codec(&self) -> &'static str {
         self.codec.name()
+    }
+
+    /// When reads check each record's checksum before decoding it: "auto" (whenever the
+    /// record has one, the default), "always" (a record without one is a `ChecksumError`
+    /// too) or "never".
+    #[getter]
+    fn verify(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(self.handle(py)?.verify_mode().name())
+    }
+
+    /// True if the store keeps per-record checksums (`checksums.zrc`): every store zrecord
+    /// created, not one only loaderx wrote (until a zrecord append or `seal()`).
+    #[getter]
+    fn checksums(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.has_checksums())
+    }
+
+    /// Checksum every *unchecked* record (one a foreign writer such as loaderx added or
+    /// moved, or every record of a store only loaderx wrote) that decodes, creating the
+    /// checksum file if needed. Returns a dict of `already` (records that had a checksum),
+    /// `sealed` and `bad` (records that failed to decode, left unchecked). Durable when it
+    /// returns. Needs a writable store; takes the appender lock.
+    #[pyo3(signature = (progress = None))]
+    fn seal<'py>(&self, py: Python<'py>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.handle(py)?;
+        let mut reporter = Progress::new(progress);
+        let bar = &mut reporter;
+        let s = store_call(py, move || store.seal(&mut |done, total| bar.report(done, total)))?;
+        reporter.finish()?;
+        let d = PyDict::new(py);
+        d.set_item("already", s.already)?;
+        d.set_item("sealed", s.sealed)?;
+        d.set_item("bad", s.bad)?;
+        Ok(d)
     }
 
     /// The store directory, as given.
@@ -344,15 +401,21 @@ impl Zrecord {
 
     /// Storage usage: a dict of `records`, `live_bytes` (what live records occupy),
     /// `chunk_bytes` (how far the chunk files have grown) and `reclaimable` (an upper bound
-    /// on what `compact()` would free).
+    /// on what `compact()` would free), as loaderx reports them; and, when the store keeps
+    /// checksums, `unchecked`: live records without one (see `seal()`). A store only
+    /// loaderx wrote gives exactly loaderx's four keys.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = self.handle(py)?;
+        let sums = store.has_checksums();
         let s = store_call(py, move || store.stats())?;
         let d = PyDict::new(py);
         d.set_item("records", s.records)?;
         d.set_item("live_bytes", s.live_bytes)?;
         d.set_item("chunk_bytes", s.chunk_bytes)?;
         d.set_item("reclaimable", s.reclaimable)?;
+        if sums {
+            d.set_item("unchecked", s.unchecked)?;
+        }
         Ok(d)
     }
 

@@ -49,6 +49,8 @@ pub fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("logical_bytes", i.logical_bytes)?;
     d.set_item("chunk_bytes", i.chunk_bytes)?;
     d.set_item("reclaimable", i.reclaimable)?;
+    d.set_item("checksums", i.checksums)?;
+    d.set_item("unchecked", i.unchecked)?;
     let chunks = PyList::empty(py);
     for c in &i.chunks {
         let cd = PyDict::new(py);
@@ -66,19 +68,31 @@ pub fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-/// Decodes every record of the store at `path` (read-only) and lists those that fail.
+/// Checks every checksum and decodes every record of the store at `path` (read-only), and
+/// lists those that fail. With `seal`, first checksums the unchecked records (opening the
+/// store writable) and reports how many in `sealed`.
 #[pyfunction]
-#[pyo3(signature = (path, progress = None))]
-pub fn verify(py: Python<'_>, path: PathBuf, progress: Option<Py<PyAny>>) -> PyResult<Bound<'_, PyDict>> {
+#[pyo3(signature = (path, progress = None, seal = false))]
+pub fn verify(py: Python<'_>, path: PathBuf, progress: Option<Py<PyAny>>, seal: bool) -> PyResult<Bound<'_, PyDict>> {
     let mut reporter = Progress::new(progress);
     let bar = &mut reporter;
-    let v = store_call(py, move || {
-        let store = zrecord::Zrecord::open_read_only(path)?;
-        store.verify(&mut |done, total| bar.report(done, total))
+    let (v, sealed) = store_call(py, move || {
+        let (store, sealed) = if seal {
+            let opts = zrecord::OpenOptions { create: false, ..Default::default() };
+            let store = zrecord::Zrecord::open_with(path, opts)?;
+            let s = store.seal(&mut |_, _| {})?;
+            (store, Some(s.sealed))
+        } else {
+            (zrecord::Zrecord::open_read_only(path)?, None)
+        };
+        Ok((store.verify(&mut |done, total| bar.report(done, total))?, sealed))
     })?;
     reporter.finish()?;
     let d = PyDict::new(py);
     d.set_item("checked", v.checked)?;
+    d.set_item("checksummed", v.checksummed)?;
+    d.set_item("unchecked", v.unchecked)?;
+    d.set_item("sealed", sealed)?;
     d.set_item("bad_count", v.bad_count)?;
     let bad = PyList::empty(py);
     for b in &v.bad {

@@ -62,7 +62,7 @@ def test_inspect_creates_nothing(tmp_path):
 def test_verify_clean_and_damaged(tmp_path):
     Dataset.write(tmp_path / "d", images(200, shape=(3, 32, 32))).close()
     v = zrecord.verify(tmp_path / "d")
-    assert v == zrecord.Verification(checked=200, bad_count=0, bad=()) and v.ok
+    assert v == zrecord.Verification(checked=200, bad_count=0, bad=(), checksummed=200, unchecked=0) and v.ok
     corrupt(tmp_path / "d")
     v = zrecord.verify(tmp_path / "d")
     assert v.checked == 200 and v.bad_count >= 1 and not v.ok

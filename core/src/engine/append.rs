@@ -2,8 +2,9 @@
 //!
 //! Compress every record (in parallel) → place them serially from the frontier, rolling
 //! over to a new chunk when a payload would pass the chunk capacity (a new chunk's directory
-//! entry is synced first) → write the payloads → write their table entries → sync the chunks
-//! written and meta.zr → write the header → publish. A crash anywhere leaves the old header,
+//! entry is synced first) → write the payloads → write their table entries and the checksums
+//! of their stored bytes (`checksums.zrc`) → sync the chunks written, the checksums and
+//! meta.zr → write the header → publish. A crash anywhere leaves the old header,
 //! or the new one with everything it covers durable.
 
 use alloc::boxed::Box;
@@ -13,6 +14,7 @@ use core::ops::Range;
 use super::{shard_count, Batch, Store, Writer};
 use crate::codec::{Codec, Deflater};
 use crate::error::{Error, FormatError, Result};
+use crate::format::sums::checksum;
 use crate::format::{entry_offset, RecordLoc, CHUNK_FILE_LEN, ENTRY_LEN, MAX_CHUNKS, MAX_RECORDS};
 use crate::io::{Backend, LockMode, Parallel, StorageFile};
 
@@ -27,6 +29,8 @@ struct WriteShard {
     stored: Vec<(u32, Codec, Option<usize>)>,
     /// Per record: where it lands.
     placed: Vec<(u16, u32)>,
+    /// Per record: the checksum of its stored bytes (empty if the store keeps none).
+    sums: Vec<u64>,
 }
 
 impl<B: Backend> Store<B> {
@@ -49,6 +53,8 @@ impl<B: Backend> Store<B> {
         if u64::from(first) + count as u64 > u64::from(MAX_RECORDS) {
             return Err(Error::StoreFull("the 2^24 record limit would be exceeded"));
         }
+        let sums_file = self.ensure_sums()?;
+        let keep_sums = sums_file.is_some();
 
         // 1. Compress, each worker a contiguous run of records with its own compressor.
         let src = batch.src();
@@ -63,15 +69,22 @@ impl<B: Backend> Store<B> {
                 packed: Vec::new(),
                 stored: Vec::new(),
                 placed: Vec::new(),
+                sums: Vec::new(),
             })
             .collect();
         let compress = |shard: &mut WriteShard| -> Result<()> {
             let bytes: usize = shard.records.clone().map(|i| batch.range(i).len()).sum();
             shard.stored.reserve(shard.records.len());
+            if keep_sums {
+                shard.sums.reserve(shard.records.len());
+            }
             match shard.deflater.as_mut() {
                 None => {
                     for i in shard.records.clone() {
                         shard.stored.push((batch.range(i).len() as u32, Codec::Raw, None));
+                        if keep_sums {
+                            shard.sums.push(checksum(&src[batch.range(i)]));
+                        }
                     }
                 }
                 Some(deflater) => {
@@ -82,9 +95,17 @@ impl<B: Backend> Store<B> {
                         match deflater.compress(rec, &mut shard.packed[used..]) {
                             Some(n) => {
                                 shard.stored.push((n as u32, Codec::Flate, Some(used)));
+                                if keep_sums {
+                                    shard.sums.push(checksum(&shard.packed[used..used + n]));
+                                }
                                 used += n;
                             }
-                            None => shard.stored.push((rec.len() as u32, Codec::Raw, None)),
+                            None => {
+                                shard.stored.push((rec.len() as u32, Codec::Raw, None));
+                                if keep_sums {
+                                    shard.sums.push(checksum(rec));
+                                }
+                            }
                         }
                     }
                     shard.packed.truncate(used);
@@ -146,9 +167,14 @@ impl<B: Backend> Store<B> {
             }
         }
         self.write_entries(first, &entries)?;
-        // Barrier: the payloads and entries must be durable before the header that makes
-        // them visible, or a power cut could keep the header and lose what it points at.
-        self.sync_files(w, w.header.tail_chunk..=h.tail_chunk)?;
+        if let Some(f) = sums_file {
+            let sums: Vec<u64> = work.iter().flat_map(|s| s.sums.iter().copied()).collect();
+            self.write_sums(f, first, &entries, &sums)?;
+        }
+        // Barrier: the payloads, entries and checksums must be durable before the header
+        // that makes them visible, or a power cut could keep the header and lose what it
+        // points at (or keep an older checksum in a slot the header now publishes).
+        self.sync_files_with(w, w.header.tail_chunk..=h.tail_chunk, par)?;
         self.write_header(w, h)?;
         self.publish(&h);
         w.deflaters.extend(work.into_iter().filter_map(|s| s.deflater));

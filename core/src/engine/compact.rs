@@ -161,17 +161,22 @@ impl<B: Backend> Store<B> {
                 for (mv, &off) in batch.iter().zip(&at) {
                     self.move_entries(&live[mv.group.clone()], (spot.0, spot.1 + off as u32), &mv.from)?;
                 }
-                Self::poison_on_err(w, self.meta.sync())?;
+                self.sync_table(w)?;
             }
             for (mv, &off) in batch.iter().zip(&at) {
                 let len = mv.from.phys_length as usize;
                 self.chunk(mv.to.0)?.write_at(u64::from(mv.to.1), &buf[off..off + len])?;
             }
             self.sync_files(w, batch[0].to.0..=batch[batch.len() - 1].to.0)?;
-            for mv in batch {
-                self.move_entries(&live[mv.group.clone()], mv.to, &mv.from)?;
+            for (mv, &off) in batch.iter().zip(&at) {
+                // After a park the entries point into the park area, and so do their slots.
+                let from = match park {
+                    Some(spot) if overlap => RecordLoc { chunk_id: spot.0, offset: spot.1 + off as u32, ..mv.from },
+                    _ => mv.from,
+                };
+                self.move_entries(&live[mv.group.clone()], mv.to, &from)?;
             }
-            Self::poison_on_err(w, self.meta.sync())?;
+            self.sync_table(w)?;
             progress(batch[batch.len() - 1].group.end as u64, total);
             m = end;
         }
@@ -215,10 +220,17 @@ impl<B: Backend> Store<B> {
         Ok(at)
     }
 
+    /// Points the entries of `group`, now at `loc`, to `to`, and moves each one's checksum
+    /// with it: a slot that trusted the entry at `loc` is rewritten for the entry at `to`
+    /// (the stored bytes, and so their checksum, are the same); an unchecked one stays so.
     fn move_entries(&self, group: &[(RecordLoc, u32)], to: (u16, u32), loc: &RecordLoc) -> Result<()> {
         let moved = RecordLoc { chunk_id: to.0, offset: to.1, ..*loc };
         for &(_, index) in group {
+            let sum = self.expected_sum(index, loc)?;
             self.write_entries(index, &[moved])?;
+            if let (Some(sum), Some(f)) = (sum, self.kept_sums()) {
+                self.write_sums(f, index, &[moved], &[sum])?;
+            }
         }
         Ok(())
     }

@@ -5,13 +5,14 @@
 //! A delete of tail records only writes (and syncs) the header. Otherwise it commits through
 //! the redo journal `delete.zrj` (bytes: [`crate::format::journal`]): meta.zr synced, the
 //! journal written durably beside it (the commit point), the slots and header written and
-//! synced, the journal removed. The next writable open finishes a delete whose journal it
+//! synced, the checksums of the moved entries moved to their new slots and synced (see the
+//! `sums` module), the journal removed. The next writable open finishes a delete whose journal it
 //! finds ([`replay_journal`], called from `open`).
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use super::{Store, Writer};
+use super::{sums, Store, Writer};
 use crate::error::{Error, Result};
 use crate::format::journal::{DeleteJournal, DELETE_JOURNAL};
 use crate::format::{entry_offset, Header, RecordLoc};
@@ -78,7 +79,14 @@ impl<B: Backend> Store<B> {
         // synced), or a power cut could keep the journal and lose the header it matches.
         Self::poison_on_err(w, self.meta.sync())?;
         self.backend.write_side_file(DELETE_JOURNAL, &journal.encode())?;
-        match apply_journal(&journal, &self.meta) {
+        let applied = apply_journal(&journal, &self.meta).and_then(|h| {
+            if let Some(f) = self.kept_sums() {
+                sums::move_sums(&journal, &self.meta, f)?;
+                self.cover(&h)?;
+            }
+            Ok(h)
+        });
+        match applied {
             Ok(h) => {
                 w.header = h;
                 self.publish(&h);
@@ -125,9 +133,24 @@ fn apply_journal<F: StorageFile>(journal: &DeleteJournal, meta: &F) -> Result<He
     Ok(h)
 }
 
-/// Finishes an interrupted delete found at open, then drops the journal.
-pub(super) fn replay_journal<B: Backend>(journal: &DeleteJournal, backend: &B, meta: &B::File) -> Result<Header> {
+/// Finishes an interrupted delete found at open (its checksums move with its entries),
+/// then drops the journal.
+pub(super) fn replay_journal<B: Backend>(
+    journal: &DeleteJournal,
+    backend: &B,
+    meta: &B::File,
+    sums: Option<&B::File>,
+) -> Result<Header> {
     let h = apply_journal(journal, meta)?;
+    if let Some(f) = sums {
+        sums::move_sums(journal, meta, f)?;
+        // The delete was zrecord's: if zrecord covered the table before it, it does after.
+        let covered = sums::read_covered(f)?;
+        if covered == Some(journal.header) || covered == Some(h) {
+            sums::write_covered(f, &h)?;
+            f.sync()?;
+        }
+    }
     backend.remove_side_file(DELETE_JOURNAL)?;
     Ok(h)
 }

@@ -22,6 +22,8 @@
 //! - `delete`: **Delete**: the swap plan, and its commit through the journal whose bytes
 //!   [`crate::format::journal`] encodes.
 //! - `compact`: **Compact**: the physical-order repack in synced batches through a park area.
+//! - `sums`: the checksum side file `checksums.zrc` (bytes: [`crate::format::sums`]): opening
+//!   or creating it, looking up a record's checksum, and sealing unchecked records.
 //!
 //! This module holds what they share: the handle types, [`Options`], [`Stats`], [`Batch`]
 //! and the table of open chunk files.
@@ -31,6 +33,7 @@ mod compact;
 mod delete;
 mod open;
 mod read;
+mod sums;
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -50,6 +53,7 @@ use crate::io::{Backend, LockMode};
 /// Name of the side file holding a delete's redo journal while the delete runs (its bytes:
 /// [`crate::format::journal`]).
 pub use crate::format::journal::DELETE_JOURNAL;
+pub use sums::Sealing;
 
 /// Below this many bytes of records per worker, splitting a batch costs more in thread
 /// hand-off than it saves.
@@ -66,11 +70,58 @@ pub struct Options {
     /// this at [`DEFAULT_CHUNK_CAPACITY`]; tests lower it to exercise rollover without
     /// writing gigabytes. Only placement depends on it, so any value reads any store.
     pub chunk_capacity: u64,
+    /// When reads check a record's stored bytes against its checksum.
+    pub verify: Verify,
+    /// Keep checksums on write (the default). A handle opened with `false` writes as loaderx
+    /// does: no checksum is computed or written, the records it appends or moves are
+    /// unchecked (its compact's moves keep theirs through the content check), and it never
+    /// records a covered header. For whoever measures a reason to; `seal` still works.
+    pub checksums: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { create: true, read_only: false, chunk_capacity: DEFAULT_CHUNK_CAPACITY }
+        Options {
+            create: true,
+            read_only: false,
+            chunk_capacity: DEFAULT_CHUNK_CAPACITY,
+            verify: Verify::Auto,
+            checksums: true,
+        }
+    }
+}
+
+/// When reads (`gather`, `gather_var`, `read`) check each record's stored bytes against the
+/// checksum in `checksums.zrc` before decoding it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Verify {
+    /// Check every record that has a checksum; read unchecked records (a store without the
+    /// side file, or records a foreign writer added or moved) as they are.
+    #[default]
+    Auto,
+    /// Check every record, and fail with [`Error::Checksum`] on one that has no checksum:
+    /// for callers who must never read an unverified byte (seal the store first).
+    Always,
+    /// Check nothing.
+    Never,
+}
+
+impl Verify {
+    /// Every mode, in the order of their names' documentation.
+    pub const ALL: [Verify; 3] = [Verify::Auto, Verify::Always, Verify::Never];
+
+    /// The mode's name, the same in Rust, Python, the CLI and WIT: `auto`, `always`, `never`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verify::Auto => "auto",
+            Verify::Always => "always",
+            Verify::Never => "never",
+        }
+    }
+
+    /// The mode called `name`.
+    pub fn from_name(name: &str) -> Option<Verify> {
+        Verify::ALL.into_iter().find(|v| v.name() == name)
     }
 }
 
@@ -93,6 +144,10 @@ pub struct Stats {
     /// `chunk_bytes - live_bytes`: an upper bound on what [`Store::compact`] frees, since up
     /// to a record's worth of slack at the end of each full chunk cannot be reclaimed.
     pub reclaimable: u64,
+    /// Live records without a checksum to check them against: all of them in a store that
+    /// has no `checksums.zrc` (one only loaderx wrote), else those a foreign writer added or
+    /// moved, or whose checksum a crash lost. [`Store::seal`] checksums them.
+    pub unchecked: u32,
 }
 
 /// A batch of records to append.
@@ -230,6 +285,18 @@ pub struct Store<B: Backend> {
     /// Published frontier as `tail_chunk << 32 | tail_offset`; stored before `length`.
     tail: AtomicU64,
     capacity: u64,
+    verify: Verify,
+    /// The checksum side file, once it exists and is usable (see the `sums` module).
+    sums: OnceBox<B::File>,
+    /// The side file was written by a newer zrecord: never read it, never write it.
+    sums_newer: bool,
+    /// A writer that keeps no checksums (loaderx) changed the store since zrecord last
+    /// recorded its covered header (or a crash came between the two): entries that differ
+    /// from their slots are unchecked, not damaged, and no covered header is recorded until
+    /// [`Store::seal`] vouches for every record again.
+    foreign: core::sync::atomic::AtomicBool,
+    /// From [`Options::checksums`].
+    keep_sums: bool,
 }
 
 fn pack_tail(h: &Header) -> u64 {
@@ -255,6 +322,16 @@ impl<B: Backend> Store<B> {
     /// True if the store holds no record.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// When reads check checksums (from [`Options::verify`]).
+    pub fn verify_mode(&self) -> Verify {
+        self.verify
+    }
+
+    /// Changes when reads check checksums.
+    pub fn set_verify_mode(&mut self, verify: Verify) {
+        self.verify = verify;
     }
 
     /// The published header.

@@ -11,15 +11,16 @@
 //! - **Durability**: `sync` makes chunks durable before meta.zr, and any failed write of the
 //!   header or failed sync poisons the [`Writer`]: every later write is refused.
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use once_cell::race::OnceBox;
 
-use super::{delete, pack_tail, Options, Store, Writer};
+use super::{delete, pack_tail, sums, Options, Store, Writer};
 use crate::error::{Error, FormatError, IoError, Result};
 use crate::format::{Header, CHUNK_FILE_LEN, ENTRY_LEN, HEADER_LEN, MAX_CHUNKS, META_LEN};
-use crate::io::{Backend, LockMode, StorageFile};
+use crate::io::{Backend, LockMode, Parallel, Serial, StorageFile};
 
 impl<B: Backend> Store<B> {
     /// Opens the store in `backend`'s directory, creating it if `opts.create` and it holds
@@ -43,6 +44,7 @@ impl<B: Backend> Store<B> {
             meta.set_len(META_LEN)?;
             meta.write_at(0, &Header::default().encode())?;
             meta.sync()?;
+            sums::create_sums(&backend)?;
             backend.sync_dir()?;
         } else if meta_len != META_LEN {
             return Err(FormatError::MetaSize { found: meta_len, expected: META_LEN }.into());
@@ -51,6 +53,13 @@ impl<B: Backend> Store<B> {
         meta.read_at(0, &mut raw)?;
         let mut header = Header::decode(&raw)?;
         backend.lock(LockMode::Shared)?;
+        let (sums_file, sums_newer) = match sums::load_sums(&backend) {
+            Ok(s) => s,
+            Err(e) => {
+                backend.unlock(LockMode::Shared);
+                return Err(e);
+            }
+        };
         // An interrupted delete is finished before anything reads the table (see the
         // `delete` module): its journal is its commit point.
         if let Some(journal) = delete::load_journal(&backend, &header, !opts.read_only)? {
@@ -62,7 +71,7 @@ impl<B: Backend> Store<B> {
                 backend.unlock(LockMode::Shared);
                 return Err(e);
             }
-            let replayed = delete::replay_journal(&journal, &backend, &meta);
+            let replayed = delete::replay_journal(&journal, &backend, &meta, sums_file.as_ref());
             backend.unlock(LockMode::Exclusive);
             match replayed {
                 Ok(h) => header = h,
@@ -81,7 +90,17 @@ impl<B: Backend> Store<B> {
             length: AtomicU32::new(header.length),
             tail: AtomicU64::new(pack_tail(&header)),
             capacity: opts.chunk_capacity,
+            verify: opts.verify,
+            sums: OnceBox::new(),
+            sums_newer,
+            // A handle that keeps no checksums never vouches for the table.
+            foreign: AtomicBool::new(!opts.checksums),
+            keep_sums: opts.checksums,
         };
+        if let Some(f) = sums_file {
+            let _ = store.sums.set(Box::new(f));
+        }
+        store.refresh_foreign(&header)?;
         // A directory without its tail chunk is damaged; say so now rather than on a read.
         let tail = store.chunk(header.tail_chunk)?;
         if !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
@@ -96,6 +115,10 @@ impl<B: Backend> Store<B> {
             // The header may now be half-written; no further write may build on it.
             w.poisoned = true;
             return Err(e.into());
+        }
+        if let Err(e) = self.cover(&header) {
+            w.poisoned = true;
+            return Err(e);
         }
         w.header = header;
         Ok(())
@@ -133,7 +156,7 @@ impl<B: Backend> Store<B> {
         }
         w.header = disk;
         self.publish(&disk);
-        Ok(())
+        self.refresh_foreign(&disk)
     }
 
     /// Makes everything written so far durable: chunk data first, then the table and header.
@@ -145,23 +168,47 @@ impl<B: Backend> Store<B> {
         self.sync_files(w, 0..=w.header.tail_chunk)
     }
 
-    /// Syncs the chunks in `chunks` that are open, then meta.zr. A failure poisons the
+    /// Syncs the chunks in `chunks` that are open, then the checksum side file, then meta.zr
+    /// (the header is written after this returns, so everything it will publish, checksums
+    /// included, is durable first). A failure poisons the
     /// writer: after a failed fsync the kernel may have dropped the dirty pages, so nothing
     /// may be built on the assumption that they landed.
     pub(super) fn sync_files(&self, w: &mut Writer, chunks: core::ops::RangeInclusive<u16>) -> Result<()> {
-        let result = (|| {
-            for id in chunks {
-                if let Some(f) = self.chunks[usize::from(id)].get() {
-                    f.sync()?;
-                }
-            }
-            self.meta.sync()
-        })();
+        self.sync_files_with(w, chunks, &Serial)
+    }
+
+    /// [`Store::sync_files`] with the syncs run through `par`, all at once: nothing is
+    /// ordered among them (the header that depends on them is written after they all
+    /// return), and concurrent fsyncs share the file system's journal commits, so the
+    /// checksum file costs an append little more than the chunks and meta.zr already do.
+    pub(super) fn sync_files_with<P: Parallel>(
+        &self,
+        w: &mut Writer,
+        chunks: core::ops::RangeInclusive<u16>,
+        par: &P,
+    ) -> Result<()> {
+        let mut files: Vec<&B::File> = chunks.filter_map(|id| self.chunks[usize::from(id)].get()).collect();
+        files.extend(self.sums.get());
+        files.push(&self.meta);
+        let result = if files.len() == 1 || par.workers() <= 1 {
+            files.iter().try_for_each(|f| f.sync().map_err(Error::Io))
+        } else {
+            par.for_each(&mut files, |f| f.sync().map_err(Error::Io))
+        };
         if let Err(e) = result {
             w.poisoned = true;
-            return Err(e.into());
+            return Err(e);
         }
         Ok(())
+    }
+
+    /// Syncs the checksum side file, then meta.zr: the end of every step of delete and
+    /// compact that rewrote entries (and their slots). A failure poisons the writer.
+    pub(super) fn sync_table(&self, w: &mut Writer) -> Result<()> {
+        if let Some(f) = self.sums.get() {
+            Self::poison_on_err(w, f.sync())?;
+        }
+        Self::poison_on_err(w, self.meta.sync())
     }
 
     /// Fails like `r`, poisoning the writer if it is an error: used for every sync.

@@ -6,12 +6,13 @@
 //! store whose bytes and entries were written before that length was published. Each entry
 //! is checked against the format's limits and that frontier ([`RecordLoc::check`]) before
 //! any byte of its record is read, and every destination is checked before anything is
-//! written to it.
+//! written to it. A record's stored bytes are checked against its checksum (`checksums.zrc`,
+//! as the store's [`Verify`] mode asks) before they are decoded.
 
 use alloc::format;
 use alloc::vec::Vec;
 
-use super::{shard_count, Stats, Store};
+use super::{shard_count, Stats, Store, Verify};
 use crate::codec::{decode_into, Codec};
 use crate::error::{DecodeError, Error, IoError, IoErrorKind, Result};
 use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN};
@@ -159,25 +160,33 @@ impl<B: Backend> Store<B> {
         // records' bytes ahead overlaps those misses with the decoding of this one.
         const AHEAD: usize = 4;
         for k in 0..shard.jobs.len().min(AHEAD) {
-            self.prefetch(&shard.jobs[k].loc);
+            self.prefetch(shard.jobs[k].index, &shard.jobs[k].loc);
         }
         for k in 0..shard.jobs.len() {
             if let Some(next) = shard.jobs.get(k + AHEAD) {
-                self.prefetch(&next.loc);
+                self.prefetch(next.index, &next.loc);
             }
             let job = &mut shard.jobs[k];
-            self.read_record(job.index, &job.loc, job.codec, job.dst, &mut shard.scratch)?;
+            self.read_record(job.index, &job.loc, job.codec, job.dst, &mut shard.scratch, self.verify)?;
         }
         Ok(())
     }
 
-    fn prefetch(&self, loc: &RecordLoc) {
+    fn prefetch(&self, index: u32, loc: &RecordLoc) {
         if let Some(file) = self.chunks.get(usize::from(loc.chunk_id)).and_then(|slot| slot.get()) {
             file.prefetch(u64::from(loc.offset));
         }
+        // Its checksum slot too: with random indices, each is a miss of its own.
+        if self.verify != Verify::Never {
+            if let Some(sums) = self.sums.get() {
+                sums.prefetch(crate::format::sums::slot_offset(index));
+            }
+        }
     }
 
-    /// Decodes one checked record into `dst` (exactly its logical length).
+    /// Decodes one checked entry's record into `dst` (exactly its logical length), first
+    /// checking its stored bytes against its checksum as `verify` asks. Returns whether a
+    /// checksum was checked. On an error `dst` holds no promised bytes.
     fn read_record(
         &self,
         index: u32,
@@ -185,21 +194,30 @@ impl<B: Backend> Store<B> {
         codec: Codec,
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
-    ) -> Result<()> {
+        verify: Verify,
+    ) -> Result<bool> {
         let file = self.chunk(loc.chunk_id)?;
         let start = loc.offset as usize;
         let phys = loc.phys_length as usize;
         let decode_err = |source| Error::Decode { index: u64::from(index), source };
         if let Some(bytes) = file.view().and_then(|v| v.get(start..start + phys)) {
-            return decode_into(codec, bytes, dst).map_err(decode_err);
+            let checked = self.check_stored(verify, index, loc, bytes)?;
+            decode_into(codec, bytes, dst).map_err(decode_err)?;
+            return Ok(checked);
         }
         let at = u64::from(loc.offset);
         match codec {
-            Codec::Raw => file.read_at(at, dst).map_err(|e| self.read_err(e, loc, index)),
+            Codec::Raw => {
+                // Raw stored bytes are the record: read them in place, then check them.
+                file.read_at(at, dst).map_err(|e| self.read_err(e, loc, index))?;
+                self.check_stored(verify, index, loc, dst)
+            }
             Codec::Flate => {
                 scratch.resize(phys, 0);
                 file.read_at(at, scratch).map_err(|e| self.read_err(e, loc, index))?;
-                decode_into(codec, scratch, dst).map_err(decode_err)
+                let checked = self.check_stored(verify, index, loc, scratch)?;
+                decode_into(codec, scratch, dst).map_err(decode_err)?;
+                Ok(checked)
             }
         }
     }
@@ -227,17 +245,37 @@ impl<B: Backend> Store<B> {
         let (loc, codec) = self.locate(index, self.len(), &self.header())?;
         out.clear();
         out.resize(loc.logic_length as usize, 0);
-        self.read_record(index as u32, &loc, codec, out, scratch)
+        self.read_record(index as u32, &loc, codec, out, scratch, self.verify).map(|_| ())
     }
 
-    /// Storage usage; reads every live entry.
+    /// [`Store::read_into`] for verification tools: checks the record's checksum whenever it
+    /// has one, whatever the store's [`Verify`] mode, and never fails for want of one.
+    /// Returns whether a checksum was checked (`false`: the record is unchecked).
+    pub fn read_verified(&self, index: u64, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<bool> {
+        let (loc, codec) = self.locate(index, self.len(), &self.header())?;
+        out.clear();
+        out.resize(loc.logic_length as usize, 0);
+        self.read_record(index as u32, &loc, codec, out, scratch, Verify::Auto)
+    }
+
+    /// Storage usage, and how many records are unchecked; reads every live entry (and its
+    /// checksum slot).
     pub fn stats(&self) -> Result<Stats> {
         let h = self.header();
-        let mut live_bytes = 0u64;
+        let (mut live_bytes, mut unchecked) = (0u64, 0u32);
+        let sums = self.has_checksums();
         for i in 0..h.length {
-            live_bytes += u64::from(self.entry(i)?.phys_length);
+            let e = self.entry(i)?;
+            live_bytes += u64::from(e.phys_length);
+            unchecked += u32::from(!sums || self.expected_sum(i, &e)?.is_none());
         }
         let chunk_bytes = h.chunk_bytes();
-        Ok(Stats { records: h.length, live_bytes, chunk_bytes, reclaimable: chunk_bytes.saturating_sub(live_bytes) })
+        Ok(Stats {
+            records: h.length,
+            live_bytes,
+            chunk_bytes,
+            reclaimable: chunk_bytes.saturating_sub(live_bytes),
+            unchecked,
+        })
     }
 }

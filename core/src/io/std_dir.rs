@@ -55,6 +55,11 @@ impl StoreDir {
         self.root.join(chunk_file_name(id))
     }
 
+    /// Path of side file `name` (such as the checksum file, opened for positional I/O).
+    pub fn side_path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
     /// Removes chunk file `id`; a missing one is not an error (compact may be re-run).
     pub fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
         let path = self.chunk_path(id);

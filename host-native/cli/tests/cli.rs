@@ -155,3 +155,56 @@ fn new_outputs_appear_whole() {
     let out = run(d, &["compact", "good.zr"]);
     assert!(text(&out.stdout).starts_with("compacted 298 records: chunk bytes "), "{}", text(&out.stdout));
 }
+
+/// Flips the first stored byte of record `i` of the store at `dir`.
+fn damage_record(dir: &Path, i: u64) {
+    use std::os::unix::fs::FileExt;
+    let meta = std::fs::File::open(dir.join("meta.zr")).unwrap();
+    let mut e = [0u8; 16];
+    meta.read_exact_at(&mut e, 16 + 16 * i).unwrap();
+    let offset = u64::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]]));
+    let chunk = u16::from_le_bytes([e[12], e[13]]);
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(format!("{chunk}.zr"))).unwrap();
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, offset).unwrap();
+    f.write_all_at(&[!b[0]], offset).unwrap();
+}
+
+#[test]
+fn verify_checks_checksums_counts_unchecked_and_seals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("a.npy"), npy(300, 64)).unwrap();
+    assert!(run(d, &["convert", "a.npy", "raw.zr", "--codec", "raw"]).status.success());
+    let out = run(d, &["verify", "raw.zr"]);
+    assert_eq!(text(&out.stdout), "300 records checked, 0 bad (300 checked against their checksums, 0 unchecked)\n");
+    assert!(text(&run(d, &["stats", "raw.zr"]).stdout).ends_with(", \"unchecked\": 0}\n"));
+
+    // A damaged raw record decodes fine: only its checksum catches it.
+    damage_record(&d.join("raw.zr"), 17);
+    let out = run(d, &["verify", "raw.zr"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("bad record 17: fails its checksum"), "{stdout}");
+    assert!(stdout.ends_with("300 records checked, 1 bad (300 checked against their checksums, 0 unchecked)\n"));
+    let out = run(d, &["export", "raw.zr", "x.npy"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).starts_with("zr: error: raw.zr: record 17 (chunk 0, offset "), "{}", text(&out.stderr));
+    assert!(!d.join("x.npy").exists());
+    assert!(run(d, &["export", "raw.zr", "x.npy", "--verify", "never"]).status.success());
+
+    // Without its checksum file (as loaderx alone leaves a store) every record is unchecked;
+    // --seal checksums them (a damaged record would be sealed too: it decodes).
+    assert!(run(d, &["convert", "a.npy", "lx.zr"]).status.success());
+    std::fs::remove_file(d.join("lx.zr/checksums.zrc")).unwrap();
+    let out = run(d, &["verify", "lx.zr"]);
+    assert_eq!(text(&out.stdout), "300 records checked, 0 bad (0 checked against their checksums, 300 unchecked)\n");
+    assert_eq!(text(&run(d, &["stats", "lx.zr"]).stdout).matches("unchecked").count(), 0, "loaderx's keys only");
+    let out = run(d, &["verify", "lx.zr", "--seal"]);
+    assert_eq!(
+        text(&out.stdout),
+        "sealed 300 records (0 already had a checksum, 0 failed to decode)\n\
+         300 records checked, 0 bad (300 checked against their checksums, 0 unchecked)\n"
+    );
+    assert!(d.join("lx.zr/checksums.zrc").exists());
+}

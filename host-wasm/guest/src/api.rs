@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use zrecord_core::io::Serial;
 use zrecord_core::tools;
-use zrecord_core::{Batch, Codec, Error, Mode, Options, Sampler, Store as CoreStore, Writer};
+use zrecord_core::{Batch, Codec, Error, Mode, Options, Sampler, Store as CoreStore, Verify, Writer};
 
 use crate::exports::zrecord::store::store as wit_store;
 use crate::exports::zrecord::store::tools as wit_tools;
@@ -31,6 +31,7 @@ pub fn to_wit(e: Error) -> WitError {
         -8 => ErrorCode::BadFormat,
         -9 => ErrorCode::Locked,
         -10 => ErrorCode::InvalidArgument,
+        -11 => ErrorCode::Checksum,
         // Every code of `zrecord_core::error::ERROR_KINDS` is listed above, as
         // core/tests/error_table.rs checks; an i32 match still needs this arm.
         _ => ErrorCode::InvalidArgument,
@@ -88,7 +89,21 @@ impl Drop for StoreRes {
 
 impl wit_store::GuestStore for StoreRes {
     fn open(path: String, create: bool, read_only: bool) -> Result<wit_store::Store, WitError> {
-        let opts = Options { create: create && !read_only, read_only, ..Options::default() };
+        Self::open_with(path, create, read_only, wit_store::Verify::Auto)
+    }
+
+    fn open_with(
+        path: String,
+        create: bool,
+        read_only: bool,
+        verify: wit_store::Verify,
+    ) -> Result<wit_store::Store, WitError> {
+        let verify = match verify {
+            wit_store::Verify::Auto => Verify::Auto,
+            wit_store::Verify::Always => Verify::Always,
+            wit_store::Verify::Never => Verify::Never,
+        };
+        let opts = Options { create: create && !read_only, read_only, verify, ..Options::default() };
         let pair = CoreStore::open(FsDir::new(path, !read_only), opts).map_err(to_wit)?;
         Ok(wit_store::Store::new(StoreRes { inner: RefCell::new(pair) }))
     }

@@ -130,6 +130,10 @@ impl Backend for FsDir {
         FsFile::open(self.dir.chunk_path(id), self.writable, create)
     }
 
+    fn open_aux(&self, name: &str, create: bool) -> Result<Option<FsFile>, IoError> {
+        FsFile::open(self.dir.side_path(name), self.writable, create)
+    }
+
     fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
         self.dir.remove_chunk(id)
     }

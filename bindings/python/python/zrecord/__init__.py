@@ -31,6 +31,7 @@ from .dataloader import DataLoader, Mixture, resolve_world
 from .dataset import CODECS, Dataset
 from .errors import (
     BufferTooSmallError,
+    ChecksumError,
     DecodeError,
     FormatError,
     IndexOutOfRangeError,
@@ -61,6 +62,7 @@ __all__ = [
     "BadRecord",
     "BufferTooSmallError",
     "CODECS",
+    "ChecksumError",
     "ChunkUse",
     "Conversion",
     "DataLoader",

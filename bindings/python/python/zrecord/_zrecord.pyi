@@ -27,10 +27,19 @@ class Zrecord:
     records, addressed ``0..len(store)``."""
 
     def __init__(
-        self, path: _Path, codec: str = "flate", *, create: Optional[bool] = None, read_only: bool = False
+        self,
+        path: _Path,
+        codec: str = "flate",
+        *,
+        create: Optional[bool] = None,
+        read_only: bool = False,
+        verify: str = "auto",
+        checksums: bool = True,
     ) -> None:
         """Open the store at ``path``; create it if missing unless ``create=False`` or
-        ``read_only=True`` (then a missing store is ``StoreIOError`` / ``FormatError``)."""
+        ``read_only=True`` (then a missing store is ``StoreIOError`` / ``FormatError``).
+        ``verify`` ("auto", "always", "never") sets when reads check checksums;
+        ``checksums=False`` writes without keeping them, as loaderx does."""
     @classmethod
     def open_read_only(cls, path: _Path, codec: str = "flate") -> "Zrecord":
         """Open an existing store without the right to change it; never creates anything."""
@@ -46,6 +55,14 @@ class Zrecord:
     @property
     def closed(self) -> bool:
         """True once ``close()`` has been called."""
+    @property
+    def verify(self) -> str:
+        """When reads check checksums: "auto", "always" or "never"."""
+    @property
+    def checksums(self) -> bool:
+        """True if the store keeps per-record checksums (``checksums.zrc``)."""
+    def seal(self, progress: _Reporter = None) -> dict[str, int]:
+        """Checksum every unchecked record that decodes: ``{"already", "sealed", "bad"}``."""
     def __len__(self) -> int: ...
     def sync(self) -> None:
         """Flush chunk data, then the record table and header, to disk."""
@@ -157,7 +174,7 @@ class _StreamShard:
 # The `zr` tools; `zrecord.tools` wraps these in dataclasses (use those).
 def inspect(path: str) -> dict[str, Any]:
     """Header, codec mix, chunk use, sizes and schema (the store is opened read-only)."""
-def verify(path: str, progress: _Reporter = None) -> dict[str, Any]:
+def verify(path: str, progress: _Reporter = None, seal: bool = False) -> dict[str, Any]:
     """``checked``, ``bad_count`` and ``bad`` (the first 1000 ``{index, error}``)."""
 def convert(npy: str, path: str, codec: str, chunk_bytes: int, progress: _Reporter = None) -> dict[str, Any]:
     """``appended``, ``first_index`` and ``schema``."""

@@ -66,6 +66,8 @@ class Dataset:
     given.
 
     Opening reads ``schema.json`` and opens the existing store without creating anything.
+    ``verify`` ("auto", "always" or "never", as for :class:`Zrecord`) sets when reads, and
+    DataLoaders over this dataset, check each sample's checksum before decoding it.
 
     Raises:
         FileNotFoundError: ``path`` holds no ``schema.json``.
@@ -78,7 +80,7 @@ class Dataset:
     shape: tuple[int, ...]
     codec: str
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, *, verify: str = "auto") -> None:
         self.path = Path(path)
         schema_path = self.path / SCHEMA
         if not schema_path.is_file():
@@ -91,7 +93,7 @@ class Dataset:
         self.codec = schema["codec"]
         _check_codec(self.codec)
         self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self._store: Zrecord | None = Zrecord(self.path, codec=self.codec, create=False)
+        self._store: Zrecord | None = Zrecord(self.path, codec=self.codec, create=False, verify=verify)
 
     # -- reading ---------------------------------------------------------------------------
 

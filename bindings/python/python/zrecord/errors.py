@@ -31,6 +31,8 @@ code   class                      meaning
 -9     StoreClosedError           the store was closed (a ``LockedError``, and a ``ValueError``
                                   like I/O on a closed file)
 -10    ValueError                 invalid argument (Python's own ``ValueError``)
+-11    ChecksumError              stored record failed its checksum (``checksums.zrc``), or
+                                  has none under ``verify="always"``
 -100   InternalError              a bug in zrecord, reported instead of crashing
 =====  =========================  ====================================================
 """
@@ -49,6 +51,7 @@ __all__ = [
     "FormatError",
     "LockedError",
     "StoreClosedError",
+    "ChecksumError",
     "InternalError",
     "error_for",
 ]
@@ -66,6 +69,7 @@ _MESSAGES = {
     -8: "not a zrecord store, or written by a newer version",
     -9: "store is locked",
     -10: "invalid argument",
+    -11: "stored record failed its checksum",
     -100: "internal error",
 }
 
@@ -167,6 +171,15 @@ class StoreClosedError(LockedError, ValueError):
     """Code -9: the store (or dataset) was closed."""
 
 
+class ChecksumError(_Coded):
+    """Code -11: a record's stored bytes do not match the checksum zrecord kept for them
+    (``checksums.zrc``), so it is damaged and nothing of it was decoded; or, in a store
+    opened with ``verify="always"``, the record has no checksum. The message names the
+    record and its chunk."""
+
+    CODE = -11
+
+
 class InternalError(_Coded):
     """Code -100: a bug in zrecord was caught at the boundary instead of crashing.
 
@@ -189,6 +202,7 @@ _BY_CODE = {
         DecodeError,
         FormatError,
         LockedError,
+        ChecksumError,
         InternalError,
     )
 }

@@ -78,6 +78,9 @@ class Inspection:
         live_bytes, logical_bytes: stored and uncompressed sizes of the live records.
         chunk_bytes: how far the chunk files have grown.
         reclaimable: ``chunk_bytes - live_bytes``, an upper bound on what compact frees.
+        checksums: True if the store keeps per-record checksums (``checksums.zrc``).
+        unchecked: live records without a checksum (all of them without ``checksums.zrc``);
+            :func:`verify` with ``seal=True`` checksums them.
         chunks: per chunk file, in id order.
         schema: the dataset schema, or ``None`` for a plain record store.
     """
@@ -93,6 +96,8 @@ class Inspection:
     logical_bytes: int
     chunk_bytes: int
     reclaimable: int
+    checksums: bool
+    unchecked: int
     chunks: tuple[ChunkUse, ...]
     schema: Optional[Schema]
 
@@ -107,12 +112,18 @@ class BadRecord:
 
 @dataclass(frozen=True)
 class Verification:
-    """What :func:`verify` found: ``checked`` records decoded, ``bad_count`` of them failed;
-    ``bad`` lists the first 1000 failures."""
+    """What :func:`verify` found: ``checked`` records read, ``bad_count`` of them failed
+    (a checksum that does not hold, or a record that does not decode); ``bad`` lists the
+    first 1000 failures. Of the records read, ``checksummed`` had a checksum that was
+    checked and ``unchecked`` had none; ``sealed`` is how many ``seal=True`` checksummed
+    first (``None`` without it)."""
 
     checked: int
     bad_count: int
     bad: tuple[BadRecord, ...]
+    checksummed: int = 0
+    unchecked: int = 0
+    sealed: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -147,8 +158,9 @@ def inspect(path: PathLike) -> Inspection:
     )
 
 
-def verify(path: PathLike, progress: Progress = False) -> Verification:
-    """Decode every record of the store at ``path`` and report those that fail.
+def verify(path: PathLike, progress: Progress = False, seal: bool = False) -> Verification:
+    """Check every record's checksum (where it has one) and decode every record of the
+    store at ``path``; report those that fail.
 
     Opens the store read-only. A damaged record is reported, not raised; only a store that
     cannot be read at all raises.
@@ -156,10 +168,20 @@ def verify(path: PathLike, progress: Progress = False) -> Verification:
     Args:
         path: store directory.
         progress: ``True`` for a tqdm bar (if tqdm is installed), or a ``callable(done, total)``.
+        seal: first checksum the unchecked records (records a foreign writer such as loaderx
+            added or moved; every record of a store only loaderx wrote) that decode, opening
+            the store writable, as ``zr verify --seal`` does.
     """
     with reporter(progress, "verify") as report:
-        d = _zrecord.verify(os.fspath(path), report)
-    return Verification(d["checked"], d["bad_count"], tuple(BadRecord(**b) for b in d["bad"]))
+        d = _zrecord.verify(os.fspath(path), report, seal)
+    return Verification(
+        d["checked"],
+        d["bad_count"],
+        tuple(BadRecord(**b) for b in d["bad"]),
+        d["checksummed"],
+        d["unchecked"],
+        d["sealed"],
+    )
 
 
 def convert(
