@@ -88,6 +88,7 @@ bench: $(BENCH_VENV)/.stamp
 bench-smoke: python
 	$(PY) bench/bench.py sampler --quick
 	$(PY) bench/bench.py store --quick --only zrecord,loaderx,npy
+	$(PY) bench/bench.py checksums --quick
 
 demo: setup build python
 	$(PY) tests/demo.py --zr $(ZR)
