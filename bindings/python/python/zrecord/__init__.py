@@ -15,10 +15,12 @@ Public names:
   returning the dataclasses of :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar
   when tqdm is installed).
 - :class:`ZrecordError` and its subclasses (see :mod:`zrecord.errors`).
-- ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``__version__``.
+- ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``DEFAULT_MIN_SAVINGS``
+  (0.125: the least fraction compression must save for a record to be stored compressed),
+  ``__version__``.
 """
 
-from ._zrecord import MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
+from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
 from .dataloader import DataLoader
 from .dataset import CODECS, Dataset
 from .errors import (
@@ -57,6 +59,7 @@ __all__ = [
     "Conversion",
     "DataLoader",
     "Dataset",
+    "DEFAULT_MIN_SAVINGS",
     "DecodeError",
     "FormatError",
     "IndexOutOfRangeError",

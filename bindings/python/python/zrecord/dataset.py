@@ -192,6 +192,7 @@ class Dataset:
         codec: str = "flate",
         chunk_bytes: int = WRITE_CHUNK_BYTES,
         progress: Progress = False,
+        min_savings: float | None = None,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0.
 
@@ -203,16 +204,21 @@ class Dataset:
         Args:
             path: destination directory (created if missing).
             array: samples stacked along axis 0.
-            codec: "flate" (compressed; records that do not shrink are stored raw) or "raw".
+            codec: "flate" (compressed; records that do not shrink by ``min_savings`` are
+                stored raw) or "raw".
             chunk_bytes: upper bound on the source bytes submitted per append.
             progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
                 ``callable(done, total)`` called after each block, in samples.
+            min_savings: the least fraction of a sample compression must save for it to be
+                stored compressed (default ``zrecord.DEFAULT_MIN_SAVINGS``, 0.125; 0.0 keeps
+                any saving, as loaderx does). Raw samples in a flate dataset read as any
+                other, loaderx 0.5.4 included; see ``docs/codecs.md`` for the trade.
 
         Returns:
             The dataset, opened for reading.
 
         Raises:
-            ValueError: unknown codec, a 0-d array, samples of 0 bytes, a sample over
+            ValueError: unknown codec, ``min_savings`` outside 0..1, a 0-d array, samples of 0 bytes, a sample over
                 ``MAX_RECORD_LEN`` bytes, or a dtype/shape that differs from the existing
                 dataset at ``path``. Nothing is written in these cases.
             TypeError: a dtype ``schema.json`` cannot name: Python objects, or a structured
@@ -221,6 +227,9 @@ class Dataset:
                 ``array.view(np.void)`` or ``array.view(np.uint8)`` to keep the bytes).
         """
         _check_codec(codec)
+        if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
+            raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
+        append_kw = {} if min_savings is None else {"min_savings": float(min_savings)}
         array = np.asanyarray(array)
         if array.ndim < 1:
             raise ValueError("array must have a sample axis")
@@ -267,7 +276,7 @@ class Dataset:
                 # A view when the source is already C-contiguous in this dtype (an mmap'd
                 # .npy usually is): the store then reads the file's pages directly.
                 block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
-                store.append(block, len(block), itemsize)
+                store.append(block, len(block), itemsize, **append_kw)
                 del block
                 if source_map is not None:
                     # Pages of a file mapping stay in this process's resident set once read;
