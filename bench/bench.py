@@ -524,6 +524,69 @@ def bench_store(args):
                "gather vs npy"], rows)
 
 
+# ----------------------------------------------------------------------------- policy
+
+POLICY_THRESHOLDS = (0.0, 0.05, 0.10, 0.125, 0.15, 0.20, 0.30)
+
+
+def bench_policy(args):
+    """What each `min_savings` costs in disk and buys in read speed, per data set: the
+    numbers behind the default (docs/codecs.md). Every threshold's store is written and
+    gathered in the same process; speeds are relative to min_savings=0 (loaderx's rule)."""
+    import zrecord
+    from zrecord import tools
+
+    for set_name in selected_sets(args):
+        data, desc = dataset(set_name, args.quick)
+        n = len(data)
+        batch = 256 if data[0].nbytes <= 64 << 10 else 64
+        batches = 100 if not args.quick else 20
+        rng = np.random.default_rng(6)
+        idxs = [rng.integers(0, n, batch) for _ in range(batches)]
+        work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
+        res = {}
+        try:
+            stores = {}
+            for s in POLICY_THRESHOLDS:
+                path = work / f"s{s}"
+                zrecord.Dataset.write(path, data, codec="flate", min_savings=s).close()
+                stores[s] = path
+            raw = work / "raw"
+            zrecord.Dataset.write(raw, data, codec="raw").close()
+            # Interleave the thresholds over the repeats so load on the machine hits all alike.
+            times = {s: [] for s in (*POLICY_THRESHOLDS, "raw")}
+            dss = {s: zrecord.Dataset(p) for s, p in (*stores.items(), ("raw", raw))}
+            for ds in dss.values():
+                gather_all(_DsGather(ds), idxs[:5])
+            for _ in range(3 if not args.quick else 1):
+                for s, ds in dss.items():
+                    t = time.perf_counter()
+                    gather_all(_DsGather(ds), idxs)
+                    times[s].append((time.perf_counter() - t) / batches)
+            for s, ds in dss.items():
+                ins = tools.inspect(ds.path)
+                res[s] = (float(np.median(times[s])), disk_usage(ds.path), ins.flate_records / max(1, ins.records))
+                ds.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        base_t, base_du, _ = res[0.0]
+        batch_mib = batch * data[0].nbytes / 2**20
+        rows = []
+        for s, (gt, du, frac) in res.items():
+            rows.append([s if s == "raw" else f"{s:.3f}", f"{frac * 100:.0f}%", f"{data.nbytes / du:.2f}x",
+                         f"{(du - base_du) / base_du * 100:+.1f}%", f"{batch_mib / gt:.0f} MiB/s", f"{base_t / gt:.2f}x"])
+        table(f"Codec policy [{set_name}]: {n} x {desc}, flate store per min_savings, random batch {batch} x {batches}, warm",
+              ["min_savings", "records kept compressed", "ratio", "disk vs 0.0", "gather", "gather vs 0.0"], rows)
+
+
+class _DsGather:
+    def __init__(self, ds):
+        self.ds = ds
+
+    def gather(self, idx):
+        return self.ds.__getitems__(idx)
+
+
 # ----------------------------------------------------------------------------- loader
 
 def bench_loader(args):
@@ -702,7 +765,7 @@ def bench_scale(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "loader", "scale", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "loader", "scale", "policy", "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir; "
@@ -719,7 +782,7 @@ def main():
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
           f"Python {platform.python_version()}, numpy {np.__version__}; "
           f"{'cold' if args.cold else 'warm'} page cache; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    for part in ("sampler", "store", "loader", "scale"):
+    for part in ("sampler", "store", "loader", "scale", "policy"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)

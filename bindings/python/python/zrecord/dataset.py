@@ -5,7 +5,12 @@ tensors: ``schema.json`` inside the store directory, naming the per-sample dtype
 The file is written byte for byte as loaderx 0.5.4 writes it, so loaderx and zrecord read
 and append to each other's datasets.
 
-Reads decode straight into the freshly allocated output array; there is no staging copy.
+Reads decode straight into the output array; there is no staging copy. Batch arrays come
+from a small per-dataset pool (:data:`POOL_ARRAYS`, :data:`POOL_BYTES`): an array is reused
+only once nothing but the pool refers to it (no caller variable, view, memoryview or tensor
+made from it), so a caller never sees a batch it still holds overwritten, and a training
+loop that drops each batch gets warm, already-mapped memory instead of paying the page
+faults of a fresh multi-megabyte allocation per batch.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import json
 import mmap
 import operator
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any, Union
 
@@ -23,7 +30,7 @@ from ._progress import Progress, reporter
 from ._zrecord import MAX_RECORD_LEN, Zrecord
 from .errors import IndexOutOfRangeError, StoreClosedError
 
-__all__ = ["Dataset", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
+__all__ = ["Dataset", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES", "POOL_ARRAYS", "POOL_BYTES"]
 
 #: File name of the schema inside a dataset directory.
 SCHEMA = "schema.json"
@@ -31,6 +38,12 @@ SCHEMA = "schema.json"
 FORMAT = "loaderx-zrecord"
 #: Default upper bound on the source bytes handed to one append by ``Dataset.write``.
 WRITE_CHUNK_BYTES = 64 << 20
+
+#: Most batch arrays one dataset keeps for reuse, and the most bytes they may hold in all.
+POOL_ARRAYS = 8
+POOL_BYTES = 256 << 20
+#: Batches smaller than this are not pooled: malloc serves them from warm memory anyway.
+POOL_MIN_BYTES = 256 << 10
 
 CODECS = {"raw": 0, "flate": 1}
 
@@ -92,6 +105,8 @@ class Dataset:
         _check_codec(self.codec)
         self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         self._store: Zrecord | None = Zrecord(self.path, codec=self.codec, create=False)
+        self._pool: list[np.ndarray] = []
+        self._pool_lock = threading.Lock()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -173,9 +188,49 @@ class Dataset:
                 raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
             idxs = np.flatnonzero(idxs)
         idxs = _wrap_negative(idxs.reshape(-1), store)
-        out = np.empty((idxs.size, *self.shape), dtype=self.dtype)
+        out = self._batch_array(idxs.size)
         store.gather(idxs, out, self._itemsize)
         return out
+
+    def _batch_array(self, k: int) -> np.ndarray:
+        """An array for ``k`` samples: a pooled one nobody else refers to, or a new one
+        (pooled if there is room). Every byte of it is overwritten by the gather."""
+        nbytes = k * self._itemsize
+        if nbytes < POOL_MIN_BYTES or nbytes > POOL_BYTES // 2:
+            return np.empty((k, *self.shape), dtype=self.dtype)
+        shape = (k, *self.shape)
+        with self._pool_lock:
+            pool = self._pool
+            for i in range(len(pool)):
+                # Free when nothing but the pool refers to it: any other reference (a
+                # caller's name, a view's .base, a memoryview or tensor over it) means a
+                # consumer may still read it.
+                if _only_pooled(pool, i) and pool[i].shape == shape and pool[i].flags.writeable:
+                    return pool[i]
+            arr = np.empty(shape, dtype=self.dtype)
+            held = sum(a.nbytes for a in pool)
+            if len(pool) < POOL_ARRAYS and held + nbytes <= POOL_BYTES:
+                pool.append(arr)
+            else:
+                # Full: a free array of another shape makes room, if there is one.
+                for i in range(len(pool)):
+                    if _only_pooled(pool, i) and held - pool[i].nbytes + nbytes <= POOL_BYTES:
+                        pool[i] = arr
+                        break
+            return arr
+            arr = np.empty(shape, dtype=self.dtype)
+            held = sum(a.nbytes for a in pool)
+            if len(pool) < POOL_ARRAYS and held + nbytes <= POOL_BYTES:
+                pool.append(arr)
+            else:
+                # Full: drop a free array of another shape to make room, if there is one.
+                for i, old in enumerate(pool):
+                    if sys.getrefcount(old) == _FREE_REFS + 1 and old.shape != shape:
+                        if held - old.nbytes + nbytes <= POOL_BYTES:
+                            pool[i] = arr
+                        break
+                old = None
+            return arr
 
     def __iter__(self):
         """Samples in index order."""
@@ -329,6 +384,7 @@ class Dataset:
     def close(self) -> None:
         """Close the underlying store. Idempotent."""
         store, self._store = getattr(self, "_store", None), None
+        self._pool = []
         if store is not None:
             store.close()
 
@@ -345,6 +401,20 @@ class Dataset:
     def __repr__(self) -> str:
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
+
+
+def _pool_refs(pool: list, i: int) -> int:
+    return sys.getrefcount(pool[i])
+
+
+def _only_pooled(pool: list, i: int) -> bool:
+    """True if ``pool[i]`` has no reference but the pool's."""
+    return _pool_refs(pool, i) == _FREE_REFS
+
+
+# The count `_pool_refs` sees on an array only a list holds, measured rather than assumed,
+# so an interpreter that counts references differently still gets the right baseline.
+_FREE_REFS = _pool_refs([np.empty(1)], 0)
 
 
 def _is_integer(idx: Any) -> bool:
