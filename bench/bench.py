@@ -587,6 +587,91 @@ class _DsGather:
         return self.ds.__getitems__(idx)
 
 
+# ------------------------------------------------------------------------------- pool
+
+def bench_pool(args):
+    """`Dataset.__getitems__` against the engine's own speed on raw records, as a consumer
+    holding the last k batches sees it (k = 0: each batch dropped before the next; a loader
+    with prefetch, or a training step still using the previous batch, holds a few). Three
+    ways to get a batch, timed in turn in the same process: `__getitems__` (pooled
+    arrays), a fresh `np.empty` per batch filled by `Zrecord.gather` (what `__getitems__`
+    did before the pool), and `Zrecord.gather` into one reused buffer (the ceiling)."""
+    import collections
+
+    import zrecord
+
+    for set_name in selected_sets(args):
+        data, desc = dataset(set_name, args.quick)
+        n = len(data)
+        batch = 256 if data[0].nbytes <= 64 << 10 else 64
+        batches = 100 if not args.quick else 20
+        rng = np.random.default_rng(7)
+        idxs = [rng.integers(0, n, batch) for _ in range(batches)]
+        work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
+        rows = []
+        try:
+            ds = zrecord.Dataset.write(work / "raw", data, codec="raw")
+            store, item = ds.store, data[0].nbytes
+            reused = np.empty((batch, *data.shape[1:]), data.dtype)
+
+            def fresh(ix):
+                out = np.empty((batch, *data.shape[1:]), data.dtype)
+                store.gather(ix, out, item)
+                return out
+
+            def into_reused(ix):
+                store.gather(ix, reused, item)
+                return None
+
+            ways = {"Dataset.__getitems__": ds.__getitems__, "np.empty + gather (before)": fresh,
+                    "gather into one buffer": into_reused}
+            for held in (0, 1, 4):
+                times = {w: [] for w in ways}
+                for _ in range(5 if not args.quick else 2):
+                    for w, f in ways.items():
+                        live = collections.deque(maxlen=held or 1)
+                        t = time.perf_counter()
+                        for ix in idxs:
+                            b = f(ix)
+                            if held:
+                                live.append(b)
+                            del b
+                        times[w].append((time.perf_counter() - t) / batches)
+                        live.clear()
+                med = {w: float(np.median(v)) for w, v in times.items()}
+                ceiling = med["gather into one buffer"]
+                for w, dt in med.items():
+                    rows.append([held, w, f"{batch * item / dt / 2**20:.0f} MiB/s", f"{dt * 1e6:.0f} µs",
+                                 f"{dt / ceiling:.2f}x"])
+            ds.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        table(f"Python path [{set_name}]: raw store, {desc}, random batch {batch} x {batches}, warm",
+              ["batches held", "how", "gather", "per batch", "time vs one buffer"], rows)
+
+
+# ---------------------------------------------------------------------------- threads
+
+def bench_threads(args):
+    """Gather and loader throughput on 1 core and on all of them: the same script run
+    under `taskset` (rayon and the loader size their pools from the process's CPU
+    affinity), zrecord flate and raw only."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not shutil.which("taskset"):
+        SKIPPED.append("threads: taskset not found")
+        return
+    base = [sys.executable, "-W", "ignore", str(Path(__file__).resolve())]
+    common = ["--sets", args.sets, "--workers", str(args.workers), "--no-torch"] + (["--quick"] if args.quick else [])
+    if args.workdir:
+        common += ["--workdir", args.workdir]
+    for label, cpu_list in (("1 core", str(cpus[0])), (f"{len(cpus)} cores", ",".join(map(str, cpus)))):
+        print(f"\n#### {label} (taskset -c {cpu_list})")
+        sys.stdout.flush()
+        for part in ("store", "loader"):
+            extra = ["--only", "zrecord flate,zrecord raw"] if part == "store" else ["--only-loader", "zrecord"]
+            subprocess.run(["taskset", "-c", cpu_list, *base, part, *common, *extra], check=False)
+
+
 # ----------------------------------------------------------------------------- loader
 
 def bench_loader(args):
@@ -629,6 +714,8 @@ def bench_loader(args):
                 variants += [("loaderx", loaderx, "flate", {}), ("loaderx", loaderx, "raw", {})]
             for label, mod, codec, kw in variants:
                 tag = f"{label} {codec}" + (", min_savings=0" if kw else "")
+                if args.only_loader and args.only_loader not in tag:
+                    continue
                 dpath, lpath = work / f"{tag}-d", work / f"{tag}-l"
                 d = mod.Dataset.write(dpath, data, codec=codec, **kw)
                 l = mod.Dataset.write(lpath, labels, codec=codec)
@@ -645,7 +732,7 @@ def bench_loader(args):
                 loader.close()
                 holder["d"].close()
                 holder["l"].close()
-            if torch is not None:
+            if torch is not None and not args.only_loader:
                 np.save(work / "d.npy", data)
                 np.save(work / "l.npy", labels)
                 from torch.utils.data import DataLoader as TorchLoader
@@ -765,7 +852,7 @@ def bench_scale(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "loader", "scale", "policy", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "loader", "scale", "policy", "pool", "threads", "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir; "
@@ -775,6 +862,7 @@ def main():
                     help="evict every store's files from the page cache (posix_fadvise DONTNEED) before each timed run")
     ap.add_argument("--workers", type=int, default=4, help="loader workers for zrecord and loaderx (default 4)")
     ap.add_argument("--no-torch", action="store_true", help="leave torch's DataLoader out of the loader table")
+    ap.add_argument("--only-loader", default=None, help="name fragment of the loader contenders to run")
     args = ap.parse_args()
     import zrecord
     print(f"# zrecord {zrecord.__version__} benchmarks, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -782,7 +870,7 @@ def main():
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
           f"Python {platform.python_version()}, numpy {np.__version__}; "
           f"{'cold' if args.cold else 'warm'} page cache; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    for part in ("sampler", "store", "loader", "scale", "policy"):
+    for part in ("sampler", "store", "loader", "pool", "policy", "threads", "scale"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)
