@@ -279,7 +279,7 @@ fn locked(what: &str) -> Error {
 }
 
 fn lock_io(e: io::Error) -> Error {
-    Error::Io(crate::fs::io_err(e, "lock meta.zr"))
+    Error::Io(zrecord_core::error::IoError::from_std(e, "lock meta.zr"))
 }
 
 impl Default for HandleLocks {
