@@ -556,9 +556,9 @@ def bench_policy(args):
             # Interleave the thresholds over the repeats so load on the machine hits all alike.
             times = {s: [] for s in (*POLICY_THRESHOLDS, "raw")}
             dss = {s: zrecord.Dataset(p) for s, p in (*stores.items(), ("raw", raw))}
-            for ds in dss.values():
-                gather_all(_DsGather(ds), idxs[:5])
-            for _ in range(3 if not args.quick else 1):
+            for ds in dss.values():  # warm every store's pages, and the batch pool
+                gather_all(_DsGather(ds), idxs)
+            for _ in range(5 if not args.quick else 3):
                 for s, ds in dss.items():
                     t = time.perf_counter()
                     gather_all(_DsGather(ds), idxs)
