@@ -355,7 +355,11 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 17;
                 x ^= x << 5;
-                if i % 10 < 4 { 0 } else { x as u8 }
+                if i % 10 < 4 {
+                    0
+                } else {
+                    x as u8
+                }
             })
             .collect();
         let mut out = vec![0u8; src.len()];

@@ -267,10 +267,8 @@ mod tests {
             x ^= x << 5;
             *b = if (i % LEN) * 16 < (i / LEN) * LEN { 0 } else { x as u8 };
         }
-        let packed: Vec<Option<usize>> = src
-            .chunks(LEN)
-            .map(|r| Deflater::new().compress(r, &mut vec![0u8; LEN]))
-            .collect();
+        let packed: Vec<Option<usize>> =
+            src.chunks(LEN).map(|r| Deflater::new().compress(r, &mut vec![0u8; LEN])).collect();
         for min_savings in [0.0, 0.125, 0.3, 1.0] {
             let policy = CodecPolicy::new(Codec::Flate, min_savings).unwrap();
             let (s, mut w) = Store::open(MemBackend::new(), Options::default()).unwrap();
