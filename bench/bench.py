@@ -259,6 +259,16 @@ def dataset(name, quick):
     return data, desc
 
 
+def load_set(name, args):
+    """`dataset(name)`, or (None, None) with a note when a package it is built from is
+    missing (the test venv that runs `make bench-smoke` has no scikit-image or tokenizers)."""
+    try:
+        return dataset(name, args.quick)
+    except ImportError as e:
+        SKIPPED.append(f"data set {name}: {type(e).__name__}: {e} (pip install -r bench/requirements.txt)")
+        return None, None
+
+
 def selected_sets(args):
     names = DATASETS if args.sets == "all" else tuple(args.sets.split(","))
     bad = [s for s in names if s not in DATASETS]
@@ -467,7 +477,9 @@ def _reference(name):
 
 def bench_store(args):
     for set_name in selected_sets(args):
-        data, desc = dataset(set_name, args.quick)
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
         n = len(data)
         batch = 256
         batches = (200 if not args.quick else 40) if not args.cold else (40 if not args.quick else 10)
@@ -537,7 +549,9 @@ def bench_policy(args):
     from zrecord import tools
 
     for set_name in selected_sets(args):
-        data, desc = dataset(set_name, args.quick)
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
         n = len(data)
         batch = 256 if data[0].nbytes <= 64 << 10 else 64
         batches = 100 if not args.quick else 20
@@ -601,7 +615,9 @@ def bench_pool(args):
     import zrecord
 
     for set_name in selected_sets(args):
-        data, desc = dataset(set_name, args.quick)
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
         n = len(data)
         batch = 256 if data[0].nbytes <= 64 << 10 else 64
         batches = 100 if not args.quick else 20
@@ -680,7 +696,9 @@ def bench_loader(args):
     torch = None if args.no_torch else optional("torch")
     workers = args.workers
     for set_name in selected_sets(args):
-        data, desc = dataset(set_name, args.quick)
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
         n = len(data)
         batch = 256 if data[0].nbytes <= 64 << 10 else 64
         steps = 300 if not args.quick else 60
