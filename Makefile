@@ -30,7 +30,7 @@ $(VENV)/.stamp: tests/requirements.txt
 setup-python: $(VENV)/.stamp
 
 build:
-	$(CARGO) build --release -p zrecord --bin zr
+	$(CARGO) build --release -p zrecord-cli --bin zr
 
 # The Python extension, built from source by maturin through pip.
 python: setup-python
@@ -43,7 +43,7 @@ test-rust: test-start
 	$(CARGO) test
 	# The core alone, without the native host's features: the pure-Rust inflater path.
 	$(CARGO) test -p zrecord-core --lib
-	$(CARGO) clippy --all-targets -p zrecord-core -p zrecord -p zrecord-python -- -D warnings
+	$(CARGO) clippy --all-targets -p zrecord-core -p zrecord -p zrecord-cli -p zrecord-python -- -D warnings
 	# The native lock, concurrency and CLI tests, 20 runs, two suites at a time.
 	tests/reliability/stress-locks.sh 20
 

@@ -55,9 +55,12 @@ wasm-build: wasm-guest wasm-runner wasm-js
 # The native `zr` (root Makefile's `build`, $(ZR)) is needed for the native == wasm test;
 # when this fragment is used on its own without it, that test is skipped, not faked.
 wasm-test: wasm-build $(if $(ZR),build)
+	# Lints for the guest on its own target and for the runner (release: reuses its build).
+	$(CARGO) clippy -p zr-wasm-guest --target $(WASM_TARGET) --all-targets -- -D warnings
+	$(CARGO) clippy --release -p zr-wasm --all-targets -- -D warnings
 	$(CARGO) test --release -p zr-wasm
 	ZR_WASM=$(abspath $(ZR_WASM_RUNNER)) ZR_WASM_COMPONENT=$(abspath $(ZR_WASM)) $(if $(ZR),ZR_NATIVE=$(ZR)) \
-		$(VENV)/bin/python -m pytest -q host-wasm/python/tests
+		$(VENV)/bin/python -m pytest -q -rs host-wasm/python/tests
 	$(if $(HAVE_JS),cd $(JS_DIR) && ZR_WASM=$(abspath $(ZR_WASM_RUNNER)) $(NODE) --test test/)
 
 wasm-size: wasm-guest

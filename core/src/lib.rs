@@ -21,12 +21,15 @@
 //!   delete, compact.
 //! - [`npy`] and [`schema`]: the `.npy` container and the Dataset `schema.json`.
 //! - [`tools`]: inspect, verify, convert and export, shared by the `zr` and `zr-wasm` CLIs.
+//! - [`cli`]: the `zr` command line itself (parsing, output, messages, exit codes), which
+//!   the native `zr` and the wasm guest run through a small [`cli::Host`] of their own.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;
 
+pub mod cli;
 pub mod codec;
 pub mod engine;
 pub mod error;

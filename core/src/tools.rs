@@ -272,22 +272,29 @@ pub fn read_npy_header<F: StorageFile>(input: &F) -> Result<npy::NpyHeader> {
     Ok(npy::parse_header(&bytes)?)
 }
 
-/// Appends every slice along axis 0 of the `.npy` in `input` as one record, streaming
-/// `chunk_bytes` of source at a time, and writes or checks `schema.json` exactly as
-/// loaderx's `Dataset.write` does (an existing schema must have the same dtype and shape,
-/// and its codec wins, under `policy`'s `min_savings`). Syncs the store at the end.
-#[allow(clippy::too_many_arguments)]
-pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
-    input: &F,
-    store: &Store<B>,
-    w: &mut Writer,
-    policy: impl Into<CodecPolicy>,
-    chunk_bytes: usize,
-    par: &P,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<Conversion> {
-    let policy = policy.into();
-    let codec = policy.codec;
+/// A `.npy` input checked for conversion: its header, and the sizes [`convert`] streams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpySource {
+    /// The parsed header.
+    pub header: npy::NpyHeader,
+    /// Rows along axis 0: the records a conversion appends.
+    pub rows: u64,
+    /// Bytes per row: one record.
+    pub sample_len: u64,
+}
+
+impl NpySource {
+    /// The shape of one sample (the array's shape without axis 0).
+    pub fn sample_shape(&self) -> &[u64] {
+        &self.header.shape[1..]
+    }
+}
+
+/// Checks that `input` is a `.npy` that [`convert`] can append in full: a header it
+/// understands, a sample axis, C order, samples of 1 byte ..= [`MAX_RECORD_LEN`], and all
+/// the data the header promises. Reads nothing but the header and the file's length, so a
+/// caller can check an input before creating anything.
+pub fn check_npy<F: StorageFile>(input: &F) -> Result<NpySource> {
     let h = read_npy_header(input)?;
     let Some((&rows, sample_shape)) = h.shape.split_first() else {
         return Err(Error::InvalidArgument("array must have a sample axis (it is 0-dimensional)".into()));
@@ -311,6 +318,29 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
         ))
         .into());
     }
+    Ok(NpySource { header: h, rows, sample_len })
+}
+
+/// Appends every slice along axis 0 of the `.npy` in `input` as one record, streaming
+/// `chunk_bytes` of source at a time, and writes or checks `schema.json` exactly as
+/// loaderx's `Dataset.write` does (an existing schema must have the same dtype and shape,
+/// and its codec wins, under `policy`'s `min_savings`). Syncs the store at the end. The
+/// input is checked with [`check_npy`] before the store is touched.
+#[allow(clippy::too_many_arguments)]
+pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
+    input: &F,
+    store: &Store<B>,
+    w: &mut Writer,
+    policy: impl Into<CodecPolicy>,
+    chunk_bytes: usize,
+    par: &P,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Conversion> {
+    let policy = policy.into();
+    let codec = policy.codec;
+    let src = check_npy(input)?;
+    let (h, rows, sample_len) = (&src.header, src.rows, src.sample_len);
+    let sample_shape = src.sample_shape();
 
     let schema = match read_schema(store)? {
         Some(existing) if !existing.accepts(&h.descr, sample_shape) => {

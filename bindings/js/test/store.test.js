@@ -104,6 +104,28 @@ test('convert and export round-trip a .npy', () => {
   assert.deepEqual(readFileSync(join(dir, 'back.npy')), readFileSync(join(dir, 'a.npy')));
 });
 
+test('a failed convertNpy into a new path leaves nothing behind', () => {
+  writeFileSync(join(dir, 'fake.npy'), 'not a .npy file, only text pretending to be one');
+  writeFileSync(join(dir, 'trunc.npy'), npy().subarray(0, 200));
+  mkdirSync(join(dir, 'npydir'));
+  const cases = [
+    ['/data/fake.npy', '/data/failed.zr', /not a \.npy file/],
+    ['/data/trunc.npy', '/data/deep/er/failed.zr', /truncated/],
+    ['/data/npydir', '/data/failed.zr', /./],
+    ['/data/nope.npy', '/data/failed.zr', /no such file/],
+  ];
+  for (const [input, output, message] of cases) {
+    assert.throws(() => zr.convertNpy(input, output), (e) => e instanceof ZrecordError && message.test(e.message));
+  }
+  assert.ok(!existsSync(join(dir, 'failed.zr')), 'failed.zr was left behind');
+  assert.ok(!existsSync(join(dir, 'deep')), 'deep/ was left behind');
+  // Appending to an existing dataset still fails cleanly and keeps what it held.
+  assert.throws(() => zr.convertNpy('/data/fake.npy', '/data/native.zr'), ZrecordError);
+  const s = zr.Store.open('/data/native.zr');
+  assert.equal(s.length, ROWS);
+  s.close();
+});
+
 test('samplers are deterministic', () => {
   const a = zr.Sampler.create(1000, 8, 'iid', 7);
   const b = zr.Sampler.create(1000, 8, 'iid', 7);

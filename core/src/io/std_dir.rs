@@ -17,6 +17,11 @@ use crate::format::{chunk_file_name, META_FILE};
 #[derive(Clone, Debug)]
 pub struct StoreDir {
     root: PathBuf,
+    show: fn(&Path) -> alloc::string::String,
+}
+
+fn display(p: &Path) -> alloc::string::String {
+    alloc::string::ToString::to_string(&p.display())
 }
 
 fn io_err(e: io::Error, context: impl Into<alloc::string::String>) -> IoError {
@@ -26,7 +31,13 @@ fn io_err(e: io::Error, context: impl Into<alloc::string::String>) -> IoError {
 impl StoreDir {
     /// The store in directory `root`.
     pub fn new(root: impl Into<PathBuf>) -> StoreDir {
-        StoreDir { root: root.into() }
+        StoreDir { root: root.into(), show: display }
+    }
+
+    /// The store in directory `root`, naming paths in errors with `show` (the wasm guest
+    /// names the host paths the user typed, not its guest paths).
+    pub fn with_names(root: impl Into<PathBuf>, show: fn(&Path) -> alloc::string::String) -> StoreDir {
+        StoreDir { root: root.into(), show }
     }
 
     /// The store directory.
@@ -48,7 +59,9 @@ impl StoreDir {
     pub fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
         let path = self.chunk_path(id);
         match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != ErrorKind::NotFound => Err(io_err(e, alloc::format!("remove {}", path.display()))),
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                Err(io_err(e, alloc::format!("remove {}", (self.show)(&path))))
+            }
             _ => Ok(()),
         }
     }
@@ -62,7 +75,7 @@ impl StoreDir {
             // then become durable with the host's next sync, which is all such a host offers.
             // Native Linux never answers so.
             Err(e) if matches!(e.kind(), ErrorKind::Unsupported | ErrorKind::InvalidInput) => Ok(()),
-            Err(e) => Err(io_err(e, alloc::format!("sync directory {}", self.root.display()))),
+            Err(e) => Err(io_err(e, alloc::format!("sync directory {}", (self.show)(&self.root)))),
         }
     }
 
@@ -72,7 +85,7 @@ impl StoreDir {
         match std::fs::read(&path) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(e, alloc::format!("read {}", path.display()))),
+            Err(e) => Err(io_err(e, alloc::format!("read {}", (self.show)(&path)))),
         }
     }
 
@@ -88,7 +101,7 @@ impl StoreDir {
             f.sync_all()?;
             std::fs::rename(&tmp, &path)
         };
-        write().map_err(|e| io_err(e, alloc::format!("write {}", path.display())))?;
+        write().map_err(|e| io_err(e, alloc::format!("write {}", (self.show)(&path))))?;
         self.sync_dir()
     }
 
@@ -96,7 +109,9 @@ impl StoreDir {
     pub fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
         let path = self.root.join(name);
         match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != ErrorKind::NotFound => Err(io_err(e, alloc::format!("remove {}", path.display()))),
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                Err(io_err(e, alloc::format!("remove {}", (self.show)(&path))))
+            }
             _ => self.sync_dir(),
         }
     }

@@ -218,23 +218,33 @@ pub fn verify_json(path: &str) -> Result<(tools::Verification, String), Error> {
     Ok((v, json))
 }
 
-/// `convert` as the CLI and the `tools` export run it.
-/// Returns the conversion and the store's length after it.
+/// `convert` as the `tools` export runs it (the CLI's is `zrecord_core::cli`'s).
+/// Returns the conversion and the store's length after it. The input is checked before
+/// anything is created, and a failed conversion into a path that did not exist removes
+/// what it created; appending to an existing store keeps what earlier batches appended.
 pub fn convert(input: &str, output: &str, c: Codec, chunk_bytes: usize) -> Result<(tools::Conversion, u32), Error> {
     let src = FsFile::open(input.into(), false, false)?.ok_or_else(|| {
         Error::Io(zrecord_core::IoError::new(
             zrecord_core::IoErrorKind::NotFound,
-            format!("open {input}"),
+            format!("open {}", crate::cli::shown(input)),
             "no such file",
         ))
     })?;
-    let (store, mut w) = open_store(output, true)?;
-    let out = tools::convert(&src, &store, &mut w, c, chunk_bytes, &Serial, &mut |_, _| {});
-    store.release_locks(&mut w);
-    Ok((out?, store.len()))
+    tools::check_npy(&src)?;
+    let created = crate::cli::create_dirs(std::path::Path::new(output))?;
+    let result = (|| {
+        let (store, mut w) = open_store(output, true)?;
+        let out = tools::convert(&src, &store, &mut w, c, chunk_bytes, &Serial, &mut |_, _| {});
+        store.release_locks(&mut w);
+        Ok((out?, store.len()))
+    })();
+    if result.is_err() {
+        crate::cli::remove_dirs(&created);
+    }
+    result
 }
 
-/// `export` as the CLI and the `tools` export run it.
+/// `export` as the `tools` export runs it.
 pub fn export(input: &str, output: &str) -> Result<u64, Error> {
     let (store, _w) = open_store(input, false)?;
     let dst = FsFile::create(output.into())?;

@@ -1,175 +1,177 @@
-//! The command line of `zr.wasm`, mirroring the native `zr`:
+//! The guest's front end of the `zr` command line: everything a user sees is
+//! `zrecord_core::cli`; this file supplies the host, over `std::fs` (wasi:filesystem).
 //!
-//! ```text
-//! zr inspect STORE [--json]
-//! zr verify STORE [--json]
-//! zr stats STORE
-//! zr convert IN.npy OUT [--codec flate|raw] [--chunk-mib N]
-//! zr export STORE OUT.npy
-//! ```
-//!
-//! Paths are guest paths; `zr-wasm` maps the host paths it was given onto preopened
-//! directories before calling in. Exit status: 0 on success, 1 on an error or when verify
-//! finds bad records, 2 on a usage error.
+//! Run by `zr-wasm`, the paths the guest receives are guest paths under the directories
+//! the runner preopened, and the runner describes each of them in the environment (see
+//! [`PathNote`]): what the user typed, so messages name it, and what is on the host, so a
+//! path the runner could not preopen (a missing store, a file given as a store) gets the
+//! same message as natively. When the runner staged a new output (`staged`), the guest
+//! builds it in place and the runner moves it to its final path after a successful exit.
+//! Run by any other WASI host, with no notes, paths are taken as they are.
 
-use zrecord_core::tools;
-use zrecord_core::{Codec, Error};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-use crate::api::{convert, export, open_store, verify_json};
+use zrecord_core::cli::{self, Access, Closed, Host, PathKind, PathNote};
+use zrecord_core::io::Serial;
+use zrecord_core::{Error, IoError, IoErrorKind, Options, Store, Writer};
 
-const USAGE: &str = "usage:
-  zr inspect STORE [--json]           header, counts, codec mix, chunk use and schema
-  zr verify STORE [--json]            decode every record and report bad ones
-  zr stats STORE                      storage usage
-  zr convert IN.npy OUT [--codec C] [--chunk-mib N]
-                                      append each axis-0 slice of IN.npy to the dataset OUT (C: flate|raw, default flate)
-  zr export STORE OUT.npy             write a dataset back to .npy";
+use crate::fs::{FsDir, FsFile};
 
-/// A usage error (exit 2) or a store error (exit 1).
-enum Failure {
-    Usage(String),
-    Store(Error),
+/// The runner's notes on the paths of this run (none when run without `zr-wasm`).
+pub fn notes() -> &'static [PathNote] {
+    static NOTES: OnceLock<Vec<PathNote>> = OnceLock::new();
+    NOTES.get_or_init(|| PathNote::from_env(|k| std::env::var(k).ok()))
 }
 
-impl From<Error> for Failure {
-    fn from(e: Error) -> Self {
-        Failure::Store(e)
+/// How to name the guest path `path` to the user.
+pub fn shown(path: &str) -> String {
+    PathNote::shown(notes(), path)
+}
+
+fn note(path: &str) -> Option<&'static PathNote> {
+    notes().iter().find(|n| n.guest == path)
+}
+
+/// Directories made for an output that was not staged by the runner, outermost first, so
+/// that a failure removes exactly what this run created.
+pub fn create_dirs(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut missing = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        missing.push(p.to_path_buf());
+        d = p.parent();
+    }
+    missing.reverse();
+    for p in &missing {
+        std::fs::create_dir(p).map_err(|e| {
+            Error::Io(IoError::from_std(e, format!("create directory {}", shown(&p.display().to_string()))))
+        })?;
+    }
+    Ok(missing)
+}
+
+/// Removes what [`create_dirs`] made: the innermost directory (the output) with what is
+/// in it, then each parent made for it if it is still empty.
+pub fn remove_dirs(created: &[PathBuf]) {
+    if let Some((inner, parents)) = created.split_last() {
+        let _ = std::fs::remove_dir_all(inner);
+        for p in parents.iter().rev() {
+            let _ = std::fs::remove_dir(p);
+        }
     }
 }
 
-/// Positional arguments, and `(name, value)` for each option given.
-type Parsed = (Vec<String>, Vec<(String, String)>);
+struct Guest {
+    /// Outputs created in place (no runner staging) and the directories made for them.
+    created: Vec<(String, Vec<PathBuf>)>,
+}
 
-/// Splits `args` into positionals and options: `valued` options take a value (`--codec raw`
-/// or `--codec=raw`), `switches` take none and are recorded with an empty value.
-fn parse(args: &[String], valued: &[&str], switches: &[&str]) -> Result<Parsed, Failure> {
-    let (mut pos, mut flags) = (Vec::new(), Vec::new());
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if let Some(name) = a.strip_prefix("--") {
-            let (name, inline) = match name.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (name, None),
-            };
-            if valued.contains(&name) {
-                let v = match inline {
-                    Some(v) => v,
-                    None => it.next().cloned().ok_or_else(|| Failure::Usage(format!("--{name} needs a value")))?,
-                };
-                flags.push((name.to_string(), v));
-            } else if switches.contains(&name) && inline.is_none() {
-                flags.push((name.to_string(), String::new()));
-            } else {
-                return Err(Failure::Usage(format!("unknown option --{name}")));
-            }
-        } else {
-            pos.push(a.clone());
+impl Host for Guest {
+    type Backend = FsDir;
+    type File = FsFile;
+
+    fn kind(&self, path: &str) -> PathKind {
+        if let Some(n) = note(path) {
+            return n.kind;
+        }
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => PathKind::Dir,
+            Ok(_) => PathKind::File,
+            Err(e) if e.kind() == ErrorKind::NotFound => match Path::new(path).parent() {
+                Some(p) if !p.as_os_str().is_empty() && !p.is_dir() => PathKind::MissingParent,
+                _ => PathKind::Missing,
+            },
+            Err(_) => PathKind::File,
         }
     }
-    Ok((pos, flags))
-}
 
-fn flag<'a>(flags: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    flags.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-}
+    fn shown(&self, path: &str) -> String {
+        shown(path)
+    }
 
-fn positionals<const N: usize>(cmd: &str, pos: Vec<String>) -> Result<[String; N], Failure> {
-    let n = pos.len();
-    pos.try_into().map_err(|_| Failure::Usage(format!("{cmd} takes {N} path(s), got {n}")))
-}
+    fn open_store(&mut self, path: &str, access: Access) -> Result<(Store<FsDir>, Writer), Error> {
+        let options = match access {
+            Access::Read => Options::read_only(),
+            Access::Write => Options { create: false, ..Options::default() },
+            Access::Create => Options::default(),
+        };
+        Store::open(FsDir::new(path, !options.read_only), options)
+    }
 
-fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
-    let Some((cmd, rest)) = args.split_first() else {
-        return Err(Failure::Usage("no command given".into()));
-    };
-    match cmd.as_str() {
-        "inspect" => {
-            let (pos, flags) = parse(rest, &[], &["json"])?;
-            let [path] = positionals("inspect", pos)?;
-            let (store, _w) = open_store(&path, false)?;
-            let report = tools::inspect(&store)?;
-            if flag(&flags, "json").is_some() {
-                println!("{}", serde_json::to_string_pretty(&report).expect("a report always serialises"));
-            } else {
-                println!("{report}");
+    fn open_input(&mut self, path: &str) -> Result<FsFile, Error> {
+        FsFile::open(path.into(), false, false)?.ok_or_else(|| {
+            Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", shown(path)), "no such file"))
+        })
+    }
+
+    fn stage_store(&mut self, path: &str) -> Result<String, Error> {
+        if note(path).is_some_and(|n| n.staged) {
+            return Ok(path.to_string());
+        }
+        let created = create_dirs(Path::new(path))?;
+        self.created.push((path.to_string(), created));
+        Ok(path.to_string())
+    }
+
+    fn stage_file(&mut self, path: &str) -> Result<(FsFile, String), Error> {
+        if note(path).is_some_and(|n| n.staged) {
+            return Ok((FsFile::create(path.into())?, path.to_string()));
+        }
+        // Beside the output, renamed over it at the end, as the native zr does.
+        let p = Path::new(path);
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = p.with_file_name(format!(".{name}.zr-partial")).display().to_string();
+        let file = FsFile::create(tmp.clone().into())?;
+        self.created.push((tmp.clone(), Vec::new()));
+        Ok((file, tmp))
+    }
+
+    fn commit(&mut self, staged: &str, path: &str) -> Result<(), Error> {
+        // A runner-staged output is built in place and moved by the runner after we exit 0.
+        if staged != path {
+            std::fs::rename(staged, path)
+                .map_err(|e| Error::Io(IoError::from_std(e, format!("rename {} to {}", shown(staged), shown(path)))))?;
+        }
+        self.created.retain(|(p, _)| p != staged);
+        Ok(())
+    }
+
+    fn discard(&mut self, staged: &str) {
+        if let Some(i) = self.created.iter().position(|(p, _)| p == staged) {
+            let (p, dirs) = self.created.remove(i);
+            if dirs.is_empty() {
+                let _ = std::fs::remove_file(&p);
             }
-            Ok(0)
+            remove_dirs(&dirs);
+        } else if Path::new(staged).is_file() {
+            let _ = std::fs::remove_file(staged);
         }
-        "verify" => {
-            let (pos, flags) = parse(rest, &[], &["json"])?;
-            let [path] = positionals("verify", pos)?;
-            let (v, json) = verify_json(&path)?;
-            if flag(&flags, "json").is_some() {
-                println!("{json}");
-            } else {
-                for b in &v.bad {
-                    println!("bad record {}: {}", b.index, b.error);
-                }
-                if v.bad.len() < v.bad_count as usize {
-                    println!("... and {} more", v.bad_count as usize - v.bad.len());
-                }
-                println!("{} records checked, {} bad", v.checked, v.bad_count);
-            }
-            Ok(if v.bad_count == 0 { 0 } else { 1 })
-        }
-        "stats" => {
-            let (pos, _) = parse(rest, &[], &[])?;
-            let [path] = positionals("stats", pos)?;
-            let (store, _w) = open_store(&path, false)?;
-            let s = store.stats()?;
-            println!(
-                "{{\"records\": {}, \"live_bytes\": {}, \"chunk_bytes\": {}, \"reclaimable\": {}}}",
-                s.records, s.live_bytes, s.chunk_bytes, s.reclaimable
-            );
-            Ok(0)
-        }
-        "convert" => {
-            let (pos, flags) = parse(rest, &["codec", "chunk-mib"], &[])?;
-            let [input, output] = positionals("convert", pos)?;
-            let name = flag(&flags, "codec").unwrap_or("flate");
-            let codec = Codec::from_name(name)
-                .ok_or_else(|| Failure::Usage(format!("unknown codec {name:?} (flate or raw)")))?;
-            let chunk_bytes = match flag(&flags, "chunk-mib") {
-                Some(m) => m
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|m| m.max(1).checked_mul(1 << 20))
-                    .ok_or_else(|| Failure::Usage(format!("--chunk-mib takes a number of MiB, not {m:?}")))?,
-                None => tools::DEFAULT_CHUNK_BYTES,
-            };
-            let (c, len) = convert(&input, &output, codec, chunk_bytes)?;
-            println!(
-                "appended {} records of {}{:?} ({}) at index {}; store holds {len}",
-                c.appended, c.schema.dtype, c.schema.shape, c.schema.codec, c.first_index
-            );
-            Ok(0)
-        }
-        "export" => {
-            let (pos, _) = parse(rest, &[], &[])?;
-            let [input, output] = positionals("export", pos)?;
-            let n = export(&input, &output)?;
-            println!("exported {n} records to {output}");
-            Ok(0)
-        }
-        "help" | "--help" | "-h" => {
-            println!("{USAGE}");
-            Ok(0)
-        }
-        other => Err(Failure::Usage(format!("unknown command {other:?}"))),
+    }
+
+    fn progress(&mut self, _what: &str, _done: u64, _total: u64) {}
+
+    fn out(&mut self, text: &str) -> Result<(), Closed> {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|_| Closed)
+    }
+
+    fn err(&mut self, text: &str) {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 }
 
 /// Runs the command line and returns the exit status.
-pub fn run(args: Vec<String>) -> i32 {
-    match dispatch(args) {
-        Ok(code) => code,
-        Err(Failure::Usage(msg)) => {
-            eprintln!("zr: {msg}\n{USAGE}");
-            2
-        }
-        Err(Failure::Store(e)) => {
-            eprintln!("zr: error {}: {e}", e.code());
-            1
-        }
+///
+/// wasi:cli/exit (0.2) carries only success or failure, so a failing guest exits 1
+/// whatever its code. `zr-wasm` therefore names a file in a private preopen in
+/// `ZR_STATUS_FILE`, and the guest writes its exit code there before exiting, so the
+/// runner exits 2 for an error and 1 for `verify`'s bad records, as `zr` does.
+pub fn run(args: &[String]) -> i32 {
+    let code = cli::run(&mut Guest { created: Vec::new() }, &Serial, args);
+    if let Ok(path) = std::env::var("ZR_STATUS_FILE") {
+        let _ = std::fs::write(path, code.to_string());
     }
+    code
 }

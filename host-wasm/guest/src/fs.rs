@@ -11,7 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use zrecord_core::io::std_dir::StoreDir;
@@ -20,6 +20,11 @@ use zrecord_core::IoError;
 
 fn io_err(e: std::io::Error, context: impl Into<String>) -> IoError {
     IoError::from_std(e, context)
+}
+
+/// `p` as the user knows it (the host path `zr-wasm` preopened, not the guest path).
+fn shown(p: &Path) -> String {
+    crate::cli::shown(&p.display().to_string())
 }
 
 /// One open file of the store (or an input/output file of a tool).
@@ -31,7 +36,7 @@ pub struct FsFile {
 impl FsFile {
     /// Opens `path` for reading, and for writing too if `write`; `create` makes it if missing.
     pub fn open(path: PathBuf, write: bool, create: bool) -> Result<Option<FsFile>, IoError> {
-        let name = path.display().to_string();
+        let name = shown(&path);
         match OpenOptions::new().read(true).write(write).create(create && write).open(&path) {
             Ok(file) => Ok(Some(FsFile { file: Mutex::new(file), name })),
             Err(e) if e.kind() == ErrorKind::NotFound && !create => Ok(None),
@@ -41,7 +46,7 @@ impl FsFile {
 
     /// Creates or truncates `path` for writing.
     pub fn create(path: PathBuf) -> Result<FsFile, IoError> {
-        let name = path.display().to_string();
+        let name = shown(&path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -110,7 +115,7 @@ impl FsDir {
     /// The store at `root`; files are opened for writing only if `writable`, so a store in a
     /// read-only preopen can still be read.
     pub fn new(root: impl Into<PathBuf>, writable: bool) -> FsDir {
-        FsDir { dir: StoreDir::new(root), writable }
+        FsDir { dir: StoreDir::with_names(root, shown), writable }
     }
 }
 

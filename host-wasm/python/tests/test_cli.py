@@ -117,10 +117,10 @@ def test_verify_reports_damage_like_native(tmp_path, zr_wasm, zr_native, run):
     assert "bad record 2: unknown codec tag 7" in text and "20 records checked, 2 bad" in text
 
 
-def test_not_a_store_fails_with_code(tmp_path, zr_wasm, run):
+def test_not_a_store_fails_naming_the_path(tmp_path, zr_wasm, run):
     p = run(zr_wasm, "inspect", tmp_path, check=False)
-    assert p.returncode == 1
-    assert "error -8" in p.stderr and "meta.zr is missing" in p.stderr
+    assert p.returncode == 2
+    assert p.stderr == f"zr: error: {tmp_path}: not a zrecord store: meta.zr is missing\n"
 
 
 def test_cli_writes_only_its_output(tmp_path, zr_wasm, run):
@@ -134,8 +134,18 @@ def test_cli_writes_only_its_output(tmp_path, zr_wasm, run):
     run(zr_wasm, "export", tmp_path / "out" / "s.zr", tmp_path / "x.npy")
     # Export staged its file in a private directory and left nothing else behind.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out", "x.npy"]
+    # Messages name the user's paths, never the guest's (/store, /out).
     p = run(zr_wasm, "export", tmp_path / "out" / "s.zr", tmp_path / "no" / "such" / "x.npy", check=False)
-    assert p.returncode == 1 and "no such directory" in p.stderr
+    assert p.returncode == 2
+    assert p.stderr == f"zr: error: {tmp_path / 'no' / 'such' / 'x.npy'}: its directory does not exist\n"
+    p = run(zr_wasm, "export", tmp_path / "out" / "s.zr", tmp_path / "y.npy")
+    assert p.stdout == f"exported 16 records to {tmp_path / 'y.npy'}\n"
+    # A failed convert into a new path leaves nothing, and the message blames the input.
+    (src / "fake.npy").write_bytes(b"not an array")
+    p = run(zr_wasm, "convert", src / "fake.npy", tmp_path / "new" / "s.zr", check=False)
+    assert p.returncode == 2
+    assert p.stderr == f"zr: error: {src / 'fake.npy'}: not a .npy file (bad magic)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out", "x.npy", "y.npy"]
 
 
 @pytest.fixture

@@ -54,6 +54,9 @@ pub struct Sandbox {
     pub timeout: Option<Duration>,
     /// Let the guest write to this process's stdout and stderr (the CLI does; tests capture).
     pub inherit_stdio: bool,
+    /// Environment variables the guest sees (and no others). `zr-wasm` passes the user's
+    /// names of the paths it preopened this way (`zrecord_core::cli::PathNote`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Sandbox {
@@ -63,6 +66,7 @@ impl Default for Sandbox {
             max_memory: 1 << 30,
             timeout: Some(Duration::from_secs(3600)),
             inherit_stdio: false,
+            env: Vec::new(),
         }
     }
 }
@@ -176,6 +180,9 @@ pub struct Runtime {
     linker: Linker<State>,
     /// Whether the component came from the cache (for tests and `--verbose`).
     pub cache_hit: bool,
+    /// Why the cache directory was not used, if it was given and refused (see
+    /// [`check_private`]); `zr-wasm` prints it as a one-line warning.
+    pub cache_refused: Option<String>,
 }
 
 impl Runtime {
@@ -184,10 +191,10 @@ impl Runtime {
         let mut config = Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config)?;
-        let (component, cache_hit) = load_cached(&engine, bytes, cache_dir)?;
+        let (component, cache_hit, cache_refused) = load_cached(&engine, bytes, cache_dir)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-        Ok(Runtime { engine, component, linker, cache_hit })
+        Ok(Runtime { engine, component, linker, cache_hit, cache_refused })
     }
 
     /// Loads the component from `source` (see [`Runtime::new`]).
@@ -207,6 +214,7 @@ impl Runtime {
     fn store(&self, sandbox: &Sandbox, args: &[String]) -> Result<Store<State>> {
         let mut b = WasiCtxBuilder::new();
         b.args(args);
+        b.envs(&sandbox.env);
         if sandbox.inherit_stdio {
             b.inherit_stdout().inherit_stderr();
         }
@@ -263,7 +271,8 @@ impl Runtime {
         let mut argv = vec!["zr".to_string()];
         argv.extend_from_slice(args);
         let mut store = self.store(sandbox, &argv)?;
-        let command = Command::instantiate(&mut store, &self.component, &self.linker)?;
+        let command = Command::instantiate(&mut store, &self.component, &self.linker)
+            .map_err(|e| explain_instantiate(e, &store, sandbox))?;
         let result = self.bounded(&mut store, sandbox, |store| command.wasi_cli_run().call_run(store));
         match result {
             Ok(Ok(())) => Ok(0),
@@ -280,7 +289,8 @@ impl Runtime {
     /// [`Runtime::call`] to get limit errors explained.
     pub fn instantiate(&self, sandbox: &Sandbox) -> Result<(Store<State>, Zr)> {
         let mut store = self.store(sandbox, &["zr".to_string()])?;
-        let zr = Zr::instantiate(&mut store, &self.component, &self.linker)?;
+        let zr = Zr::instantiate(&mut store, &self.component, &self.linker)
+            .map_err(|e| explain_instantiate(e, &store, sandbox))?;
         Ok((store, zr))
     }
 
@@ -292,6 +302,15 @@ impl Runtime {
         f: impl FnOnce(&mut Store<State>) -> Result<T>,
     ) -> Result<T> {
         self.bounded(store, sandbox, f)
+    }
+}
+
+/// An instantiation that failed after the cap refused memory (the component's initial
+/// memory is over the cap, as with `--max-memory 1`) failed because of the cap.
+fn explain_instantiate(e: Error, store: &Store<State>, sandbox: &Sandbox) -> Error {
+    match store.data().limiter.refused {
+        Some(requested) => Error::new(Limit::Memory { requested, cap: sandbox.max_memory }),
+        None => e,
     }
 }
 
@@ -312,43 +331,116 @@ fn explain(e: Error, store: &Store<State>, sandbox: &Sandbox) -> Error {
     e
 }
 
+/// Checks that `path` can only have been written by this user: it is not a symlink, it is
+/// a directory if `dir` (else a regular file), it is owned by the effective user, and
+/// neither its group nor others may write it. A code cache that fails this is not used:
+/// whoever can write it could make this process run their machine code.
+#[cfg(unix)]
+pub fn check_private(path: &Path, dir: bool) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let ft = m.file_type();
+    if ft.is_symlink() {
+        return Err(format!("{} is a symbolic link", path.display()));
+    }
+    if dir && !ft.is_dir() {
+        return Err(format!("{} is not a directory", path.display()));
+    }
+    if !dir && !ft.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me {
+        return Err(format!("{} is owned by uid {}, not by this user (uid {me})", path.display(), m.uid()));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!("{} is writable by its group or by others (mode {:o})", path.display(), m.mode() & 0o7777));
+    }
+    Ok(())
+}
+
+/// Without Unix ownership and modes there is nothing to check a cache with: never use one.
+#[cfg(not(unix))]
+pub fn check_private(path: &Path, _dir: bool) -> std::result::Result<(), String> {
+    Err(format!("{}: cannot check who may write it on this platform", path.display()))
+}
+
+/// Creates the cache directory if missing, private to this user.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
+}
+
+/// Writes `bytes` to a new file at `path` that only this user may write.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)?.write_all(bytes)
+}
+
 /// The compiled component for `bytes`, from `cache_dir` if an entry compiled by this same
-/// engine configuration is there, else compiled now and stored for next time.
-fn load_cached(engine: &Engine, bytes: &[u8], cache_dir: Option<&Path>) -> Result<(Component, bool)> {
+/// engine configuration is there and the directory and the entry pass [`check_private`],
+/// else compiled now and stored for next time. Returns the component, whether it came
+/// from the cache, and why the cache was refused, if it was.
+fn load_cached(engine: &Engine, bytes: &[u8], cache_dir: Option<&Path>) -> Result<(Component, bool, Option<String>)> {
     let Some(dir) = cache_dir else {
-        return Ok((Component::new(engine, bytes)?, false));
+        return Ok((Component::new(engine, bytes)?, false, None));
     };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
     engine.precompile_compatibility_hash().hash(&mut h);
     env!("CARGO_PKG_VERSION").hash(&mut h);
     let path = dir.join(format!("zr-{:016x}.cwasm", h.finish()));
-    if path.is_file() {
-        // SAFETY: `deserialize_file` trusts the file to be the output of `serialize` from a
-        // compatible engine; wasmtime checks the version and configuration recorded in it,
-        // but not that the machine code is what it compiled. The file is in the user's own
-        // cache directory, written by this program below, so it is as trusted as the
-        // zr-wasm binary itself. A file that fails the checks is recompiled and replaced.
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(c) => return Ok((c, true)),
-            Err(_) => {
-                let _ = std::fs::remove_file(&path);
-            }
+    // A cache that cannot be created only costs this start its compile time.
+    if create_private_dir(dir).is_err() {
+        return Ok((Component::new(engine, bytes)?, false, None));
+    }
+    if let Err(why) = check_private(dir, true) {
+        return Ok((Component::new(engine, bytes)?, false, Some(why)));
+    }
+    let mut refused = None;
+    if path.exists() {
+        match check_private(&path, false) {
+            // SAFETY: `deserialize_file` runs the machine code in the file as if it were
+            // compiled here: it is sound only if the file is the unmodified output of
+            // `Component::serialize` from an engine like this one. wasmtime checks the
+            // version and configuration recorded in the file, not the code. What makes the
+            // code ours is who could have written it: `check_private` has just verified that
+            // the directory and the entry are owned by this user, are not symlinks and are
+            // not writable by group or others, so only this user (or root) could have put
+            // it there, and this program only writes entries it serialized itself (into a
+            // new private file, renamed into place). Entries are replaced only by rename,
+            // never rewritten, so the mapped file does not change under us. A user who
+            // edits their own cache by hand can already run any code as themselves.
+            // Remaining gap: a file swapped between the check and the open by this same user.
+            Ok(()) => match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(c) => return Ok((c, true, None)),
+                // Fails wasmtime's version/configuration checks: recompiled and replaced.
+                Err(_) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            },
+            Err(why) => refused = Some(why),
         }
     }
     let component = Component::new(engine, bytes)?;
-    // A cache that cannot be written only costs the next start its compile time.
-    if std::fs::create_dir_all(dir).is_ok() {
-        if let Ok(serialized) = component.serialize() {
-            // Unique per writer: deserialize_file maps the entry, so a file another thread
-            // or process might be reading is only ever replaced by rename, never rewritten.
-            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-            let tmp = dir.join(format!(".{:016x}.{}.{seq}.tmp", h.finish(), std::process::id()));
-            if std::fs::write(&tmp, &serialized).is_ok() && std::fs::rename(&tmp, &path).is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
+    // In our own private directory, a refused entry is replaced by one of ours.
+    if let Ok(serialized) = component.serialize() {
+        // Unique per writer: deserialize_file maps the entry, so a file another thread
+        // or process might be reading is only ever replaced by rename, never rewritten.
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{:016x}.{}.{seq}.tmp", h.finish(), std::process::id()));
+        if write_private(&tmp, &serialized).is_err() || std::fs::rename(&tmp, &path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
-    Ok((component, false))
+    Ok((component, false, refused))
 }

@@ -1,23 +1,37 @@
 //! `zr-wasm`: the `zr` command line, run inside wasmtime from `zr.wasm`.
 //!
 //! ```text
-//! zr-wasm [OPTIONS] inspect STORE [--json]
-//! zr-wasm [OPTIONS] verify STORE [--json]
-//! zr-wasm [OPTIONS] stats STORE
-//! zr-wasm [OPTIONS] convert IN.npy OUT [--codec flate|raw] [--chunk-mib N]
-//! zr-wasm [OPTIONS] export STORE OUT.npy
-//!
+//! zr-wasm [OPTIONS] COMMAND ...      the commands of `zr --help`, with the same output,
+//!                                    messages and exit codes (they are one code base:
+//!                                    zrecord_core::cli)
 //! OPTIONS: --max-memory MIB (default 1024)   --timeout SECS (default 3600, 0: none)
 //!          --component PATH   --cache-dir DIR   --no-cache
 //! ```
 //!
-//! The guest sees only what the command needs: the store (read-only) as `/store`; the
-//! directory of `IN.npy` (read-only) as `/in`; for convert the output store directory
-//! (read-write, created if missing) as `/out`; for export a fresh private directory
-//! (read-write) beside `OUT.npy` as `/out`, whose one file is renamed onto `OUT.npy` when the
-//! guest succeeds. Every other path, including `..` out of a preopen and symlinks pointing
-//! out of one, is refused by wasmtime-wasi.
+//! This binary parses the command line with the same parser as the guest, only to learn
+//! which paths the command names and what each is for; it then preopens the least the
+//! command needs and hands the guest its paths rewritten:
+//! - a store that is only read: its directory, read-only, as `/store`;
+//! - a store changed in place (`delete`, `compact`): its directory, read-write, as `/store`;
+//! - `convert`'s input: the directory of the file, read-only, as `/in`;
+//! - `convert`'s output: an existing directory read-write as `/out`; a new one is built in
+//!   a fresh directory beside it (`.NAME.zr-partial-PID`), preopened as `/out` and renamed
+//!   onto the output when the guest succeeds (removed, with any parent made for it, when
+//!   it fails);
+//! - `export`'s output: a fresh private directory beside it as `/out`, whose one file is
+//!   renamed onto the output when the guest succeeds.
+//!
+//! The guest learns, for every rewritten path, what the user typed and what is there (see
+//! `zrecord_core::cli::PathNote`), so its messages name the user's paths, and a path that
+//! cannot be preopened (missing, or a file where a directory is needed) gets the message
+//! the native `zr` prints. `..` out of a preopen and symlinks pointing out of one are
+//! refused by wasmtime-wasi.
+//!
+//! Exit codes: the guest's (0, 1 for verify's bad records, 2 for errors); 2 for this
+//! runner's own errors (bad options, no component); 3 when the guest is stopped at its
+//! memory cap or time limit.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,14 +39,24 @@ use std::time::Duration;
 use wasmtime::error::Context;
 use wasmtime::{bail, Result};
 use zr_wasm::{default_cache_dir, Limit, Preopen, Runtime, Sandbox, Source};
+use zrecord_core::cli::{Command, PathKind, PathNote, Role};
 
-const USAGE: &str =
-    "usage: zr-wasm [--max-memory MIB] [--timeout SECS] [--component PATH] [--cache-dir DIR] [--no-cache]
-                 inspect STORE [--json] | verify STORE [--json] | stats STORE
-                 | convert IN.npy OUT [--codec flate|raw] [--chunk-mib N] | export STORE OUT.npy";
+/// Printed after the guest's `--help`.
+const RUNNER_HELP: &str = "
+zr-wasm runs these commands inside wasmtime, seeing only the paths the command names.
+zr-wasm options (before or after the command):
+  --max-memory MIB    cap on the guest's memory (default 1024); past it, exit 3
+  --timeout SECS      wall-clock limit (default 3600, 0: none); past it, exit 3
+  --component PATH    run another build of zr.wasm
+  --cache-dir DIR     compiled-code cache (default $ZR_WASM_CACHE, else
+                      $XDG_CACHE_HOME/zr-wasm, else ~/.cache/zr-wasm); used only if it and
+                      its entries belong to you and no one else may write them
+  --no-cache          compile every time";
 
-/// Guest options that take a separate value.
-const GUEST_VALUED: &[&str] = &["--codec", "--chunk-mib"];
+/// Exit code of this runner's own errors (the guest's errors exit 2 as well).
+const EXIT_ERROR: u8 = 2;
+/// Exit code when the guest was stopped at a limit.
+const EXIT_LIMIT: u8 = 3;
 
 struct Options {
     max_memory_mib: usize,
@@ -91,15 +115,22 @@ fn source(o: &Options) -> Result<Source> {
     bail!("zr.wasm is not embedded in this build and not found at {}; pass --component PATH", beside.display())
 }
 
-fn existing_dir(p: &str) -> Result<PathBuf> {
-    let path = Path::new(p).canonicalize().with_context(|| format!("{p}: no such directory"))?;
-    if !path.is_dir() {
-        bail!("{p} is not a directory");
+/// What is at `path` on this host (the same answer the native `zr` gives).
+fn kind(path: &str) -> PathKind {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => PathKind::Dir,
+        Ok(_) => PathKind::File,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(parent) if !parent.is_dir() => PathKind::MissingParent,
+                _ => PathKind::Missing,
+            }
+        }
+        Err(_) => PathKind::File,
     }
-    Ok(path)
 }
 
-/// The parent directory and file name of `p` (which need not exist).
+/// The parent directory and file name of `p`.
 fn split_file(p: &str) -> Result<(PathBuf, String)> {
     let path = Path::new(p);
     let name =
@@ -108,104 +139,215 @@ fn split_file(p: &str) -> Result<(PathBuf, String)> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let parent = parent.canonicalize().with_context(|| format!("{}: no such directory", parent.display()))?;
     Ok((parent, name))
 }
 
-fn ro(host: PathBuf, guest: &str) -> Preopen {
-    Preopen { host, guest: guest.into(), writable: false }
+/// An output built in a private place and moved to its final path if the guest succeeds.
+/// Dropping it (on failure) removes the place and any parent directory made for it.
+struct Staged {
+    /// The directory preopened for the guest.
+    dir: PathBuf,
+    /// What to move, and where: the directory itself (a store) or the one file in it.
+    from: PathBuf,
+    to: PathBuf,
+    /// Parent directories created for the output, outermost first.
+    created: Vec<PathBuf>,
+    committed: bool,
 }
 
-fn rw(host: PathBuf, guest: &str) -> Preopen {
-    Preopen { host, guest: guest.into(), writable: true }
+impl Staged {
+    fn new(target: &str, store: bool) -> Result<Staged> {
+        let (parent, name) = split_file(target)?;
+        let mut created = Vec::new();
+        let mut d = Some(parent.as_path());
+        while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+            created.push(p.to_path_buf());
+            d = p.parent();
+        }
+        created.reverse();
+        let dir = parent.join(format!(".{name}.zr-partial-{}", std::process::id()));
+        let from = if store { dir.clone() } else { dir.join(&name) };
+        let staged = Staged { dir, from, to: PathBuf::from(target), created, committed: false };
+        for p in &staged.created {
+            std::fs::create_dir(p).with_context(|| format!("creating {}", p.display()))?;
+        }
+        // A store is the staged directory itself, made as the native zr makes it; a file is
+        // staged in a directory private to this user.
+        let mut b = std::fs::DirBuilder::new();
+        if !store {
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        }
+        b.create(&staged.dir).with_context(|| format!("creating {}", staged.dir.display()))?;
+        Ok(staged)
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        std::fs::rename(&self.from, &self.to)
+            .with_context(|| format!("moving the output into {}", self.to.display()))?;
+        self.committed = true;
+        let parent = split_file(&self.to.to_string_lossy())?.0;
+        std::fs::File::open(&parent)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing directory {}", parent.display()))
+    }
 }
 
-/// A private directory for export's output, removed when dropped.
-struct Staging(PathBuf);
+impl Drop for Staged {
+    fn drop(&mut self) {
+        // A committed store has moved away with its directory; a file's directory stays.
+        if self.from != self.dir || !self.committed {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        if !self.committed {
+            for p in self.created.iter().rev() {
+                let _ = std::fs::remove_dir(p);
+            }
+        }
+    }
+}
 
-impl Drop for Staging {
+fn preopen(host: impl Into<PathBuf>, guest: &str, writable: bool) -> Preopen {
+    Preopen { host: host.into(), guest: guest.into(), writable }
+}
+
+/// The sandbox and guest arguments for `cmd`, and the outputs to move into place.
+fn plan(cmd: &Command, sandbox: &mut Sandbox) -> Result<(Vec<String>, Vec<Staged>)> {
+    let mut notes = Vec::new();
+    let mut staged = Vec::new();
+    let mut failed = None;
+    let guest_cmd = cmd.map_paths(|path, role| {
+        let k = kind(path);
+        let i = notes.len();
+        let mut note = |guest: String, kind: PathKind, is_staged: bool| -> String {
+            notes.push(PathNote { guest: guest.clone(), shown: path.to_string(), kind, staged: is_staged });
+            guest
+        };
+        let result = (|| -> Result<String> {
+            Ok(match (role, k) {
+                (Role::StoreRead | Role::StoreWrite, PathKind::Dir) => {
+                    sandbox.preopens.push(preopen(path, "/store", role == Role::StoreWrite));
+                    note("/store".into(), k, false)
+                }
+                (Role::InputFile, PathKind::File) => {
+                    let (dir, name) = split_file(path)?;
+                    sandbox.preopens.push(preopen(dir, "/in", false));
+                    note(format!("/in/{name}"), k, false)
+                }
+                (Role::StoreOut, PathKind::Dir) => {
+                    sandbox.preopens.push(preopen(path, "/out", true));
+                    note("/out".into(), k, false)
+                }
+                (Role::StoreOut, PathKind::Missing | PathKind::MissingParent) => {
+                    let s = Staged::new(path, true)?;
+                    sandbox.preopens.push(preopen(&s.dir, "/out", true));
+                    staged.push(s);
+                    note("/out".into(), PathKind::Missing, true)
+                }
+                (Role::OutputFile, PathKind::File | PathKind::Missing) => {
+                    let s = Staged::new(path, false)?;
+                    let name = split_file(path)?.1;
+                    sandbox.preopens.push(preopen(&s.dir, "/out", true));
+                    staged.push(s);
+                    note(format!("/out/{name}"), PathKind::Missing, true)
+                }
+                // Nothing to preopen: the guest reports it from the note alone.
+                (_, k) => note(format!("/arg{i}"), k, false),
+            })
+        })();
+        result.unwrap_or_else(|e| {
+            failed.get_or_insert(e);
+            String::new()
+        })
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    sandbox.env = PathNote::to_env(&notes);
+    Ok((guest_cmd.to_args(), staged))
+}
+
+/// A private, empty directory the guest writes its exit code into (see `ZR_STATUS_FILE` in
+/// the guest's `cli.rs`: wasi:cli/exit carries only success or failure). Removed on drop.
+struct StatusDir(PathBuf);
+
+impl StatusDir {
+    const GUEST: &'static str = "/.zr-status";
+
+    fn new() -> Result<StatusDir> {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("zr-wasm-status-{}-{seq}", std::process::id()));
+        let mut b = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(StatusDir(dir))
+    }
+
+    /// The exit code the guest recorded, if it recorded one.
+    fn code(&self) -> Option<i32> {
+        std::fs::read_to_string(self.0.join("code")).ok()?.trim().parse().ok()
+    }
+}
+
+impl Drop for StatusDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
-fn run(o: Options) -> Result<i32> {
-    let (cmd, args) = o.rest.split_first().context("no command given")?;
-    // Guest options pass through untouched; only paths are rewritten. Options that take a
-    // value keep it, so a value is never mistaken for a path.
-    let (mut positional, mut flags) = (Vec::new(), Vec::new());
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a.starts_with("--") {
-            flags.push(a.clone());
-            if GUEST_VALUED.contains(&a.as_str()) {
-                flags.push(it.next().with_context(|| format!("{a} needs a value"))?.clone());
-            }
-        } else {
-            positional.push(a.clone());
-        }
-    }
+fn run(o: Options) -> Result<u8> {
     let mut sandbox = Sandbox {
         max_memory: o.max_memory_mib.checked_mul(1 << 20).context("--max-memory is too large")?,
         timeout: o.timeout,
         inherit_stdio: true,
         preopens: Vec::new(),
+        env: Vec::new(),
     };
-    let mut guest_args = vec![cmd.clone()];
-    let mut staging = None;
-    let mut finish: Option<(PathBuf, PathBuf)> = None;
-    match (cmd.as_str(), positional.as_slice()) {
-        ("inspect" | "verify" | "stats", [store]) => {
-            sandbox.preopens.push(ro(existing_dir(store)?, "/store"));
-            guest_args.push("/store".into());
-        }
-        ("convert", [input, output]) => {
-            let (in_dir, in_name) = split_file(input)?;
-            std::fs::create_dir_all(output).with_context(|| format!("creating {output}"))?;
-            sandbox.preopens.push(ro(in_dir, "/in"));
-            sandbox.preopens.push(rw(existing_dir(output)?, "/out"));
-            guest_args.push(format!("/in/{in_name}"));
-            guest_args.push("/out".into());
-        }
-        ("export", [store, output]) => {
-            let (out_dir, out_name) = split_file(output)?;
-            let stage = out_dir.join(format!(".zr-wasm-export-{}", std::process::id()));
-            std::fs::create_dir(&stage).with_context(|| format!("creating {}", stage.display()))?;
-            staging = Some(Staging(stage.clone()));
-            sandbox.preopens.push(ro(existing_dir(store)?, "/store"));
-            sandbox.preopens.push(rw(stage.clone(), "/out"));
-            guest_args.push("/store".into());
-            guest_args.push("/out/export.npy".into());
-            finish = Some((stage.join("export.npy"), out_dir.join(out_name)));
-        }
-        ("help", _) => {
-            println!("{USAGE}");
-            return Ok(0);
-        }
-        (_, _) => bail!("cannot run {cmd:?} with {} path(s)\n{USAGE}", positional.len()),
-    }
-    guest_args.extend(flags);
-
+    // A command line the parser refuses, --help and --version go to the guest untouched,
+    // with nothing preopened, so that it answers them exactly as the native zr does.
+    let parsed = Command::parse(&o.rest);
+    let (guest_args, mut staged) = match &parsed {
+        Ok(cmd) if !matches!(cmd, Command::Help | Command::Version) => plan(cmd, &mut sandbox)?,
+        _ => (o.rest.clone(), Vec::new()),
+    };
     let runtime = Runtime::from_source(&source(&o)?, o.cache_dir.as_deref())?;
-    let status = runtime.run_command(&guest_args, &sandbox)?;
-    if let (0, Some((from, to))) = (status, finish) {
-        std::fs::rename(&from, &to).with_context(|| format!("moving the export into {}", to.display()))?;
+    if let Some(why) = &runtime.cache_refused {
+        eprintln!("zr-wasm: warning: not using the compiled-code cache ({why}); compiling instead");
     }
-    drop(staging);
-    Ok(status)
+    let status_dir = StatusDir::new()?;
+    sandbox.preopens.push(preopen(&status_dir.0, StatusDir::GUEST, true));
+    sandbox.env.push(("ZR_STATUS_FILE".into(), format!("{}/code", StatusDir::GUEST)));
+    let status = match runtime.run_command(&guest_args, &sandbox)? {
+        0 => 0,
+        failed => status_dir.code().filter(|&c| c != 0).unwrap_or(failed),
+    };
+    if status == 0 {
+        for s in &mut staged {
+            s.commit()?;
+        }
+        if matches!(parsed, Ok(Command::Help)) {
+            let _ = writeln!(std::io::stdout(), "{RUNNER_HELP}");
+        }
+    }
+    drop(staged);
+    Ok(u8::try_from(status).unwrap_or(EXIT_ERROR))
 }
 
 fn main() -> ExitCode {
-    let result = parse_options(std::env::args().skip(1).collect()).and_then(run);
+    let args: Result<Vec<String>> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string().map_err(|a| wasmtime::format_err!("argument {} is not valid UTF-8", a.display())))
+        .collect();
+    let result = args.and_then(parse_options).and_then(run);
     match result {
-        Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(1)),
+        Ok(status) => ExitCode::from(status),
         Err(e) => {
             if let Some(limit) = e.downcast_ref::<Limit>() {
                 eprintln!("zr-wasm: {limit}");
-                return ExitCode::from(3);
+                return ExitCode::from(EXIT_LIMIT);
             }
-            eprintln!("zr-wasm: {e:#}");
-            ExitCode::from(1)
+            eprintln!("zr-wasm: error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
         }
     }
 }

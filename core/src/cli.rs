@@ -1,0 +1,814 @@
+//! The `zr` command line, written once for every front end: argument parsing, the
+//! subcommands, every line printed, every message and the exit codes.
+//!
+//! `zr` (native) and `zr.wasm` (run by `zr-wasm`) are thin front ends: they implement
+//! [`Host`] (how to open a store or a file, where paths lead, progress display, stdout and
+//! stderr) and call [`run`]. So the same arguments give the same stdout, the same stderr and
+//! the same exit code on both, which `host-wasm/python/tests/test_cli_matrix.py` checks.
+//!
+//! Exit codes, part of the interface:
+//! - [`EXIT_OK`] (0): done.
+//! - [`EXIT_BAD_RECORDS`] (1): `verify` ran and found records that fail to decode.
+//! - [`EXIT_ERROR`] (2): the command failed, or its arguments were wrong; one line on stderr.
+//! - 3 is `zr-wasm`'s own: it stopped the guest at its memory or time limit.
+//!
+//! Paths are strings, as the user typed them; a host that runs the command somewhere else
+//! (the wasm guest sees preopened guest paths) maps them back with [`Host::shown`] so that
+//! messages name what the user typed.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::codec::{Codec, CodecPolicy};
+use crate::engine::{Store, Writer};
+use crate::error::{Error, FormatError};
+use crate::io::{Backend, Parallel, StorageFile};
+use crate::tools;
+
+/// The command succeeded.
+pub const EXIT_OK: i32 = 0;
+/// `verify` found records that fail to decode.
+pub const EXIT_BAD_RECORDS: i32 = 1;
+/// The command failed or was given wrong arguments.
+pub const EXIT_ERROR: i32 = 2;
+
+/// The version `--version` prints.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What `--help` prints (the same for `zr` and `zr-wasm`; `zr-wasm` adds its own options).
+pub const USAGE: &str = "\
+zr: inspect, verify, compact, convert and export zrecord stores
+
+usage:
+  zr inspect STORE [--json]     header, record count, codec mix, chunk use, sizes, schema
+  zr verify STORE [--json]      decode every record; exit 1 if any fails
+  zr stats STORE                storage usage as JSON
+  zr delete STORE INDEX...      delete records (the tail moves into each hole)
+  zr compact STORE              reclaim the space of deleted records, in place
+  zr convert IN.npy OUT [--codec flate|raw] [--chunk-mib N] [--min-savings F]
+                                append each axis-0 slice of IN.npy to the dataset OUT
+                                (created if missing; default codec flate, 64 MiB per step;
+                                a record compression shrinks by less than the fraction F,
+                                default 0.125, is stored raw)
+  zr export STORE OUT.npy       write a dataset back to a .npy file
+  zr --help | --version
+
+exit status: 0 done, 1 verify found bad records, 2 error or bad arguments";
+
+/// One parsed command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `inspect STORE [--json]`.
+    Inspect {
+        /// Store directory.
+        store: String,
+        /// Print JSON.
+        json: bool,
+    },
+    /// `verify STORE [--json]`.
+    Verify {
+        /// Store directory.
+        store: String,
+        /// Print JSON.
+        json: bool,
+    },
+    /// `stats STORE`.
+    Stats {
+        /// Store directory.
+        store: String,
+    },
+    /// `delete STORE INDEX...`.
+    Delete {
+        /// Store directory.
+        store: String,
+        /// Indices to delete.
+        indices: Vec<u64>,
+    },
+    /// `compact STORE`.
+    Compact {
+        /// Store directory.
+        store: String,
+    },
+    /// `convert IN.npy OUT [--codec C] [--chunk-mib N] [--min-savings F]`.
+    Convert {
+        /// Input `.npy` file.
+        input: String,
+        /// Output store directory.
+        output: String,
+        /// Codec for a new dataset, and the least fraction compression must save for a
+        /// record to be stored compressed.
+        policy: CodecPolicy,
+        /// MiB of source per append.
+        chunk_mib: usize,
+    },
+    /// `export STORE OUT.npy`.
+    Export {
+        /// Store directory.
+        store: String,
+        /// Output `.npy` file.
+        output: String,
+    },
+    /// `--help`, `-h`, `help`.
+    Help,
+    /// `--version`, `-V`.
+    Version,
+}
+
+/// What a path argument is to its command: a front end that must grant access to paths
+/// (`zr-wasm` preopens directories) decides from this what to grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A store that is only read.
+    StoreRead,
+    /// A store changed in place (`delete`, `compact`).
+    StoreWrite,
+    /// `convert`'s output: an existing store appended to, or a new one built.
+    StoreOut,
+    /// `convert`'s input file, only read.
+    InputFile,
+    /// `export`'s output file, created or replaced.
+    OutputFile,
+}
+
+/// What is at a path on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    /// A directory.
+    Dir,
+    /// Something that is not a directory (a file, a device...).
+    File,
+    /// Nothing, but its parent directory exists.
+    Missing,
+    /// Nothing, and neither is its parent directory.
+    MissingParent,
+}
+
+/// One path argument as handed over by a front end that runs the command in another file
+/// namespace: `zr-wasm` preopens directories under guest paths (`/store`, `/in`...) and
+/// tells the guest, for each path it rewrote, what the user typed and what is there on
+/// the host, so that messages name the user's paths and a path it could not preopen (a
+/// missing store, a file given as a store) still gets the native message.
+///
+/// Passed as environment variables: `ZR_PATHS` (the count) and, for each `i`,
+/// `ZR_PATH_{i}_GUEST`, `ZR_PATH_{i}_SHOWN` and `ZR_PATH_{i}_KIND` (`dir`, `file`,
+/// `missing`, `missing-parent`, or `staged`: missing on the host, and the front end has
+/// made an empty place at the guest path that it moves into place if the command succeeds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathNote {
+    /// The path the command receives.
+    pub guest: String,
+    /// The path the user typed.
+    pub shown: String,
+    /// What is at the user's path.
+    pub kind: PathKind,
+    /// The front end staged the output at `guest` (`kind` is then [`PathKind::Missing`]).
+    pub staged: bool,
+}
+
+impl PathNote {
+    /// The environment variables that carry `notes`.
+    pub fn to_env(notes: &[PathNote]) -> Vec<(String, String)> {
+        let mut env = alloc::vec![("ZR_PATHS".to_string(), notes.len().to_string())];
+        for (i, n) in notes.iter().enumerate() {
+            let kind = match (n.staged, n.kind) {
+                (true, _) => "staged",
+                (false, PathKind::Dir) => "dir",
+                (false, PathKind::File) => "file",
+                (false, PathKind::Missing) => "missing",
+                (false, PathKind::MissingParent) => "missing-parent",
+            };
+            env.push((format!("ZR_PATH_{i}_GUEST"), n.guest.clone()));
+            env.push((format!("ZR_PATH_{i}_SHOWN"), n.shown.clone()));
+            env.push((format!("ZR_PATH_{i}_KIND"), kind.to_string()));
+        }
+        env
+    }
+
+    /// The notes in the environment `var` reads; malformed entries are skipped.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Vec<PathNote> {
+        let n = var("ZR_PATHS").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+        (0..n.min(64))
+            .filter_map(|i| {
+                let guest = var(&format!("ZR_PATH_{i}_GUEST"))?;
+                let shown = var(&format!("ZR_PATH_{i}_SHOWN"))?;
+                let (kind, staged) = match var(&format!("ZR_PATH_{i}_KIND"))?.as_str() {
+                    "dir" => (PathKind::Dir, false),
+                    "file" => (PathKind::File, false),
+                    "missing" => (PathKind::Missing, false),
+                    "missing-parent" => (PathKind::MissingParent, false),
+                    "staged" => (PathKind::Missing, true),
+                    _ => return None,
+                };
+                Some(PathNote { guest, shown, kind, staged })
+            })
+            .collect()
+    }
+
+    /// How to name `path` given `notes`: the note's user path for a noted path or a path
+    /// under one, else `path` itself.
+    pub fn shown(notes: &[PathNote], path: &str) -> String {
+        for n in notes {
+            if path == n.guest {
+                return n.shown.clone();
+            }
+            if let Some(rest) = path.strip_prefix(n.guest.as_str()).and_then(|r| r.strip_prefix('/')) {
+                let sep = if n.shown.ends_with('/') { "" } else { "/" };
+                return format!("{}{sep}{rest}", n.shown);
+            }
+        }
+        path.to_string()
+    }
+}
+
+/// A wrong command line: printed as one line, exit [`EXIT_ERROR`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl Command {
+    /// Parses the arguments after the program name. Options may come before, between or
+    /// after the paths; `--name=value` and `--name value` are both accepted.
+    pub fn parse(args: &[String]) -> Result<Command, UsageError> {
+        let usage = |m: String| UsageError(m);
+        if args.iter().any(|a| a == "--help" || a == "-h") {
+            return Ok(Command::Help);
+        }
+        if args.iter().any(|a| a == "--version" || a == "-V") {
+            return Ok(Command::Version);
+        }
+        let Some((cmd, rest)) = args.split_first() else {
+            return Err(usage("no command given".into()));
+        };
+        let valued: &[&str] = if cmd == "convert" { &["codec", "chunk-mib", "min-savings"] } else { &[] };
+        let switches: &[&str] = if cmd == "inspect" || cmd == "verify" { &["json"] } else { &[] };
+        let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
+        match cmd.as_str() {
+            "inspect" | "verify" | "stats" | "delete" | "compact" | "convert" | "export" => {}
+            "help" => return Ok(Command::Help),
+            c if c.starts_with('-') => return Err(usage(format!("unknown option {c}"))),
+            c => return Err(usage(format!("unknown command {c:?}"))),
+        }
+        let mut it = rest.iter();
+        while let Some(a) = it.next() {
+            if let Some(name) = a.strip_prefix("--") {
+                let (name, inline) = match name.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (name, None),
+                };
+                if valued.contains(&name) {
+                    let v = match inline {
+                        Some(v) => v,
+                        None => it.next().cloned().ok_or_else(|| usage(format!("--{name} needs a value")))?,
+                    };
+                    flags.push((name.to_string(), v));
+                } else if switches.contains(&name) && inline.is_none() {
+                    flags.push((name.to_string(), String::new()));
+                } else {
+                    return Err(usage(format!("{cmd} has no option --{name}")));
+                }
+            } else if a.len() > 1 && a.starts_with('-') && cmd != "delete" {
+                return Err(usage(format!("{cmd} has no option {a}")));
+            } else {
+                pos.push(a.clone());
+            }
+        }
+        let flag = |name: &str| flags.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let want = |n: usize, what: &str| -> Result<(), UsageError> {
+            if pos.len() == n {
+                Ok(())
+            } else {
+                Err(usage(format!("{cmd} takes {what}, got {} argument(s)", pos.len())))
+            }
+        };
+        let json = flag("json").is_some();
+        Ok(match cmd.as_str() {
+            "inspect" => {
+                want(1, "STORE")?;
+                Command::Inspect { store: pos.remove(0), json }
+            }
+            "verify" => {
+                want(1, "STORE")?;
+                Command::Verify { store: pos.remove(0), json }
+            }
+            "stats" => {
+                want(1, "STORE")?;
+                Command::Stats { store: pos.remove(0) }
+            }
+            "compact" => {
+                want(1, "STORE")?;
+                Command::Compact { store: pos.remove(0) }
+            }
+            "delete" => {
+                if pos.len() < 2 {
+                    return Err(usage(format!("delete takes STORE INDEX..., got {} argument(s)", pos.len())));
+                }
+                let store = pos.remove(0);
+                let indices = pos
+                    .iter()
+                    .map(|s| s.parse::<u64>().map_err(|_| usage(format!("delete: {s:?} is not a record index"))))
+                    .collect::<Result<Vec<u64>, UsageError>>()?;
+                Command::Delete { store, indices }
+            }
+            "convert" => {
+                want(2, "IN.npy OUT")?;
+                let name = flag("codec").unwrap_or("flate");
+                let codec =
+                    Codec::from_name(name).ok_or_else(|| usage(format!("unknown codec {name:?} (flate or raw)")))?;
+                let chunk_mib = match flag("chunk-mib") {
+                    Some(m) => m
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&m| m >= 1 && m.checked_mul(1 << 20).is_some())
+                        .ok_or_else(|| usage(format!("--chunk-mib takes a positive number of MiB, not {m:?}")))?,
+                    None => tools::DEFAULT_CHUNK_BYTES >> 20,
+                };
+                let policy = match flag("min-savings") {
+                    Some(m) => m
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(|f| CodecPolicy::new(codec, f).ok())
+                        .ok_or_else(|| usage(format!("--min-savings takes a fraction from 0 to 1, not {m:?}")))?,
+                    None => CodecPolicy::from(codec),
+                };
+                let output = pos.pop().expect("two positionals");
+                Command::Convert { input: pos.pop().expect("two positionals"), output, policy, chunk_mib }
+            }
+            "export" => {
+                want(2, "STORE OUT.npy")?;
+                let output = pos.pop().expect("two positionals");
+                Command::Export { store: pos.pop().expect("two positionals"), output }
+            }
+            _ => unreachable!("checked above"),
+        })
+    }
+
+    /// Every path argument with its role, in command-line order.
+    pub fn paths(&self) -> Vec<(&str, Role)> {
+        match self {
+            Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
+                alloc::vec![(store.as_str(), Role::StoreRead)]
+            }
+            Command::Delete { store, .. } | Command::Compact { store } => {
+                alloc::vec![(store.as_str(), Role::StoreWrite)]
+            }
+            Command::Convert { input, output, .. } => {
+                alloc::vec![(input.as_str(), Role::InputFile), (output.as_str(), Role::StoreOut)]
+            }
+            Command::Export { store, output } => {
+                alloc::vec![(store.as_str(), Role::StoreRead), (output.as_str(), Role::OutputFile)]
+            }
+            Command::Help | Command::Version => Vec::new(),
+        }
+    }
+
+    /// The same command with every path replaced by `f(path, role)`.
+    pub fn map_paths(&self, mut f: impl FnMut(&str, Role) -> String) -> Command {
+        let mut c = self.clone();
+        match &mut c {
+            Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
+                *store = f(store, Role::StoreRead)
+            }
+            Command::Delete { store, .. } | Command::Compact { store } => *store = f(store, Role::StoreWrite),
+            Command::Convert { input, output, .. } => {
+                *input = f(input, Role::InputFile);
+                *output = f(output, Role::StoreOut);
+            }
+            Command::Export { store, output } => {
+                *store = f(store, Role::StoreRead);
+                *output = f(output, Role::OutputFile);
+            }
+            Command::Help | Command::Version => {}
+        }
+        c
+    }
+
+    /// A command line that [`Command::parse`] turns back into this command.
+    pub fn to_args(&self) -> Vec<String> {
+        let s = |v: &str| v.to_string();
+        match self {
+            Command::Inspect { store, json } | Command::Verify { store, json } => {
+                let name = if matches!(self, Command::Inspect { .. }) { "inspect" } else { "verify" };
+                let mut v = alloc::vec![s(name), s(store)];
+                if *json {
+                    v.push(s("--json"));
+                }
+                v
+            }
+            Command::Stats { store } => alloc::vec![s("stats"), s(store)],
+            Command::Compact { store } => alloc::vec![s("compact"), s(store)],
+            Command::Delete { store, indices } => {
+                let mut v = alloc::vec![s("delete"), s(store)];
+                v.extend(indices.iter().map(|i| i.to_string()));
+                v
+            }
+            Command::Convert { input, output, policy, chunk_mib } => alloc::vec![
+                s("convert"),
+                s(input),
+                s(output),
+                format!("--codec={}", policy.codec.name()),
+                format!("--chunk-mib={chunk_mib}"),
+                format!("--min-savings={}", policy.min_savings()),
+            ],
+            Command::Export { store, output } => alloc::vec![s("export"), s(store), s(output)],
+            Command::Help => alloc::vec![s("--help")],
+            Command::Version => alloc::vec![s("--version")],
+        }
+    }
+}
+
+/// How a store is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// An existing store, read-only.
+    Read,
+    /// An existing store, writable.
+    Write,
+    /// Writable, created if the directory holds none.
+    Create,
+}
+
+/// stdout was closed by its reader (`zr verify s | head -1`): stop writing, quietly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Closed;
+
+/// What a front end supplies: files, paths, progress display and the two output streams.
+/// Every method that can fail returns the core's [`Error`]; [`run`] adds which path it was
+/// about and prints it.
+pub trait Host {
+    /// The store backend.
+    type Backend: Backend;
+    /// A single file (`convert`'s input, `export`'s output).
+    type File: StorageFile;
+
+    /// What is at `path`.
+    fn kind(&self, path: &str) -> PathKind;
+    /// How to name `path` to the user: what they typed.
+    fn shown(&self, path: &str) -> String;
+    /// Opens the store in directory `path` (which [`Host::kind`] said is a directory, or,
+    /// for [`Access::Create`], a directory made by [`Host::stage_store`]).
+    fn open_store(&mut self, path: &str, access: Access) -> Result<(Store<Self::Backend>, Writer), Error>;
+    /// Opens the existing file `path` for reading.
+    fn open_input(&mut self, path: &str) -> Result<Self::File, Error>;
+    /// Makes a new empty directory beside `path` (creating missing parents) where a new
+    /// store is built; returns its path, which [`Host::commit`] moves to `path`.
+    fn stage_store(&mut self, path: &str) -> Result<String, Error>;
+    /// Creates a new empty file beside `path` for output; returns it and its path, which
+    /// [`Host::commit`] moves to `path`.
+    fn stage_file(&mut self, path: &str) -> Result<(Self::File, String), Error>;
+    /// Moves what was staged at `staged` to `path`, replacing a file there.
+    fn commit(&mut self, staged: &str, path: &str) -> Result<(), Error>;
+    /// Removes what was staged at `staged` and anything its staging created.
+    fn discard(&mut self, staged: &str);
+    /// Reports progress of a long step (`what` is `verify`, `convert`...): `done` of
+    /// `total` records. Called with `done == total` at the end.
+    fn progress(&mut self, what: &str, done: u64, total: u64);
+    /// Writes `text` to stdout.
+    fn out(&mut self, text: &str) -> Result<(), Closed>;
+    /// Writes `text` to stderr.
+    fn err(&mut self, text: &str);
+}
+
+/// Why a command failed, printed as the one line `zr: error: PATH: MESSAGE`, PATH being
+/// the path at fault as the user typed it.
+#[derive(Debug)]
+struct Failure {
+    path: String,
+    message: String,
+}
+
+impl Failure {
+    fn new(path: String, message: impl Into<String>) -> Failure {
+        Failure { path, message: message.into() }
+    }
+
+    fn at(path: String, e: Error) -> Failure {
+        Failure::new(path, e.to_string())
+    }
+}
+
+/// stdout, which stays quiet once its reader has gone.
+struct Out<'h, H: Host> {
+    host: &'h mut H,
+    closed: bool,
+}
+
+impl<H: Host> Out<'_, H> {
+    fn line(&mut self, text: &str) {
+        if !self.closed {
+            let mut s = String::with_capacity(text.len() + 1);
+            s.push_str(text);
+            s.push('\n');
+            self.closed = self.host.out(&s).is_err();
+        }
+    }
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The store at `path`, after checking there is a directory there (so a missing path or a
+/// file gets a message about the path, not an I/O error).
+fn open_checked<H: Host>(host: &mut H, path: &str, access: Access) -> Result<(Store<H::Backend>, Writer), Failure> {
+    let shown = host.shown(path);
+    match host.kind(path) {
+        PathKind::Dir => host.open_store(path, access).map_err(|e| Failure::at(shown, e)),
+        PathKind::File => Err(Failure::new(shown, "is a file, not a store directory")),
+        PathKind::Missing | PathKind::MissingParent => Err(Failure::new(shown, "no such store directory")),
+    }
+}
+
+/// Errors about a `.npy` input, without the "not a zrecord store" that format errors about
+/// a store carry.
+fn blame_input(shown: String, e: Error) -> Failure {
+    match e {
+        Error::Format(FormatError::Container(m)) => Failure::new(shown, m),
+        e => Failure::at(shown, e),
+    }
+}
+
+/// Parses `args` (without the program name), runs the command on `host` with `par` for
+/// parallel work, prints its output and any error, and returns the exit code.
+pub fn run<H: Host, P: Parallel>(host: &mut H, par: &P, args: &[String]) -> i32 {
+    let cmd = match Command::parse(args) {
+        Ok(c) => c,
+        Err(UsageError(m)) => {
+            host.err(&format!("zr: error: {m} (zr --help shows usage)\n"));
+            return EXIT_ERROR;
+        }
+    };
+    match execute(host, par, cmd) {
+        Ok(code) => code,
+        Err(f) => {
+            host.err(&format!("zr: error: {}: {}\n", f.path, f.message));
+            EXIT_ERROR
+        }
+    }
+}
+
+fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<i32, Failure> {
+    match cmd {
+        Command::Help => {
+            Out { host, closed: false }.line(USAGE);
+        }
+        Command::Version => {
+            Out { host, closed: false }.line(&format!("zr {VERSION}"));
+        }
+        Command::Inspect { store, json: as_json } => {
+            let (s, _w) = open_checked(host, &store, Access::Read)?;
+            let shown = host.shown(&store);
+            let report = tools::inspect(&s).map_err(|e| Failure::at(shown.clone(), e))?;
+            let mut out = Out { host, closed: false };
+            if as_json {
+                out.line(&json(&report));
+            } else {
+                out.line(&format!("store         {shown}"));
+                out.line(&report.to_string());
+            }
+        }
+        Command::Stats { store } => {
+            let (s, _w) = open_checked(host, &store, Access::Read)?;
+            let st = s.stats().map_err(|e| Failure::at(host.shown(&store), e))?;
+            Out { host, closed: false }.line(&format!(
+                "{{\"records\": {}, \"live_bytes\": {}, \"chunk_bytes\": {}, \"reclaimable\": {}}}",
+                st.records, st.live_bytes, st.chunk_bytes, st.reclaimable
+            ));
+        }
+        Command::Verify { store, json: as_json } => {
+            let (s, _w) = open_checked(host, &store, Access::Read)?;
+            let report = tools::verify(&s, par, &mut |d, t| host.progress("verify", d, t))
+                .map_err(|e| Failure::at(host.shown(&store), e))?;
+            let mut out = Out { host, closed: false };
+            if as_json {
+                out.line(&json(&report));
+            } else {
+                for b in &report.bad {
+                    out.line(&format!("bad record {}: {}", b.index, b.error));
+                }
+                if report.bad_count as usize > report.bad.len() {
+                    out.line(&format!("... and {} more", report.bad_count as usize - report.bad.len()));
+                }
+                out.line(&format!("{} records checked, {} bad", report.checked, report.bad_count));
+            }
+            if report.bad_count > 0 {
+                return Ok(EXIT_BAD_RECORDS);
+            }
+        }
+        Command::Compact { store } => {
+            let (mut s, mut w) = open_checked(host, &store, Access::Write)?;
+            let shown = host.shown(&store);
+            let result = (|| {
+                let before = s.stats()?;
+                s.compact(&mut w, &mut |d, t| host.progress("compact", d, t))?;
+                s.sync(&mut w)?;
+                Ok::<_, Error>((before, s.stats()?))
+            })();
+            s.release_locks(&mut w);
+            let (before, after) = result.map_err(|e| Failure::at(shown, e))?;
+            Out { host, closed: false }.line(&format!(
+                "compacted {} records: chunk bytes {} -> {} ({} reclaimable left)",
+                after.records, before.chunk_bytes, after.chunk_bytes, after.reclaimable
+            ));
+        }
+        Command::Delete { store, indices } => {
+            let (mut s, mut w) = open_checked(host, &store, Access::Write)?;
+            let before = s.len();
+            let result = s.delete(&mut w, &indices).and_then(|()| s.sync(&mut w));
+            s.release_locks(&mut w);
+            result.map_err(|e| Failure::at(host.shown(&store), e))?;
+            let after = s.len();
+            Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
+        }
+        Command::Convert { input, output, policy, chunk_mib } => {
+            return convert(host, par, &input, &output, policy, chunk_mib)
+        }
+        Command::Export { store, output } => return export(host, par, &store, &output),
+    }
+    Ok(EXIT_OK)
+}
+
+fn convert<H: Host, P: Parallel>(
+    host: &mut H,
+    par: &P,
+    input: &str,
+    output: &str,
+    policy: CodecPolicy,
+    chunk_mib: usize,
+) -> Result<i32, Failure> {
+    let (in_shown, out_shown) = (host.shown(input), host.shown(output));
+    // The input is checked in full before anything is created, so a bad input leaves
+    // nothing behind and its error names the input.
+    let src = match host.kind(input) {
+        PathKind::File => host.open_input(input).map_err(|e| Failure::at(in_shown.clone(), e))?,
+        PathKind::Dir => return Err(Failure::new(in_shown, "is a directory, not a .npy file")),
+        PathKind::Missing | PathKind::MissingParent => return Err(Failure::new(in_shown, "no such file")),
+    };
+    tools::check_npy(&src).map_err(|e| blame_input(in_shown.clone(), e))?;
+    // A new dataset is built beside its final path and moved there at the end; appending
+    // to an existing one happens in place (an append is all-or-nothing per batch already).
+    let (dir, staged) = match host.kind(output) {
+        PathKind::Dir => (output.to_string(), false),
+        PathKind::File => return Err(Failure::new(out_shown, "is a file, not a store directory")),
+        PathKind::Missing | PathKind::MissingParent => {
+            (host.stage_store(output).map_err(|e| Failure::at(out_shown.clone(), e))?, true)
+        }
+    };
+    let result = (|| {
+        let (s, mut w) = host.open_store(&dir, Access::Create).map_err(|e| Failure::at(out_shown.clone(), e))?;
+        let done =
+            tools::convert(&src, &s, &mut w, policy, chunk_mib << 20, par, &mut |d, t| host.progress("convert", d, t));
+        s.release_locks(&mut w);
+        let done = done.map_err(|e| match e {
+            // Input damage found while streaming (it changed under us) still names it.
+            Error::Format(FormatError::Container(_)) => blame_input(in_shown.clone(), e),
+            e => Failure::at(out_shown.clone(), e),
+        })?;
+        Ok((done, s.len()))
+    })();
+    let (done, len) = match result {
+        Ok(r) => r,
+        Err(f) => {
+            if staged {
+                host.discard(&dir);
+            }
+            return Err(f);
+        }
+    };
+    if staged {
+        if let Err(e) = host.commit(&dir, output) {
+            host.discard(&dir);
+            return Err(Failure::at(out_shown, e));
+        }
+    }
+    Out { host, closed: false }.line(&format!(
+        "appended {} records of {}{:?} ({}) at index {}; store holds {}",
+        done.appended, done.schema.dtype, done.schema.shape, done.schema.codec, done.first_index, len
+    ));
+    Ok(EXIT_OK)
+}
+
+fn export<H: Host, P: Parallel>(host: &mut H, par: &P, store: &str, output: &str) -> Result<i32, Failure> {
+    let (s, _w) = open_checked(host, store, Access::Read)?;
+    let (store_shown, out_shown) = (host.shown(store), host.shown(output));
+    match host.kind(output) {
+        PathKind::Dir => return Err(Failure::new(out_shown, "is a directory, not a .npy file")),
+        PathKind::MissingParent => return Err(Failure::new(out_shown, "its directory does not exist")),
+        PathKind::File | PathKind::Missing => {}
+    }
+    let (file, staged) = host.stage_file(output).map_err(|e| Failure::at(out_shown.clone(), e))?;
+    let result = tools::export(&s, &file, tools::DEFAULT_CHUNK_BYTES, par, &mut |d, t| host.progress("export", d, t));
+    drop(file);
+    let n = match result {
+        Ok(n) => n,
+        Err(e) => {
+            host.discard(&staged);
+            // Export writes only the output: an error that is not about it is about the store.
+            let blame = match e {
+                Error::Io(ref io) if io.context.contains(staged.as_str()) || io.context.contains(&out_shown) => {
+                    out_shown
+                }
+                _ => store_shown,
+            };
+            return Err(Failure::at(blame, e));
+        }
+    };
+    if let Err(e) = host.commit(&staged, output) {
+        host.discard(&staged);
+        return Err(Failure::at(out_shown, e));
+    }
+    Out { host, closed: false }.line(&format!("exported {n} records to {out_shown}"));
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn parse_round_trips_through_to_args() {
+        for line in [
+            "inspect s --json",
+            "--json inspect s",
+            "verify s",
+            "stats s",
+            "delete s 3 99 3 40",
+            "compact s",
+            "convert a.npy out --codec raw --chunk-mib 2",
+            "convert --codec=raw a.npy out",
+            "convert a.npy out --min-savings 0",
+            "convert a.npy out --min-savings=0.3 --codec flate",
+            "export s o.npy",
+            "--help",
+            "--version",
+        ] {
+            let c = Command::parse(&args(line));
+            let c = match c {
+                Ok(c) => c,
+                Err(e) if line.starts_with("--json") => {
+                    assert_eq!(e, UsageError("unknown option --json".into()));
+                    continue;
+                }
+                Err(e) => panic!("{line}: {e:?}"),
+            };
+            assert_eq!(Command::parse(&c.to_args()), Ok(c.clone()), "{line}");
+        }
+    }
+
+    #[test]
+    fn parse_rejects_what_it_should() {
+        let err = |s: &str| Command::parse(&args(s)).unwrap_err().0;
+        assert_eq!(err(""), "no command given");
+        assert_eq!(err("frobnicate s"), "unknown command \"frobnicate\"");
+        assert_eq!(err("inspect"), "inspect takes STORE, got 0 argument(s)");
+        assert_eq!(err("inspect a b"), "inspect takes STORE, got 2 argument(s)");
+        assert_eq!(err("stats s --json"), "stats has no option --json");
+        assert_eq!(err("delete s"), "delete takes STORE INDEX..., got 1 argument(s)");
+        assert_eq!(err("delete s -1"), "delete: \"-1\" is not a record index");
+        assert_eq!(err("convert a b --codec zstd"), "unknown codec \"zstd\" (flate or raw)");
+        assert_eq!(err("convert a b --chunk-mib 0"), "--chunk-mib takes a positive number of MiB, not \"0\"");
+        assert_eq!(err("convert a b --codec"), "--codec needs a value");
+        for bad in ["1.5", "-0.1", "nan", "x"] {
+            assert_eq!(
+                err(&format!("convert a b --min-savings {bad}")),
+                format!("--min-savings takes a fraction from 0 to 1, not {bad:?}")
+            );
+        }
+        assert_eq!(
+            Command::parse(&args("convert a b --min-savings 0.3")).map(|c| match c {
+                Command::Convert { policy, .. } => policy,
+                _ => unreachable!(),
+            }),
+            Ok(CodecPolicy::new(Codec::Flate, 0.3).unwrap())
+        );
+        assert_eq!(Command::parse(&args("inspect s --help")), Ok(Command::Help));
+        assert_eq!(Command::parse(&args("help")), Ok(Command::Help));
+    }
+
+    #[test]
+    fn path_notes_survive_the_environment() {
+        let notes = vec![
+            PathNote { guest: "/store".into(), shown: "data/train.zr".into(), kind: PathKind::Dir, staged: false },
+            PathNote { guest: "/p1".into(), shown: "gone".into(), kind: PathKind::MissingParent, staged: false },
+            PathNote { guest: "/out/x.npy".into(), shown: "x.npy".into(), kind: PathKind::Missing, staged: true },
+        ];
+        let env = PathNote::to_env(&notes);
+        let back = PathNote::from_env(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()));
+        assert_eq!(back, notes);
+        assert_eq!(PathNote::shown(&notes, "/store/meta.zr"), "data/train.zr/meta.zr");
+        assert_eq!(PathNote::shown(&notes, "/storex"), "/storex");
+        assert_eq!(PathNote::shown(&notes, "/out/x.npy"), "x.npy");
+    }
+
+    #[test]
+    fn paths_and_map_paths_agree() {
+        let c = Command::parse(&args("convert a.npy out")).unwrap();
+        assert_eq!(c.paths(), vec![("a.npy", Role::InputFile), ("out", Role::StoreOut)]);
+        let m = c.map_paths(|p, r| format!("/{r:?}/{p}"));
+        assert_eq!(m.paths(), vec![("/InputFile/a.npy", Role::InputFile), ("/StoreOut/out", Role::StoreOut)]);
+    }
+}

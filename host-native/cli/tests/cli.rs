@@ -1,0 +1,157 @@
+//! The native `zr` as a user meets it: one-line errors that name the user's path, exit
+//! codes, a quiet end on a closed pipe, and failed commands that leave nothing behind.
+//! (The same commands through `zr-wasm`, compared output for output, are in
+//! `host-wasm/python/tests/test_cli_matrix.py`.)
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn zr() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zr"))
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    zr().current_dir(dir).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+/// A `|u1` `.npy` of `rows` x `cols`.
+fn npy(rows: usize, cols: usize) -> Vec<u8> {
+    let mut out = zrecord_core::npy::write_header("|u1", &[rows as u64, cols as u64]);
+    out.extend((0..rows * cols).map(|i| (i / cols) as u8 ^ (i % 7) as u8));
+    out
+}
+
+/// Every name under `dir`, recursively, sorted.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p.clone());
+            }
+            out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A directory with `a.npy` (300 x 64) converted into the dataset `good.zr`.
+fn fixture() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("a.npy"), npy(300, 64)).unwrap();
+    let out = run(tmp.path(), &["convert", "a.npy", "good.zr"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    tmp
+}
+
+#[test]
+fn errors_are_one_line_name_the_path_and_exit_2() {
+    let tmp = fixture();
+    std::fs::create_dir(tmp.path().join("junk.zr")).unwrap();
+    std::fs::write(tmp.path().join("junk.zr/meta.zr"), b"definitely not a store").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["inspect", "junk.zr"], "zr: error: junk.zr: not a zrecord store: meta.zr is 22 bytes"),
+        (&["verify", "junk.zr"], "zr: error: junk.zr: not a zrecord store"),
+        (&["stats", "junk.zr"], "zr: error: junk.zr: not a zrecord store"),
+        (&["export", "junk.zr", "out.npy"], "zr: error: junk.zr: not a zrecord store"),
+        (&["inspect", "nope.zr"], "zr: error: nope.zr: no such store directory"),
+        // A file where a store belongs is named as such, not as a missing directory.
+        (&["inspect", "a.npy"], "zr: error: a.npy: is a file, not a store directory"),
+        (&["frobnicate"], "zr: error: unknown command \"frobnicate\" (zr --help shows usage)"),
+        (&["inspect"], "zr: error: inspect takes STORE, got 0 argument(s)"),
+        (&["delete", "good.zr", "99999"], "zr: error: good.zr: index 99999 out of range"),
+    ];
+    for (args, want) in cases {
+        let out = run(tmp.path(), args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn help_and_version_go_to_stdout_and_exit_0() {
+    for args in [&["--help"][..], &["-h"], &["help"], &["inspect", "--help"]] {
+        let out = zr().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(text(&out.stdout).starts_with("zr: inspect, verify, compact"), "{args:?}");
+        assert!(out.stderr.is_empty());
+    }
+    let out = zr().arg("--version").output().unwrap();
+    assert_eq!(text(&out.stdout), format!("zr {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+/// `zr verify s | head -1`: the reader goes away before zr writes. zr must stop quietly
+/// with the command's own exit code, not panic (exit 101).
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let tmp = fixture();
+    for args in [&["verify", "good.zr"][..], &["inspect", "--json", "good.zr"], &["inspect", "good.zr"]] {
+        let mut child =
+            zr().current_dir(tmp.path()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        assert!(out.stderr.is_empty(), "{args:?}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn a_failed_convert_into_a_new_path_leaves_nothing() {
+    let tmp = fixture();
+    let d = tmp.path();
+    std::fs::write(d.join("fake.npy"), b"this is text, not an array").unwrap();
+    let whole = npy(300, 64);
+    std::fs::write(d.join("trunc.npy"), &whole[..whole.len() - 100]).unwrap();
+    std::fs::create_dir(d.join("npydir")).unwrap();
+    let before = tree(d);
+    let cases: &[(&[&str], &str)] = &[
+        (&["convert", "missing.npy", "new.zr"], "zr: error: missing.npy: no such file"),
+        (&["convert", "fake.npy", "new.zr"], "zr: error: fake.npy: not a .npy file (bad magic)"),
+        (&["convert", "trunc.npy", "deep/er/new.zr"], "zr: error: trunc.npy: .npy data is truncated"),
+        (&["convert", "npydir", "new.zr"], "zr: error: npydir: is a directory, not a .npy file"),
+        (&["convert", "a.npy", "a.npy"], "zr: error: a.npy: is a file, not a store directory"),
+        (&["export", "good.zr", "no/such/out.npy"], "zr: error: no/such/out.npy: its directory does not exist"),
+        (&["export", "good.zr", "npydir"], "zr: error: npydir: is a directory, not a .npy file"),
+    ];
+    for (args, want) in cases {
+        let out = run(d, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+        assert!(!err.contains("not a zrecord store"), "{args:?}: {err}");
+        assert_eq!(tree(d), before, "{args:?} left something behind");
+    }
+    // An incompatible append fails and leaves the dataset as it was.
+    std::fs::write(d.join("wide.npy"), npy(3, 65)).unwrap();
+    let out = run(d, &["convert", "wide.npy", "good.zr"]);
+    assert!(text(&out.stderr).contains("cannot append"), "{}", text(&out.stderr));
+    assert!(text(&run(d, &["verify", "good.zr"]).stdout).contains("300 records checked, 0 bad"));
+}
+
+#[test]
+fn new_outputs_appear_whole() {
+    let tmp = fixture();
+    let d = tmp.path();
+    let out = run(d, &["convert", "a.npy", "deep/er/new.zr", "--codec", "raw", "--chunk-mib", "1"]);
+    assert_eq!(text(&out.stdout), "appended 300 records of |u1[64] (raw) at index 0; store holds 300\n");
+    let out = run(d, &["export", "deep/er/new.zr", "back.npy"]);
+    assert_eq!(text(&out.stdout), "exported 300 records to back.npy\n");
+    assert_eq!(std::fs::read(d.join("back.npy")).unwrap(), npy(300, 64));
+    // Only the outputs: no staging directory or file is left beside them.
+    let names: Vec<String> = tree(d).iter().map(|p| p.display().to_string()).collect();
+    assert!(names.iter().all(|n| !n.contains("zr-partial")), "{names:?}");
+    let out = run(d, &["delete", "good.zr", "3", "7"]);
+    assert_eq!(text(&out.stdout), "deleted 2 records; 298 remain\n");
+    let out = run(d, &["compact", "good.zr"]);
+    assert!(text(&out.stdout).starts_with("compacted 298 records: chunk bytes "), "{}", text(&out.stdout));
+}

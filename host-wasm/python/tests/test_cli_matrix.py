@@ -1,0 +1,188 @@
+"""One matrix of command lines, good and bad, through the native `zr` and through
+`zr-wasm`: the same stdout, the same stderr and the same exit code, byte for byte, and the
+same files left behind. Both run in a copy of the same directory with the same relative
+paths, so a message that names a path names what the user typed on both.
+
+The native `zr` is required here (ZR_NATIVE, as `make wasm-test` passes it, or
+target/release/zr): this test fails rather than skips without it.
+"""
+
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+HEADER = 16
+ENTRY = 16
+
+
+@pytest.fixture(scope="module")
+def native() -> Path:
+    p = Path(os.environ.get("ZR_NATIVE", REPO / "target/release/zr"))
+    if not p.is_file():
+        pytest.fail(f"the native zr is missing at {p}: run `make build` (the matrix needs both CLIs)")
+    return p
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, native) -> Path:
+    """The directory every case starts from."""
+    d = tmp_path_factory.mktemp("base")
+    arr = np.tile(np.arange(200, dtype=np.uint8), (20, 1)) ^ np.arange(20, dtype=np.uint8)[:, None]
+    np.save(d / "a.npy", arr)
+    np.save(d / "wide.npy", np.zeros((3, 7), np.float32))
+    (d / "fake.npy").write_bytes(b"this is text pretending to be an array")
+    whole = (d / "a.npy").read_bytes()
+    (d / "trunc.npy").write_bytes(whole[: len(whole) - 150])
+    (d / "npydir").mkdir()
+    (d / "note.txt").write_text("a file, not a store\n")
+    (d / "garbage.zr").mkdir()
+    (d / "garbage.zr" / "meta.zr").write_bytes(b"XXXX" + bytes(12))
+    (d / "empty.zr").mkdir()
+    for name in ("good.zr", "damaged.zr"):
+        subprocess.run([native, "convert", "a.npy", name, "--codec", "flate"], cwd=d, check=True, capture_output=True)
+    # Damage the table where it is always detectable: an unknown codec tag in entry 2, and
+    # entry 5's stored length run past the frontier.
+    with open(d / "damaged.zr" / "meta.zr", "r+b") as f:
+        f.seek(HEADER + 2 * ENTRY + 14)
+        f.write(b"\x07")
+        f.seek(HEADER + 5 * ENTRY + 4)
+        f.write(struct.pack("<I", 1 << 20))
+    return d
+
+
+# Each case: the command lines run in order in a fresh copy of `base`, and what the last
+# one must give: its exit code and a piece of its stdout (exit 0/1) or stderr (exit 2).
+CASES = {
+    "help": ([["--help"]], 0, "usage:"),
+    "help-word": ([["help"]], 0, "usage:"),
+    "help-after-command": ([["inspect", "--help"]], 0, "usage:"),
+    "version": ([["--version"]], 0, "zr 0.1.0"),
+    "no-arguments": ([[]], 2, "zr: error: no command given"),
+    "unknown-command": ([["frobnicate", "good.zr"]], 2, 'unknown command "frobnicate"'),
+    "unknown-option": ([["stats", "good.zr", "--json"]], 2, "stats has no option --json"),
+    "missing-argument": ([["inspect"]], 2, "inspect takes STORE, got 0 argument(s)"),
+    "extra-argument": ([["verify", "good.zr", "a.npy"]], 2, "verify takes STORE, got 2"),
+    "bad-codec": ([["convert", "a.npy", "new.zr", "--codec", "zstd"]], 2, 'unknown codec "zstd"'),
+    "bad-index": ([["delete", "good.zr", "x"]], 2, 'delete: "x" is not a record index'),
+    "inspect": ([["inspect", "good.zr"]], 0, "store         good.zr"),
+    "inspect-json": ([["inspect", "--json", "good.zr"]], 0, '"records": 20'),
+    "verify": ([["verify", "good.zr"]], 0, "20 records checked, 0 bad"),
+    "verify-json": ([["verify", "good.zr", "--json"]], 0, '"bad_count": 0'),
+    "stats": ([["stats", "good.zr"]], 0, '{"records": 20,'),
+    "missing-store": ([["inspect", "missing.zr"]], 2, "zr: error: missing.zr: no such store directory"),
+    "missing-store-deep": ([["stats", "no/such/place.zr"]], 2, "no/such/place.zr: no such store directory"),
+    "file-as-store": ([["inspect", "a.npy"]], 2, "zr: error: a.npy: is a file, not a store directory"),
+    "garbage-store": ([["verify", "garbage.zr"]], 2, "zr: error: garbage.zr: not a zrecord store: meta.zr is 16 bytes"),
+    "no-store-in-dir": ([["inspect", "empty.zr"]], 2, "zr: error: empty.zr: not a zrecord store: meta.zr is missing"),
+    "damaged-record": ([["verify", "damaged.zr"]], 1, "bad record 2: unknown codec tag 7"),
+    "damaged-record-json": ([["verify", "--json", "damaged.zr"]], 1, '"bad_count": 2'),
+    "convert-new": ([["convert", "a.npy", "new.zr"]], 0, "appended 20 records of |u1[200] (flate) at index 0"),
+    "convert-raw-deep": (
+        [["convert", "a.npy", "out/deep/new.zr", "--codec=raw", "--chunk-mib", "1"], ["verify", "out/deep/new.zr"]],
+        0,
+        "20 records checked, 0 bad",
+    ),
+    "convert-append": ([["convert", "a.npy", "good.zr"]], 0, "at index 20; store holds 40"),
+    "convert-into-empty-dir": ([["convert", "a.npy", "empty.zr"]], 0, "store holds 20"),
+    "convert-incompatible": ([["convert", "wide.npy", "good.zr"]], 2, "zr: error: good.zr: invalid argument: dataset holds"),
+    "convert-fake-npy": ([["convert", "fake.npy", "new.zr"]], 2, "zr: error: fake.npy: not a .npy file (bad magic)"),
+    "convert-truncated-npy": ([["convert", "trunc.npy", "out/new.zr"]], 2, "zr: error: trunc.npy: .npy data is truncated"),
+    "convert-missing-npy": ([["convert", "missing.npy", "new.zr"]], 2, "zr: error: missing.npy: no such file"),
+    "convert-dir-as-npy": ([["convert", "npydir", "new.zr"]], 2, "zr: error: npydir: is a directory, not a .npy file"),
+    "convert-into-file": ([["convert", "a.npy", "note.txt"]], 2, "zr: error: note.txt: is a file, not a store directory"),
+    "export": ([["export", "good.zr", "out.npy"], ["convert", "out.npy", "again.zr"]], 0, "appended 20 records"),
+    "export-replaces": ([["export", "good.zr", "note.txt"]], 0, "exported 20 records to note.txt"),
+    "export-missing-dir": ([["export", "good.zr", "no/such/out.npy"]], 2, "no/such/out.npy: its directory does not exist"),
+    "export-to-dir": ([["export", "good.zr", "npydir"]], 2, "zr: error: npydir: is a directory, not a .npy file"),
+    "export-garbage-store": ([["export", "garbage.zr", "out.npy"]], 2, "zr: error: garbage.zr: not a zrecord store"),
+    "export-missing-store": ([["export", "missing.zr", "out.npy"]], 2, "zr: error: missing.zr: no such store directory"),
+    "delete": ([["delete", "good.zr", "3", "7", "3"], ["stats", "good.zr"]], 0, '{"records": 18,'),
+    "delete-out-of-range": ([["delete", "good.zr", "20"]], 2, "zr: error: good.zr: index 20 out of range"),
+    "delete-missing-store": ([["delete", "missing.zr", "1"]], 2, "missing.zr: no such store directory"),
+    "compact": ([["delete", "good.zr", "0", "1", "2"], ["compact", "good.zr"]], 0, "compacted 17 records: chunk bytes"),
+    "compact-garbage": ([["compact", "garbage.zr"]], 2, "zr: error: garbage.zr: not a zrecord store"),
+}
+
+
+def copy_sparse(src, dst):
+    """Copies keeping holes: a store's meta.zr is a 256 MiB file of which a few KiB are
+    written, and a plain copy of every case would fill the disk."""
+    subprocess.run(["cp", "--sparse=always", "--preserve=mode", src, dst], check=True)
+
+
+def snapshot(d: Path) -> dict:
+    """Every file under `d`: its size and its first 4 MiB. Stores are sparse (meta.zr is
+    256 MiB, a chunk file 4 GiB, almost all holes); the stores here use a few KiB."""
+    out = {}
+    for p in sorted(d.rglob("*")):
+        rel = str(p.relative_to(d))
+        if p.is_dir():
+            out[rel] = "dir"
+        else:
+            with open(p, "rb") as f:
+                out[rel] = (p.stat().st_size, f.read(4 << 20))
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_native_and_wasm_agree(case, base, native, zr_wasm, tmp_path):
+    lines, code, want = CASES[case]
+    env = dict(os.environ, ZR_WASM_CACHE=str(tmp_path.parent / "zr-wasm-cache"))
+    results, trees = {}, {}
+    for name, exe in (("native", native), ("wasm", zr_wasm)):
+        d = tmp_path / name
+        shutil.copytree(base, d, copy_function=copy_sparse)
+        before = snapshot(d)
+        steps = [subprocess.run([str(exe), *args], cwd=d, capture_output=True, text=True, env=env) for args in lines]
+        results[name] = [(p.returncode, p.stdout, p.stderr) for p in steps]
+        trees[name] = snapshot(d)
+        last = steps[-1]
+        assert last.returncode == code, f"{name} {lines[-1]}: exit {last.returncode}\n{last.stdout}\n{last.stderr}"
+        assert want in (last.stderr if code == 2 else last.stdout), f"{name} {lines[-1]}: {last.stdout!r} {last.stderr!r}"
+        if code == 2:
+            # An error is one line, and a command that failed changed nothing.
+            assert last.stdout == "" and len(last.stderr.splitlines()) == 1, f"{name}: {last.stderr!r}"
+            if len(lines) == 1:
+                assert trees[name] == before, f"{name} {lines[-1]} left files behind or changed them"
+        assert "Traceback" not in last.stderr and "panicked" not in last.stderr
+    native_steps, wasm_steps = results["native"], results["wasm"]
+    if lines[-1] and lines[-1][0] in ("--help", "help") or "--help" in lines[-1]:
+        # zr-wasm prints the same help, then its own options.
+        (nc, nout, nerr), (wc, wout, werr) = native_steps[-1], wasm_steps[-1]
+        assert (nc, nerr) == (wc, werr)
+        assert wout.startswith(nout) and "--max-memory" in wout[len(nout) :]
+    else:
+        assert wasm_steps == native_steps
+    assert trees["wasm"] == trees["native"]
+
+
+@pytest.mark.parametrize("args", [["verify", "good.zr"], ["inspect", "--json", "good.zr"], ["inspect", "good.zr"]])
+def test_closed_stdout_ends_quietly(args, base, native, zr_wasm, tmp_path):
+    """`zr verify s | head -1` with the reader gone before the first write: no panic (101),
+    no message, the command's own exit code."""
+    env = dict(os.environ, ZR_WASM_CACHE=str(tmp_path.parent / "zr-wasm-cache"))
+    for exe in (native, zr_wasm):
+        p = subprocess.Popen([str(exe), *args], cwd=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        p.stdout.close()
+        err = p.stderr.read()
+        assert p.wait() == 0, f"{exe.name} {args}: exit {p.returncode}: {err!r}"
+        assert err == b"", f"{exe.name} {args}: {err!r}"
+
+
+def test_wasm_help_version_and_limits(zr_wasm, run, tmp_path):
+    """zr-wasm's own surface: help and version answer with exit 0; a memory cap too small
+    to even start the guest is the documented exit 3."""
+    p = run(zr_wasm, "--help")
+    assert p.returncode == 0 and "usage:" in p.stdout and "--max-memory" in p.stdout
+    assert run(zr_wasm, "--version").stdout.startswith("zr ")
+    p = run(zr_wasm, "--max-memory", "1", "inspect", tmp_path, check=False)
+    assert p.returncode == 3, p.stderr
+    assert "over the cap of 1 MiB" in p.stderr
+    p = run(zr_wasm, "--max-memory", "lots", "inspect", tmp_path, check=False)
+    assert p.returncode == 2 and p.stderr.startswith("zr-wasm: error: --max-memory takes a number of MiB")
