@@ -614,7 +614,8 @@ def bench_pool(args):
     """`Dataset.__getitems__` against the engine's own speed on raw records, as a consumer
     holding the last k batches sees it (k = 0: each batch dropped before the next; a loader
     with prefetch, or a training step still using the previous batch, holds a few). Three
-    ways to get a batch, timed in turn in the same process: `__getitems__` (pooled
+    ways to get a batch, timed in turn in the same process (best of interleaved rounds):
+    `__getitems__` (pooled
     arrays), a fresh `np.empty` per batch filled by `Zrecord.gather` (what `__getitems__`
     did before the pool), and `Zrecord.gather` into one reused buffer (the ceiling)."""
     import collections
@@ -650,7 +651,7 @@ def bench_pool(args):
                     "gather into one buffer": into_reused}
             for held in (0, 1, 4):
                 times = {w: [] for w in ways}
-                for _ in range(5 if not args.quick else 2):
+                for _ in range(7 if not args.quick else 5):
                     for w, f in ways.items():
                         live = collections.deque(maxlen=held or 1)
                         t = time.perf_counter()
@@ -661,7 +662,8 @@ def bench_pool(args):
                             del b
                         times[w].append((time.perf_counter() - t) / batches)
                         live.clear()
-                med = {w: float(np.median(v)) for w, v in times.items()}
+                # Best round of each: on a shared machine the minimum is the least disturbed.
+                med = {w: float(np.min(v)) for w, v in times.items()}
                 ceiling = med["gather into one buffer"]
                 for w, dt in med.items():
                     rows.append([held, w, f"{batch * item / dt / 2**20:.0f} MiB/s", f"{dt * 1e6:.0f} µs",

@@ -99,3 +99,20 @@ def test_python_verify_finds_what_zr_verify_finds(zr, tmp_path):
     assert f"{v.checked} records checked, {v.bad_count} bad" in p.stdout
     for bad in v.bad:
         assert f"{bad.index}" in p.stdout
+
+
+def test_convert_min_savings(zr, tmp_path):
+    """Records DEFLATE shrinks by about 4% are raw under the default min_savings (0.125)
+    and compressed under --min-savings 0; both read back the same."""
+    data = images(20)
+    np.save(tmp_path / "a.npy", data)
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "default")
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "any", "--min-savings", "0")
+    assert zrecord.inspect(tmp_path / "default").flate_records == 0
+    assert zrecord.inspect(tmp_path / "any").flate_records == 20
+    for name in ("default", "any"):
+        with zrecord.Dataset(tmp_path / name) as ds:
+            np.testing.assert_array_equal(ds[:], data)
+    p = run(zr, "convert", tmp_path / "a.npy", tmp_path / "bad", "--min-savings", "2", ok=False)
+    assert p.returncode == 2 and "--min-savings takes a fraction from 0 to 1" in p.stderr
+    assert not (tmp_path / "bad").exists()
