@@ -1,7 +1,15 @@
-//! Typed errors, one enum per concern, and the stable numeric codes loaderx 0.5.4 exposed.
+//! Typed errors, one enum per concern, and the table of stable numeric codes.
 //!
-//! [`Error`] is what every engine call returns. Its [`Error::code`] is the contract the Python
-//! and WIT layers expose: the codes -1 ..= -8 keep loaderx's meanings, -9 and -10 are ours.
+//! [`Error`] is what every engine call returns. Its [`Error::code`] is the contract every
+//! binding exposes: the codes -1 ..= -8 keep loaderx 0.5.4's meanings, the later ones are
+//! ours. [`ERROR_KINDS`] is the one list of those codes, with the name each surface uses;
+//! the WIT `error-code` enum, the Python exception classes, the JavaScript bindings and the
+//! wasmtime-py wrapper are checked against it by `core/tests/error_table.rs`.
+//!
+//! Adding a kind: a variant here, its [`ErrorKind`] constant, its entry at the end of
+//! [`ERROR_KINDS`] (codes run -1, -2, ... without gaps, in table order), then whatever
+//! `cargo test -p zrecord-core --test error_table` names: the WIT case, the Python class,
+//! the JavaScript and wasm-Python tables, the guest's WIT mapping.
 
 use alloc::string::String;
 use core::fmt;
@@ -48,7 +56,7 @@ pub enum Error {
         source: DecodeError,
     },
     /// The directory is not a zrecord store of a version this crate reads.
-    #[error("not a zrecord store: {0}")]
+    #[error("{}", format_message(.0))]
     Format(#[from] FormatError),
     /// Another handle or process holds the store in a way that excludes this call.
     #[error("store is locked: {0}")]
@@ -59,20 +67,124 @@ pub enum Error {
 }
 
 impl Error {
+    /// The kind of this error, with its stable code and the names the bindings use.
+    pub fn kind(&self) -> &'static ErrorKind {
+        match self {
+            Error::OutOfMemory => &ErrorKind::OUT_OF_MEMORY,
+            Error::Io(_) => &ErrorKind::IO,
+            Error::IndexOutOfRange { .. } => &ErrorKind::INDEX_OUT_OF_RANGE,
+            Error::RecordTooLarge { .. } => &ErrorKind::RECORD_TOO_LARGE,
+            Error::StoreFull(_) => &ErrorKind::STORE_FULL,
+            Error::BufferTooSmall(_) => &ErrorKind::BUFFER_TOO_SMALL,
+            Error::Decode { .. } => &ErrorKind::DECODE,
+            Error::Format(_) => &ErrorKind::BAD_FORMAT,
+            Error::Locked(_) => &ErrorKind::LOCKED,
+            Error::InvalidArgument(_) => &ErrorKind::INVALID_ARGUMENT,
+        }
+    }
+
     /// The stable numeric code of this error (loaderx 0.5.4's codes for -1 ..= -8).
     pub fn code(&self) -> i32 {
-        match self {
-            Error::OutOfMemory => -1,
-            Error::Io(_) => -2,
-            Error::IndexOutOfRange { .. } => -3,
-            Error::RecordTooLarge { .. } => -4,
-            Error::StoreFull(_) => -5,
-            Error::BufferTooSmall(_) => -6,
-            Error::Decode { .. } => -7,
-            Error::Format(_) => -8,
-            Error::Locked(_) => -9,
-            Error::InvalidArgument(_) => -10,
-        }
+        self.kind().code
+    }
+}
+
+/// One stable error kind and the name each surface gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorKind {
+    /// The stable numeric code: Python's `ZrecordError.code`, the JavaScript and wasm-Python
+    /// `code`, the number the CLIs print.
+    pub code: i32,
+    /// The kebab-case name: the WIT `error-code` case, which the JavaScript bindings and
+    /// `zr_wasm.py` report as `kind`.
+    pub name: &'static str,
+    /// The Python exception raised for it: a class of `zrecord.errors`, or a built-in one
+    /// where Python users expect it.
+    pub python: &'static str,
+    /// What it means, in one line. Also the default message of the Python exception (loaderx
+    /// 0.5.4's wording for -1 ..= -8, so `str(ZrecordError(code))` reads the same).
+    pub message: &'static str,
+}
+
+impl ErrorKind {
+    /// -1: an allocation could not be made.
+    pub const OUT_OF_MEMORY: ErrorKind =
+        ErrorKind { code: -1, name: "out-of-memory", python: "OutOfMemoryError", message: "out of memory" };
+    /// -2: the host's file I/O failed.
+    pub const IO: ErrorKind = ErrorKind { code: -2, name: "io", python: "StoreIOError", message: "file I/O failed" };
+    /// -3: a record index at or past the store's length.
+    pub const INDEX_OUT_OF_RANGE: ErrorKind = ErrorKind {
+        code: -3,
+        name: "index-out-of-range",
+        python: "IndexOutOfRangeError",
+        message: "index out of range",
+    };
+    /// -4: a record of zero bytes or over the 1 MiB limit.
+    pub const RECORD_TOO_LARGE: ErrorKind = ErrorKind {
+        code: -4,
+        name: "record-too-large",
+        python: "RecordTooLargeError",
+        message: "record exceeds the 1048576 byte limit",
+    };
+    /// -5: 2^24 records or 4096 chunks reached.
+    pub const STORE_FULL: ErrorKind =
+        ErrorKind { code: -5, name: "store-full", python: "StoreFullError", message: "store is full" };
+    /// -6: a destination or source buffer is too small for the request.
+    pub const BUFFER_TOO_SMALL: ErrorKind =
+        ErrorKind { code: -6, name: "buffer-too-small", python: "BufferTooSmallError", message: "buffer too small" };
+    /// -7: a stored record is damaged.
+    pub const DECODE: ErrorKind =
+        ErrorKind { code: -7, name: "decode", python: "DecodeError", message: "stored record failed to decode" };
+    /// -8: not a zrecord store (or a malformed `.npy` / `schema.json`).
+    pub const BAD_FORMAT: ErrorKind = ErrorKind {
+        code: -8,
+        name: "bad-format",
+        python: "FormatError",
+        message: "not a zrecord store, or written by a newer version",
+    };
+    /// -9: another handle holds the store (Python also uses it for a closed store).
+    pub const LOCKED: ErrorKind =
+        ErrorKind { code: -9, name: "locked", python: "LockedError", message: "store is locked" };
+    /// -10: a malformed argument; Python raises `ValueError`.
+    pub const INVALID_ARGUMENT: ErrorKind =
+        ErrorKind { code: -10, name: "invalid-argument", python: "ValueError", message: "invalid argument" };
+    /// A panic caught at a binding's boundary (the Python extension): a bug in zrecord,
+    /// reported instead of crashing the interpreter. The core never returns it, so it is not
+    /// a WIT case; its code sits apart so the core's codes can keep growing from -11.
+    pub const INTERNAL: ErrorKind =
+        ErrorKind { code: -100, name: "internal", python: "InternalError", message: "internal error" };
+
+    /// The kind with `code`, among [`ERROR_KINDS`] and [`BOUNDARY_ERROR_KINDS`].
+    pub fn from_code(code: i32) -> Option<&'static ErrorKind> {
+        ERROR_KINDS.iter().chain(BOUNDARY_ERROR_KINDS).find(|k| k.code == code)
+    }
+}
+
+/// Every kind [`Error::code`] returns, in code order: entry `i` has code `-(i + 1)`. The WIT
+/// `error-code` enum lists the same names in the same order.
+pub const ERROR_KINDS: &[ErrorKind] = &[
+    ErrorKind::OUT_OF_MEMORY,
+    ErrorKind::IO,
+    ErrorKind::INDEX_OUT_OF_RANGE,
+    ErrorKind::RECORD_TOO_LARGE,
+    ErrorKind::STORE_FULL,
+    ErrorKind::BUFFER_TOO_SMALL,
+    ErrorKind::DECODE,
+    ErrorKind::BAD_FORMAT,
+    ErrorKind::LOCKED,
+    ErrorKind::INVALID_ARGUMENT,
+];
+
+/// Kinds a binding raises at its own boundary, never returned by the core: not WIT cases,
+/// but their codes are as stable and must not collide with [`ERROR_KINDS`].
+pub const BOUNDARY_ERROR_KINDS: &[ErrorKind] = &[ErrorKind::INTERNAL];
+
+/// A container error (a `.npy` input, `schema.json`) names that file's problem itself; blaming
+/// the store for a bad `.npy` input sent users looking in the wrong place.
+fn format_message(e: &FormatError) -> String {
+    match e {
+        FormatError::Container(m) => m.clone(),
+        other => alloc::format!("not a zrecord store: {other}"),
     }
 }
 
@@ -261,25 +373,83 @@ impl core::error::Error for IoError {}
 mod tests {
     use super::*;
     use alloc::string::ToString;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    /// One error of every variant; the exhaustive match makes a new variant fail to compile
+    /// here until it is listed.
+    fn one_of_each() -> Vec<Error> {
+        let all = vec![
+            Error::OutOfMemory,
+            Error::Io(IoError::new(IoErrorKind::Other, "x", "y")),
+            Error::IndexOutOfRange { index: 1, length: 0 },
+            Error::RecordTooLarge { length: 2 << 20 },
+            Error::StoreFull("x"),
+            Error::BufferTooSmall("x".into()),
+            Error::Decode { index: 0, source: DecodeError::Corrupt },
+            Error::Format(FormatError::MissingMeta),
+            Error::Locked("x".into()),
+            Error::InvalidArgument("x".into()),
+        ];
+        for e in &all {
+            match e {
+                Error::OutOfMemory
+                | Error::Io(_)
+                | Error::IndexOutOfRange { .. }
+                | Error::RecordTooLarge { .. }
+                | Error::StoreFull(_)
+                | Error::BufferTooSmall(_)
+                | Error::Decode { .. }
+                | Error::Format(_)
+                | Error::Locked(_)
+                | Error::InvalidArgument(_) => {}
+            }
+        }
+        all
+    }
 
     #[test]
     fn codes_are_loaderx_codes() {
-        let io = IoError::new(IoErrorKind::Other, "x", "y");
-        let cases: [(Error, i32); 10] = [
-            (Error::OutOfMemory, -1),
-            (Error::Io(io), -2),
-            (Error::IndexOutOfRange { index: 1, length: 0 }, -3),
-            (Error::RecordTooLarge { length: 2 << 20 }, -4),
-            (Error::StoreFull("x"), -5),
-            (Error::BufferTooSmall("x".into()), -6),
-            (Error::Decode { index: 0, source: DecodeError::Corrupt }, -7),
-            (Error::Format(FormatError::MissingMeta), -8),
-            (Error::Locked("x".into()), -9),
-            (Error::InvalidArgument("x".into()), -10),
-        ];
-        for (e, code) in cases {
+        let expected = [-1, -2, -3, -4, -5, -6, -7, -8, -9, -10];
+        for (e, code) in one_of_each().into_iter().zip(expected) {
             assert_eq!(e.code(), code, "{e}");
             assert!(!e.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_table_runs_from_minus_one_without_gaps() {
+        for (i, k) in ERROR_KINDS.iter().enumerate() {
+            assert_eq!(k.code, -(i as i32) - 1, "ERROR_KINDS[{i}] is {k:?}: codes run -1, -2, ... in table order");
+        }
+    }
+
+    #[test]
+    fn every_variant_has_its_own_table_entry() {
+        let all = one_of_each();
+        assert_eq!(all.len(), ERROR_KINDS.len(), "one Error variant per ERROR_KINDS entry");
+        for (e, k) in all.iter().zip(ERROR_KINDS) {
+            assert_eq!(e.kind(), k, "{e:?}");
+            assert_eq!(ErrorKind::from_code(e.code()), Some(k));
+        }
+    }
+
+    #[test]
+    fn codes_and_names_are_unique_and_well_formed() {
+        let all: Vec<&ErrorKind> = ERROR_KINDS.iter().chain(BOUNDARY_ERROR_KINDS).collect();
+        for (i, a) in all.iter().enumerate() {
+            assert!(a.code < 0, "{a:?}: codes are negative");
+            assert!(
+                !a.name.is_empty() && a.name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{a:?}: names are kebab-case (they are WIT enum cases)"
+            );
+            assert!(a.python.bytes().all(|b| b.is_ascii_alphanumeric()) && a.python.ends_with("Error"), "{a:?}");
+            assert!(!a.message.is_empty() && !a.message.contains('\n'), "{a:?}");
+            for b in &all[i + 1..] {
+                assert_ne!(a.code, b.code, "{a:?} and {b:?} share a code");
+                assert_ne!(a.name, b.name, "{a:?} and {b:?} share a name");
+                assert_ne!(a.python, b.python, "{a:?} and {b:?} share a Python class");
+            }
         }
     }
 }

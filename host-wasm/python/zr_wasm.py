@@ -1,15 +1,19 @@
 """zr.wasm from Python through the `wasmtime` package's component API.
 
 The sandboxed path for users who cannot load native extensions: the store logic runs in the
-component, and the component sees only the directories given to :func:`instantiate`.
+component, and the component sees only the directories given to :class:`ZrWasm` (paths
+passed to its methods are guest paths inside them).
 
-    >>> zr = ZrWasm("target/wasm/zr.wasm", {"/data": "/srv/datasets"})
+    >>> zr = ZrWasm("target/wasm/zr.wasm", {"/data": "/srv/datasets"}, writable=("/data",))
     >>> report = zr.inspect("/data/train.zr")      # dict, as `zr inspect --json`
     >>> report["records"]
+    >>> zr.convert("/data/images.npy", "/data/images.zr")   # as `zr convert`; records appended
+    >>> zr.export("/data/images.zr", "/data/copy.npy")      # as `zr export`; records written
 
 A WIT ``err`` comes back from wasmtime-py as a value (a record with ``code`` and
 ``message``), not an exception; :class:`ZrWasm` raises :class:`ZrWasmError` for it, with the
-same stable numeric codes as the native Python package.
+same stable numeric codes as the native Python package (the table below is checked against
+the core's by ``core/tests/error_table.rs``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Mapping
 import wasmtime
 import wasmtime.component as wc
 
-#: WIT ``error-code`` case -> stable numeric code (loaderx's -1..-8, then zrecord's).
+#: WIT ``error-code`` case -> stable numeric code (loaderx's -1..-8, then zrecord's), in the
+#: order of the core's table (``ERROR_KINDS`` in core/src/error.rs).
 ERROR_CODES = {
     "out-of-memory": -1,
     "io": -2,
@@ -36,6 +41,9 @@ ERROR_CODES = {
 }
 
 TOOLS = "zrecord:store/tools@0.1.0"
+
+#: The record codecs ``convert`` accepts (the WIT ``codec`` cases).
+CODECS = ("flate", "raw")
 
 
 class ZrWasmError(Exception):
@@ -60,7 +68,9 @@ class ZrWasm:
     """One instance of zr.wasm with the given preopens (guest path -> host directory).
 
     ``writable`` lists the guest paths the component may write under; the others are
-    read-only.
+    read-only, so ``convert`` and ``export`` into them fail with a ``ZrWasmError`` of kind
+    ``"io"``. Every method takes guest paths and raises :class:`ZrWasmError` for an error
+    the component returns.
     """
 
     def __init__(self, component_path: str | os.PathLike, preopens: Mapping[str, str | os.PathLike],
@@ -98,6 +108,19 @@ class ZrWasm:
     def verify(self, path: str) -> dict:
         """``{"checked", "bad_count", "bad"}`` after decoding every record."""
         return json.loads(self._call("verify", path))
+
+    def convert(self, npy: str, path: str, codec: str = "flate") -> int:
+        """Appends every axis-0 slice of the ``.npy`` at guest path ``npy`` to the store at
+        ``path`` (created if missing) with ``codec`` (``"flate"`` or ``"raw"``) and writes its
+        ``schema.json``, as ``zr convert`` does. Returns the number of records appended."""
+        if codec not in CODECS:
+            raise ValueError(f"codec must be one of {CODECS}, got {codec!r}")
+        return int(self._call("convert-npy", npy, path, codec))
+
+    def export(self, path: str, npy: str) -> int:
+        """Writes the dataset store at guest path ``path`` to the ``.npy`` at ``npy``, as
+        ``zr export`` does. Returns the number of records written."""
+        return int(self._call("export-npy", path, npy))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,11 @@ types.Descriptor.prototype.openAt = function (pathFlags, path, openFlags, descri
   return openAt.call(this, pathFlags, path, openFlags, descriptorFlags);
 };
 
-/** The WIT `error-code` cases and the stable numeric codes they stand for. */
+/**
+ * The WIT `error-code` cases and the stable numeric codes they stand for: the core's table
+ * (`ERROR_KINDS` in core/src/error.rs), which core/tests/error_table.rs and
+ * test/errors.test.js hold this copy to.
+ */
 export const ERROR_CODES = Object.freeze({
   'out-of-memory': -1,
   io: -2,
@@ -35,7 +39,10 @@ export const ERROR_CODES = Object.freeze({
   'invalid-argument': -10,
 });
 
-/** An error returned by the component: `kind` is the WIT case, `code` its number. */
+/**
+ * An error returned by the component: `kind` is the WIT case, `code` its number. Using a
+ * `Store` after `close()` is one too: `kind` 'locked', code -9, as in the Python package.
+ */
 export class ZrecordError extends Error {
   constructor(kind, message) {
     super(message);
@@ -93,10 +100,18 @@ export async function load({ preopens = {} } = {}) {
 
 function api(zr) {
   class Store {
+    // The component's handle; null once closed.
     #inner;
 
     constructor(inner) {
       this.#inner = inner;
+    }
+
+    // The open handle, or the error every use after `close()` gets (the released component
+    // resource would otherwise throw a TypeError about resources).
+    #live() {
+      if (this.#inner === null) throw new ZrecordError('locked', 'store is closed');
+      return this.#inner;
     }
 
     /** Opens the store at `path`; `create` makes an empty one in an existing directory. */
@@ -106,12 +121,12 @@ function api(zr) {
 
     /** Number of live records. */
     get length() {
-      return this.#inner.len();
+      return this.#live().len();
     }
 
     /** Logical length of each record, as a Uint32Array. */
     lengths(indices) {
-      return call(() => this.#inner.lengths(u64s(indices)));
+      return call(() => this.#live().lengths(u64s(indices)));
     }
 
     /**
@@ -119,7 +134,7 @@ function api(zr) {
      * a view into `data` holding record `indices[i]`.
      */
     gather(indices) {
-      const { data, lengths } = call(() => this.#inner.gather(u64s(indices)));
+      const { data, lengths } = call(() => this.#live().gather(u64s(indices)));
       const records = [];
       let at = 0;
       for (const n of lengths) {
@@ -138,32 +153,40 @@ function api(zr) {
         data.set(r, at);
         at += r.length;
       }
-      return call(() => this.#inner.append(data, lengths, codec));
+      return call(() => this.#live().append(data, lengths, codec));
     }
 
     /** Removes records; the last live record moves into each hole. */
     delete(indices) {
-      call(() => this.#inner.delete(u64s(indices)));
+      call(() => this.#live().delete(u64s(indices)));
     }
 
     /** Repacks live records and frees chunk files past the new frontier. */
     compact() {
-      call(() => this.#inner.compact());
+      call(() => this.#live().compact());
     }
 
     /** `{ records, liveBytes, chunkBytes, reclaimable }` (byte counts as bigint). */
     stats() {
-      return call(() => this.#inner.stats());
+      return call(() => this.#live().stats());
     }
 
     /** Makes every completed append durable. */
     sync() {
-      call(() => this.#inner.sync());
+      call(() => this.#live().sync());
     }
 
-    /** Syncs and releases the handle. */
+    /** Whether `close()` was called. */
+    get closed() {
+      return this.#inner === null;
+    }
+
+    /** Syncs and releases the handle; calling it again does nothing. */
     close() {
-      this.#inner[Symbol.dispose]();
+      const inner = this.#inner;
+      if (inner === null) return;
+      this.#inner = null;
+      inner[Symbol.dispose]();
     }
 
     [Symbol.dispose]() {

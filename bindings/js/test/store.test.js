@@ -135,3 +135,40 @@ test('samplers are deterministic', () => {
   const seq = zr.Sampler.create(10, 4);
   assert.deepEqual(Array.from(seq.next(), Number), [0, 1, 2, 3]);
 });
+
+test('every use after close is a ZrecordError with the locked code', () => {
+  const s = zr.Store.open('/data/native.zr');
+  assert.equal(s.closed, false);
+  s.close();
+  s.close(); // idempotent, as in Python
+  assert.equal(s.closed, true);
+  const uses = {
+    length: () => s.length,
+    lengths: () => s.lengths([0]),
+    gather: () => s.gather([0]),
+    append: () => s.append([Uint8Array.of(1)]),
+    delete: () => s.delete([0]),
+    compact: () => s.compact(),
+    stats: () => s.stats(),
+    sync: () => s.sync(),
+  };
+  for (const [name, use] of Object.entries(uses)) {
+    assert.throws(
+      use,
+      (e) => e instanceof ZrecordError && e.code === -9 && e.kind === 'locked' && /closed/.test(e.message),
+      `${name} after close`,
+    );
+  }
+  // The store itself is untouched: a new handle reads it.
+  const again = zr.Store.open('/data/native.zr');
+  assert.equal(again.length, ROWS);
+  again.close();
+});
+
+test('Symbol.dispose closes the store as close() does', () => {
+  const s = zr.Store.open('/data/native.zr');
+  assert.equal(s.gather([1]).records[0].length, COLS);
+  s[Symbol.dispose]();
+  assert.equal(s.closed, true);
+  assert.throws(() => s.gather([0]), (e) => e instanceof ZrecordError && e.code === -9);
+});

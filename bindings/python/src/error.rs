@@ -2,26 +2,40 @@
 //!
 //! The classes live in `zrecord/errors.py` (a hierarchy under `ZrecordError(RuntimeError)`
 //! carrying the stable numeric `code`); this module looks them up once and raises the one
-//! matching an error's code. Codes -1 ..= -8 are loaderx 0.5.4's; -9 is a lock conflict
-//! (including use after close), -11 a bug caught here. Invalid arguments (-10) are a
-//! `ValueError`, as Python users expect.
+//! matching an error's code. The codes come from the core's table
+//! (`zrecord_core::error::ERROR_KINDS`), which the module also exports as `ERROR_KINDS` and
+//! `BOUNDARY_ERROR_KINDS` so that `tests/test_errors.py` can hold `errors.py` to it. Codes
+//! -1 ..= -8 are loaderx 0.5.4's; -9 is a lock conflict (including use after close), -100 a
+//! bug caught here. Invalid arguments (-10) are a `ValueError`, as Python users expect.
 
 use std::any::Any;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyModule;
-use zrecord::Error;
+use pyo3::types::{PyModule, PyTuple};
+use zrecord::{Error, IoErrorKind};
+use zrecord_core::error::{ErrorKind, BOUNDARY_ERROR_KINDS, ERROR_KINDS};
 
 /// Code of a lock conflict (also the code of `StoreClosedError`).
-pub const LOCKED: i32 = -9;
+pub const LOCKED: i32 = ErrorKind::LOCKED.code;
 /// Code of an invalid argument; raised as `ValueError`.
-pub const INVALID_ARGUMENT: i32 = -10;
+pub const INVALID_ARGUMENT: i32 = ErrorKind::INVALID_ARGUMENT.code;
 /// Code of a Rust panic caught at the boundary: a bug in zrecord, reported, not a crash.
-pub const INTERNAL: i32 = -11;
+pub const INTERNAL: i32 = ErrorKind::INTERNAL.code;
 /// Code of an out-of-range index (loaderx's -3).
-pub const INDEX_OUT_OF_RANGE: i32 = -3;
+pub const INDEX_OUT_OF_RANGE: i32 = ErrorKind::INDEX_OUT_OF_RANGE.code;
+
+/// Adds `ERROR_KINDS` and `BOUNDARY_ERROR_KINDS` to the module: tuples of
+/// `(code, name, python_class, message)`, in the core's order.
+pub fn export_tables(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    for (attr, kinds) in [("ERROR_KINDS", ERROR_KINDS), ("BOUNDARY_ERROR_KINDS", BOUNDARY_ERROR_KINDS)] {
+        let rows = kinds.iter().map(|k| (k.code, k.name, k.python, k.message));
+        m.add(attr, PyTuple::new(py, rows)?)?;
+    }
+    Ok(())
+}
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
@@ -47,9 +61,30 @@ where
     build().unwrap_or_else(|e| e)
 }
 
-/// The Python exception for a store error.
+/// The Python exception for a store error. A file error (a `StoreIOError`, also an
+/// `OSError`) gets the `errno` Python users test for, when its kind has one.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
-    zrecord_error(py, e.code(), e.to_string())
+    let errno = match &e {
+        Error::Io(io) => match io.kind {
+            IoErrorKind::NotFound => Some("ENOENT"),
+            IoErrorKind::PermissionDenied => Some("EACCES"),
+            IoErrorKind::StorageFull => Some("ENOSPC"),
+            _ => None,
+        },
+        _ => None,
+    };
+    let err = zrecord_error(py, e.code(), e.to_string());
+    if let Some(name) = errno {
+        // Only `errno` is set: with `strerror` also set, str() would become "[Errno N] ...".
+        let set = || -> PyResult<()> {
+            let value = PyModule::import(py, "errno")?.getattr(name)?;
+            err.value(py).setattr("errno", value)
+        };
+        if let Err(why) = set() {
+            return why;
+        }
+    }
+    err
 }
 
 /// The error for a Rust panic caught at the boundary.

@@ -36,6 +36,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_RECORDS", zrecord::MAX_RECORDS)?;
     m.add("DEFAULT_MIN_SAVINGS", zrecord::DEFAULT_MIN_SAVINGS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    error::export_tables(m)?;
     m.add_class::<store::Zrecord>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Pipeline>()?;

@@ -275,3 +275,15 @@ def test_compact_progress_does_not_deadlock_with_waiting_readers(tmp_path):
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.startswith("ok"), p.stderr
+
+
+def test_a_bad_npy_input_is_blamed_not_the_store(tmp_path):
+    # As found: `zr convert fake.npy out` said "not a zrecord store: not a .npy file"; the
+    # core's message now names the input's problem on every front end.
+    fake = tmp_path / "fake.npy"
+    fake.write_bytes(b"this is not numpy at all, just some bytes")
+    with pytest.raises(zrecord.FormatError) as e:
+        zrecord.convert(str(fake), str(tmp_path / "out.zr"))
+    assert "not a zrecord store" not in str(e.value)
+    assert ".npy" in str(e.value)
+    assert not (tmp_path / "out.zr").exists()

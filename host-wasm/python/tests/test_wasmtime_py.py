@@ -36,12 +36,49 @@ def test_err_is_raised_with_its_code(component, lx_store):
     assert e.value.code in (-2, -8)
 
 
-def test_read_only_preopen_refuses_writes(component, lx_store, tmp_path):
-    import wasmtime.component as wc  # noqa: F401  (the API ZrWasm wraps)
-
+def test_read_only_preopen_refuses_writes(component, lx_store):
     zr = ZrWasm(component, {"/data": lx_store})
-    index = zr._instance.get_export_index(zr._store, "convert-npy", zr._tools)
-    np.save(tmp_path / "x.npy", np.zeros((3, 2), np.uint8))
-    value = zr._instance.get_func(zr._store, index)(zr._store, "/data/x.npy", "/data/new.zr", "raw")
-    assert str(value.code) == "io"
-    assert not (tmp_path / "new.zr").exists()
+    np.save(lx_store / "x.npy", np.zeros((3, 2), np.uint8))
+    with pytest.raises(ZrWasmError) as e:
+        zr.convert("/data/x.npy", "/data/new.zr", "raw")
+    assert (e.value.kind, e.value.code) == ("io", -2)
+    assert not (lx_store / "new.zr").exists()
+    with pytest.raises(ZrWasmError) as e:
+        zr.export("/data/lx.zr", "/data/out.npy")
+    assert e.value.kind == "io"
+    assert not (lx_store / "out.npy").exists()
+
+
+@pytest.mark.parametrize("codec", ["flate", "raw"])
+def test_convert_and_export_round_trip(component, tmp_path, codec):
+    # Rows of 200 bytes that DEFLATE shrinks, so flate really stores them compressed.
+    arr = (np.arange(40, dtype=np.int16)[:, None] * 3 + np.arange(100, dtype=np.int16) % 4).astype(np.int16)
+    np.save(tmp_path / "in.npy", arr)
+    zr = ZrWasm(component, {"/data": tmp_path}, writable=("/data",))
+    assert zr.convert("/data/in.npy", "/data/s.zr", codec) == 40
+    report = zr.inspect("/data/s.zr")
+    assert report["records"] == 40
+    assert report["schema"]["dtype"] == "<i2" and report["schema"]["shape"] == [100]
+    assert report["raw_records" if codec == "raw" else "flate_records"] == 40
+    assert zr.export("/data/s.zr", "/data/out.npy") == 40
+    back = np.load(tmp_path / "out.npy")
+    assert back.dtype == arr.dtype and np.array_equal(back, arr)
+
+
+def test_convert_refuses_an_unknown_codec(component, tmp_path):
+    np.save(tmp_path / "in.npy", np.zeros((2, 2), np.uint8))
+    zr = ZrWasm(component, {"/data": tmp_path}, writable=("/data",))
+    with pytest.raises(ValueError):
+        zr.convert("/data/in.npy", "/data/s.zr", "zstd")
+    assert not (tmp_path / "s.zr").exists()
+
+
+def test_convert_errors_carry_their_code(component, tmp_path):
+    (tmp_path / "fake.npy").write_bytes(b"not a numpy file")
+    zr = ZrWasm(component, {"/data": tmp_path}, writable=("/data",))
+    with pytest.raises(ZrWasmError) as e:
+        zr.convert("/data/fake.npy", "/data/s.zr")
+    assert (e.value.kind, e.value.code) == ("bad-format", -8)
+    with pytest.raises(ZrWasmError) as e:
+        zr.export("/data/missing.zr", "/data/out.npy")
+    assert e.value.code == -8

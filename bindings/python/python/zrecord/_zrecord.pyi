@@ -18,6 +18,9 @@ _Reporter = Optional[Callable[[int, int], None]]
 MAX_RECORD_LEN: int
 MAX_RECORDS: int
 __version__: str
+# The core's error table (zrecord_core::error): (code, WIT name, Python class, message).
+ERROR_KINDS: tuple[tuple[int, str, str, str], ...]
+BOUNDARY_ERROR_KINDS: tuple[tuple[int, str, str, str], ...]
 
 class Zrecord:
     """A zrecord store: a persistent, dense collection of independently compressed byte

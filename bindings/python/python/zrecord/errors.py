@@ -4,16 +4,23 @@ Every failure of a store operation is a :class:`ZrecordError` (a ``RuntimeError`
 loaderx 0.5.4) whose ``code`` is one of the stable numeric codes below. Each code also has
 its own subclass, so callers can catch one kind without comparing numbers; a few of them
 also derive from the built-in exception Python users would reach for (an out-of-range index
-is an ``IndexError`` too, which also ends ``for sample in dataset`` loops cleanly).
+is an ``IndexError`` too, which also ends ``for sample in dataset`` loops cleanly; a failed
+file operation is an ``OSError`` too).
 
 Bad arguments (unknown codec, a non-contiguous or read-only buffer, indices that are not
-integers) are ``ValueError`` / ``TypeError``, not ``ZrecordError``.
+integers, and the core's code -10) are ``ValueError`` / ``TypeError``, not ``ZrecordError``.
+
+The codes, their names and these classes come from one table in the Rust core
+(``ERROR_KINDS`` in ``core/src/error.rs``, exported as ``zrecord._zrecord.ERROR_KINDS``);
+``core/tests/error_table.rs`` and ``tests/test_errors.py`` fail when this module drifts
+from it.
 
 =====  =========================  ====================================================
 code   class                      meaning
 =====  =========================  ====================================================
 -1     OutOfMemoryError           out of memory (also a ``MemoryError``)
--2     StoreIOError               file I/O failed
+-2     StoreIOError               file I/O failed (also an ``OSError``; ``errno`` is set
+                                  when the kind of failure has one)
 -3     IndexOutOfRangeError       index out of range (also an ``IndexError``)
 -4     RecordTooLargeError        record exceeds the 1 MiB limit (or is empty)
 -5     StoreFullError             store is full (2^24 records or 4096 chunks)
@@ -23,7 +30,8 @@ code   class                      meaning
 -9     LockedError                another handle, thread or loader holds the store
 -9     StoreClosedError           the store was closed (a ``LockedError``, and a ``ValueError``
                                   like I/O on a closed file)
--11    InternalError              a bug in zrecord, reported instead of crashing
+-10    ValueError                 invalid argument (Python's own ``ValueError``)
+-100   InternalError              a bug in zrecord, reported instead of crashing
 =====  =========================  ====================================================
 """
 
@@ -45,7 +53,8 @@ __all__ = [
     "error_for",
 ]
 
-# loaderx 0.5.4's messages for its codes, kept so that str(ZrecordError(code)) reads the same.
+# Default messages: loaderx 0.5.4's for its codes, so that str(ZrecordError(code)) reads the
+# same; the core table's one-line meanings for the others.
 _MESSAGES = {
     -1: "out of memory",
     -2: "file I/O failed",
@@ -56,7 +65,8 @@ _MESSAGES = {
     -7: "stored record failed to decode",
     -8: "not a zrecord store, or written by a newer version",
     -9: "store is locked",
-    -11: "internal error",
+    -10: "invalid argument",
+    -100: "internal error",
 }
 
 
@@ -99,8 +109,13 @@ class OutOfMemoryError(_Coded, MemoryError):
     CODE = -1
 
 
-class StoreIOError(_Coded):
-    """Code -2: the operating system refused a file operation (see the message)."""
+class StoreIOError(_Coded, OSError):
+    """Code -2: the operating system refused a file operation (see the message).
+
+    Also an ``OSError``, so ``except OSError`` handlers catch it; ``errno`` is the
+    ``errno`` module's value when the failure is one of "not found", "permission denied"
+    or "no space left", else ``None``. ``str()`` is zrecord's message, not ``[Errno N]``.
+    """
 
     CODE = -2
 
@@ -153,9 +168,13 @@ class StoreClosedError(LockedError, ValueError):
 
 
 class InternalError(_Coded):
-    """Code -11: a bug in zrecord was caught at the boundary instead of crashing."""
+    """Code -100: a bug in zrecord was caught at the boundary instead of crashing.
 
-    CODE = -11
+    The core never returns this code; it sits apart from the core's codes (-1, -2, ...) so
+    that they can grow without colliding with it.
+    """
+
+    CODE = -100
 
 
 _BY_CODE = {
