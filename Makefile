@@ -21,10 +21,12 @@ setup: setup-rust setup-python
 setup-rust:
 	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 
-$(VENV)/.stamp: tests/requirements.txt
+$(VENV)/.stamp: tests/requirements.txt tests/requirements-ml.txt
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r tests/requirements.txt
+	# torch and JAX for the multi-process tests (about 5 GB: PyPI's Linux torch brings CUDA wheels).
+	$(PIP) install -q -r tests/requirements-ml.txt
 	touch $@
 
 setup-python: $(VENV)/.stamp

@@ -1,6 +1,7 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|loader|scale|all] [--quick] [--cold] [--sets a,b]
+    python bench/bench.py [sampler|store|loader|stream|pool|policy|threads|scale|all]
+                          [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
 baseline, measured in the same run. Timings are medians of repeats on a warm page cache
@@ -13,6 +14,7 @@ skipped with a note. Nothing here asserts a time: this prints tables, it does no
 
 import argparse
 import gc
+import json
 import os
 import platform
 import shutil
@@ -819,6 +821,118 @@ class _TorchNpy:
         return {"data": torch.from_numpy(self.data[idx]), "label": torch.from_numpy(self.labels[idx])}
 
 
+# ----------------------------------------------------------------------------- stream
+
+def bench_stream(args):
+    """Issue 9's budgets, as ratios measured in this run: SHUFFLE against IID sampling at
+    N = 2^24, state_dict(), a resumed loader's first batch at step 10^6 against a fresh
+    one's, and a rank's throughput against an unsharded loader of the same batch."""
+    import zrecord
+    shuffle, iid = zrecord.Sampler.Mode.SHUFFLE, zrecord.Sampler.Mode.IID
+    space = 1 << 24
+    rows = []
+    for batch in (256, 1024, 8192):
+        number = 2000 if not args.quick else 200
+        times = {}
+        for name, mode in (("IID", iid), ("SHUFFLE", shuffle)):
+            s = zrecord.Sampler(space, batch, mode, 42)
+            times[name] = median_time(s.next, repeat=7, number=number)
+        rows.append([f"{batch:,}", f"{times['IID'] * 1e6:.1f} µs", f"{times['SHUFFLE'] * 1e6:.1f} µs",
+                     f"{times['SHUFFLE'] / times['IID']:.2f}x", f"{times['SHUFFLE'] / batch * 1e9:.1f} ns"])
+    table("Stream: Sampler.next() at N = 2^24, SHUFFLE against IID (budget: within 2x)",
+          ["batch", "IID per batch", "SHUFFLE per batch", "SHUFFLE / IID", "SHUFFLE per index"], rows)
+
+    work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
+    try:
+        # A store of N tiny records: what is timed is the stream and the threads, not I/O.
+        n = space if not args.quick else 1 << 18
+        with zrecord.Zrecord(work / "tiny", codec="raw") as z:
+            step = 1 << 20
+            for start in range(0, n, step):
+                k = min(step, n - start)
+                z.append(np.arange(start, start + k, dtype=np.uint32), k, 4)
+            z.sync()
+        tiny = zrecord.Dataset.__new__(zrecord.Dataset)  # a Dataset view of the raw store
+        tiny.path, tiny.dtype, tiny.shape, tiny.codec = work / "tiny", np.dtype(np.uint32), (), "raw"
+        tiny._itemsize, tiny._store = 4, zrecord.Zrecord(work / "tiny", codec="raw", create=False)
+        tiny_a = zrecord.Dataset.write(work / "mix-a", np.arange(100_000, dtype=np.uint32))
+        tiny_b = zrecord.Dataset.write(work / "mix-b", np.arange(30_000, dtype=np.uint32))
+        repeat = 7 if not args.quick else 3
+
+        rows = []
+        for name, make in (
+            ("SHUFFLE", lambda **kw: zrecord.DataLoader(tiny, tiny, batch_size=256, mode=shuffle, num_workers=2, **kw)),
+            ("IID", lambda **kw: zrecord.DataLoader(tiny, tiny, batch_size=256, mode=iid, num_workers=2, **kw)),
+            ("mixture of 2", lambda **kw: zrecord.DataLoader(
+                zrecord.Mixture([(tiny_a, tiny_a), (tiny_b, tiny_b)], [0.7, 0.3]), batch_size=256, num_workers=2, **kw)),
+        ):
+            with make() as loader:
+                next(loader)
+                state = loader.state_dict()
+                per_call = median_time(loader.state_dict, repeat=repeat, number=2000)
+            far = dict(state, step=10**6)
+
+            def first_batch(**kw):
+                t = time.perf_counter()
+                loader = make(**kw)
+                next(loader)
+                dt = time.perf_counter() - t
+                loader.close()
+                return dt
+
+            def loaded_first_batch():
+                t = time.perf_counter()
+                loader = make()
+                loader.load_state_dict(far)
+                next(loader)
+                dt = time.perf_counter() - t
+                loader.close()
+                return dt
+
+            fresh = float(np.median([first_batch() for _ in range(repeat)]))
+            resumed = float(np.median([first_batch(state=far) for _ in range(repeat)]))
+            loaded = float(np.median([loaded_first_batch() for _ in range(repeat)]))
+            rows.append([name, f"{per_call * 1e6:.1f} µs", f"{len(json.dumps(state))} B", f"{fresh * 1e3:.2f} ms",
+                         f"{resumed * 1e3:.2f} ms", f"{resumed / fresh:.2f}x", f"{loaded * 1e3:.2f} ms",
+                         f"{loaded / fresh:.2f}x"])
+        table(f"Stream: state_dict() and the first batch of a loader resumed at step 10^6 (N = {n:,}, "
+              "batch 256, 2 workers; budgets: state_dict under 20 µs, resumed within 2x of fresh)",
+              ["stream", "state_dict()", "state size", "fresh: first batch", "state=: first batch",
+               "vs fresh", "load_state_dict + first batch", "vs fresh"], rows)
+
+        # Sharded against unsharded, same per-rank batch, image-like records.
+        m = 20000 if not args.quick else 4000
+        steps = 300 if not args.quick else 60
+        d = zrecord.Dataset.write(work / "img-d", make_records(m))
+        l = zrecord.Dataset.write(work / "img-l", np.arange(m, dtype=np.int64))
+        res = {}
+        # Rounds alternate the loaders, and each keeps its best round: on a shared machine
+        # that compares the loaders rather than the moments they happened to run in.
+        for _ in range(3):
+            for name, kw in (("unsharded (world 1)", dict(world_size=1)),
+                             ("rank 1 of 4", dict(rank=1, world_size=4)),
+                             ("rank 3 of 8", dict(rank=3, world_size=8))):
+                with zrecord.DataLoader(d, l, batch_size=256, mode=shuffle, num_workers=4, **kw) as loader:
+                    for _ in range(10):
+                        next(loader)
+                    t = time.perf_counter()
+                    for _ in range(steps):
+                        next(loader)
+                    dt = (time.perf_counter() - t) / steps
+                res[name] = min(res.get(name, dt), dt)
+        base = res["unsharded (world 1)"]
+        rows = [[name, f"{256 / dt:,.0f}", f"{dt * 1e3:.2f} ms", f"{base / dt:.2f}x"] for name, dt in res.items()]
+        table(f"Stream: per-rank throughput, SHUFFLE, 256 images of 12 KiB per rank, 4 workers, best of 3 "
+              f"rounds of {steps} steps (budget: within 10% of unsharded)", ["loader", "samples/s", "per batch", "vs unsharded"], rows)
+        d.close()
+        l.close()
+        tiny.close()
+        tiny_a.close()
+        tiny_b.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # ------------------------------------------------------------------------------ scale
 
 def bench_scale(args):
@@ -879,7 +993,8 @@ def bench_scale(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "loader", "scale", "policy", "pool", "threads", "all"])
+    ap.add_argument("what", nargs="?", default="all",
+                    choices=["sampler", "store", "loader", "stream", "pool", "policy", "threads", "scale", "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir; "
@@ -897,7 +1012,7 @@ def main():
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
           f"Python {platform.python_version()}, numpy {np.__version__}; "
           f"{'cold' if args.cold else 'warm'} page cache; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    for part in ("sampler", "store", "loader", "pool", "policy", "threads", "scale"):
+    for part in ("sampler", "store", "loader", "stream", "pool", "policy", "threads", "scale"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)

@@ -174,6 +174,58 @@ pub fn chunk_file_name(id: u16) -> alloc::string::String {
 /// Name of the metadata file inside the store directory.
 pub const META_FILE: &str = "meta.zr";
 
+/// Name of the side file holding the store's generation counter (`docs/format.md`,
+/// "generation.zrg"). zrecord writes it; loaderx does not know it.
+pub const GENERATION_FILE: &str = "generation.zrg";
+/// First four bytes of the generation file.
+pub const GENERATION_MAGIC: [u8; 4] = *b"ZRGN";
+/// The only generation file version this crate reads and writes.
+pub const GENERATION_VERSION: u16 = 1;
+/// Exact size of the generation file.
+pub const GENERATION_LEN: usize = 16;
+/// Bits of [`generation`] that hold the append frontier (`tail_chunk * 2^32 + tail_offset`
+/// is below `2^12 * 2^32`).
+pub const GENERATION_FRONTIER_BITS: u32 = 44;
+
+/// Encodes the generation file: magic, version, two reserved zero bytes, then `counter`
+/// (how many deletes and compacts zrecord began on the store).
+pub fn encode_generation(counter: u64) -> [u8; GENERATION_LEN] {
+    let mut b = [0u8; GENERATION_LEN];
+    b[0..4].copy_from_slice(&GENERATION_MAGIC);
+    b[4..6].copy_from_slice(&GENERATION_VERSION.to_le_bytes());
+    b[8..16].copy_from_slice(&counter.to_le_bytes());
+    b
+}
+
+/// The counter of a generation file, or `None` if the bytes are not one (another size,
+/// magic or version, or reserved bytes that are not zero). An empty file is counter 0, as
+/// a missing one is (hosts that cannot remove files leave side files empty).
+pub fn decode_generation(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return Some(0);
+    }
+    let b: &[u8; GENERATION_LEN] = b.try_into().ok()?;
+    let version = u16::from_le_bytes([b[4], b[5]]);
+    if b[0..4] != GENERATION_MAGIC || version != GENERATION_VERSION || b[6..8] != [0, 0] {
+        return None;
+    }
+    Some(u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]))
+}
+
+/// The store's generation: its counter (modulo `2^20`) above the header's append frontier,
+/// `counter << 44 | (tail_chunk * 2^32 + tail_offset)`.
+///
+/// zrecord's delete and compact raise the counter; a writer that does not know the file
+/// (loaderx) moves the frontier on every append and compact, and its deletes change the
+/// length, which readers compare beside the generation. So `(length, generation)` changes
+/// whenever the records behind the indices may have changed, whoever changed them. (The
+/// one blind spot: a foreign delete, compact and append that end on the very same length
+/// and frontier.)
+pub fn generation(counter: u64, header: &Header) -> u64 {
+    let counter = counter & ((1 << (64 - GENERATION_FRONTIER_BITS)) - 1);
+    (counter << GENERATION_FRONTIER_BITS) | header.chunk_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +251,42 @@ mod tests {
         assert!(matches!(Header::decode(&b), Err(FormatError::LengthTooLarge { .. })));
         let b = Header { tail_chunk: 4096, ..Default::default() }.encode();
         assert!(matches!(Header::decode(&b), Err(FormatError::TailChunkTooLarge { .. })));
+    }
+
+    #[test]
+    fn generation_file_bytes() {
+        let b = encode_generation(0x0102_0304_0506_0708);
+        assert_eq!(b, [b'Z', b'R', b'G', b'N', 1, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(decode_generation(&b), Some(0x0102_0304_0506_0708));
+        assert_eq!(decode_generation(&[]), Some(0));
+        assert_eq!(decode_generation(&b[..15]), None);
+        let mut bad = b;
+        bad[0] = b'X';
+        assert_eq!(decode_generation(&bad), None);
+        let mut bad = b;
+        bad[4] = 2;
+        assert_eq!(decode_generation(&bad), None);
+        let mut bad = b;
+        bad[7] = 1;
+        assert_eq!(decode_generation(&bad), None);
+        let mut long = b.to_vec();
+        long.push(0);
+        assert_eq!(decode_generation(&long), None);
+    }
+
+    #[test]
+    fn generation_puts_the_counter_above_the_frontier() {
+        let h = Header { tail_chunk: 4095, tail_offset: u32::MAX, length: 9 };
+        assert_eq!(generation(0, &h), (1 << 44) - 1);
+        assert_eq!(generation(3, &h), (3 << 44) | ((1 << 44) - 1));
+        // The counter wraps at 2^20 rather than spilling out of the u64.
+        assert_eq!(generation(1 << 20, &Header::default()), 0);
+        // Every field of the frontier moves it; the length does not (readers compare it).
+        let base = Header { tail_chunk: 1, tail_offset: 7, length: 5 };
+        assert_ne!(generation(1, &base), generation(1, &Header { tail_offset: 8, ..base }));
+        assert_ne!(generation(1, &base), generation(1, &Header { tail_chunk: 2, ..base }));
+        assert_ne!(generation(1, &base), generation(2, &base));
+        assert_eq!(generation(1, &base), generation(1, &Header { length: 4, ..base }));
     }
 
     #[test]

@@ -23,6 +23,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Training: [`Loader`] reads the core's sample [`Stream`] (shuffled epochs, rank shards,
+//! mixtures) from stores with worker threads and a bounded prefetch, and saves an exact,
+//! compact [`StreamState`] for resuming (see the [`loader`] module).
+//!
 //! Concurrency: `gather`, `lengths`, `append`, `stats` and `sync` take `&self` and may be
 //! called from many threads at once (appends serialise among themselves; reads never wait
 //! for them). `delete` and `compact` take `&mut self`, and also an exclusive advisory lock
@@ -32,6 +36,7 @@
 #![warn(missing_docs)]
 
 mod fs;
+pub mod loader;
 mod lock;
 
 use std::path::{Path, PathBuf};
@@ -40,12 +45,16 @@ use std::sync::{Mutex, MutexGuard};
 use rayon::prelude::*;
 
 pub use fs::{DirBackend, NativeFile};
+pub use loader::{global_pool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source};
 pub use zrecord_core::engine::Stats;
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::error::{DecodeError, Error, FormatError, IoError, IoErrorKind};
 pub use zrecord_core::format::{MAX_RECORDS, MAX_RECORD_LEN};
 use zrecord_core::io::Parallel;
 pub use zrecord_core::sampler::{Mode, Sampler};
+pub use zrecord_core::stream::{
+    DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState, STATE_VERSION,
+};
 pub use zrecord_core::tools::{Conversion, Inspection, Verification};
 pub use zrecord_core::{schema::Schema, Codec, CodecPolicy, DEFAULT_MIN_SAVINGS};
 
@@ -179,6 +188,23 @@ impl Zrecord {
     /// True if the store holds no record.
     pub fn is_empty(&self) -> bool {
         self.store.is_empty()
+    }
+
+    /// The store's generation: a value that changes whenever zrecord deletes or compacts
+    /// (a counter in the side file `generation.zrg`) and whenever the append frontier moves
+    /// (appends, and compacts by writers that do not know the file, such as loaderx).
+    /// Together with [`Zrecord::len`] it names the records behind the indices, which is
+    /// what a saved [`StreamState`] records (see `docs/format.md`, "generation.zrg").
+    /// Compare generations for equality only.
+    pub fn generation(&self) -> Result<u64> {
+        self.current()?;
+        self.store.generation()
+    }
+
+    /// This store as a stream's dataset: its length and [`Zrecord::generation`].
+    pub fn dataset_id(&self) -> Result<DatasetId> {
+        let generation = self.generation()?;
+        Ok(DatasetId { length: u64::from(self.len()), generation })
     }
 
     /// Logical (uncompressed) size of each record in `idxs`, into `out`.

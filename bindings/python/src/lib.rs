@@ -7,7 +7,8 @@
 //! Module map, mirroring the Rust crates:
 //! - [`store`]: `Zrecord`, one open store (zrecord's `Zrecord`).
 //! - [`sampler`]: `Sampler`, the endless index generator (zrecord-core's `sampler`).
-//! - [`loader`]: `_Pipeline`, the DataLoader's sample → gather → collate threads.
+//! - [`loader`]: `_Pipeline`, the DataLoader's threads (the `zrecord` crate's `Loader`),
+//!   and `_StreamShard`, the stream for datasets served by Python threads.
 //! - [`error`]: zrecord's `Error` → the Python exception of its stable code.
 //! - [`buffers`]: turning Python arguments into checked byte regions and index vectors.
 //! - [`tools`]: `inspect`, `verify`, `convert`, `export` (zrecord-core's `tools`).
@@ -40,6 +41,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Zrecord>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Pipeline>()?;
+    m.add_class::<loader::StreamShard>()?;
     m.add_function(wrap_pyfunction!(tools::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(tools::verify, m)?)?;
     m.add_function(wrap_pyfunction!(tools::convert, m)?)?;

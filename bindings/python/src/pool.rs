@@ -47,6 +47,16 @@ fn child_pool(pid: u32) -> Option<&'static rayon::ThreadPool> {
     Some(pool)
 }
 
+/// The pool a loader's gathers run on: this process's own in a forked child, else rayon's
+/// global pool (`None`). A `zrecord::LoaderOptions::pool`, asked once per batch.
+pub fn loader_pool() -> Option<&'static rayon::ThreadPool> {
+    if is_forked() {
+        child_pool(std::process::id())
+    } else {
+        None
+    }
+}
+
 /// Runs `f` on this process's pool (the global one unless the process was forked).
 pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if is_forked() {

@@ -16,19 +16,21 @@ use crate::error;
 ///
 /// `Sampler(length, batch_size, mode, seed=42)`: mode 0 (`Sampler.Mode.SEQUENTIAL`) slides
 /// a window over the index space treated as a circle; mode 1 (`Sampler.Mode.IID`) draws
-/// uniformly with replacement from a stream fixed by `seed`, the same on every platform.
-/// `next()` (or iteration) returns a fresh uint64 array of `batch_size` indices; there are
-/// no epochs, the stream never ends.
+/// uniformly with replacement from a stream fixed by `seed`, the same on every platform;
+/// mode 2 (`Sampler.Mode.SHUFFLE`) visits every index once per epoch in an order fixed by
+/// `(seed, epoch)`, dropping the `length % batch_size` that would not fill a last batch.
+/// `next()` (or iteration) returns a fresh uint64 array of `batch_size` indices; the stream
+/// never ends.
 #[pyclass(module = "zrecord", name = "Sampler", frozen, subclass)]
 pub struct Sampler {
     inner: Mutex<zrecord::Sampler>,
 }
 
-fn mode_from(mode: i64) -> PyResult<Mode> {
-    u8::try_from(mode)
-        .ok()
-        .and_then(Mode::from_u8)
-        .ok_or_else(|| PyValueError::new_err(format!("mode must be 0 (SEQUENTIAL) or 1 (IID), got {mode}")))
+/// A mode number from Python, or a `ValueError` naming the three there are.
+pub fn mode_from(mode: i64) -> PyResult<Mode> {
+    u8::try_from(mode).ok().and_then(Mode::from_u8).ok_or_else(|| {
+        PyValueError::new_err(format!("mode must be 0 (SEQUENTIAL), 1 (IID) or 2 (SHUFFLE), got {mode}"))
+    })
 }
 
 impl Sampler {
@@ -60,7 +62,7 @@ impl Sampler {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).batch_size()
     }
 
-    /// The drawing mode: 0 sequential, 1 IID.
+    /// The drawing mode: 0 sequential, 1 IID, 2 shuffle.
     #[getter]
     fn mode(&self) -> u8 {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).mode() as u8

@@ -255,6 +255,17 @@ impl Zrecord {
         format!("Zrecord({:?}, codec={:?}, {state})", self.path.display().to_string(), self.codec.name())
     }
 
+    /// The store's generation: changes whenever zrecord deletes or compacts (a counter in
+    /// the side file `generation.zrg`) and whenever the append frontier moves (appends,
+    /// and compacts by writers that do not know the file, such as loaderx). With `len()`
+    /// it names the records behind the indices; a DataLoader's saved state records both.
+    /// Compare for equality only.
+    #[getter]
+    fn generation(&self, py: Python<'_>) -> PyResult<u64> {
+        let store = self.handle(py)?;
+        store_call(py, move || store.generation())
+    }
+
     /// Flush chunk data, then the record table and header, to disk.
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         let store = self.handle(py)?;

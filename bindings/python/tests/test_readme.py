@@ -15,7 +15,9 @@ def quick_start() -> str:
     section = readme.split("## Python", 1)
     if len(section) < 2:
         pytest.skip("README has no Python section")
-    blocks = re.findall(r"```python\n(.*?)```", section[1], re.S)
+    # Up to the next section: "Training on many processes" has scripts of its own
+    # (test_readme_training.py runs them).
+    blocks = re.findall(r"```python\n(.*?)```", section[1].split("\n## ", 1)[0], re.S)
     if not blocks:
         pytest.skip("README's Python section has no python block")
     # The blocks continue one another (the second uses the stores the first wrote).
@@ -32,3 +34,17 @@ def test_readme_quick_start(tmp_path):
     if "zrecord.inspect" in code:
         assert "1000 1000" in out.stdout
         np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), np.load(tmp_path / "data.npy"))
+
+
+def test_package_readme_examples(tmp_path):
+    """bindings/python/README.md's python blocks after the first (which needs .npy files):
+    the epochs, ranks, resume and mixtures example runs as printed."""
+    readme = (REPO / "bindings" / "python" / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    code = "\n".join(b for b in blocks if "Mixture" in b)
+    if not code:
+        pytest.skip("bindings/python/README.md has no DataLoader stream example")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "15"
+    assert "['data', 'label', 'source']" in out.stdout

@@ -67,6 +67,10 @@ impl<B: Backend> Store<B> {
             self.publish(&h);
             return Self::poison_on_err(w, self.meta.sync());
         }
+        // Records change index: raise the generation first. (A tail-only delete above needs
+        // not: it only lowers the length, and the frontier, which only compact lowers,
+        // tells it from any earlier state of the same length.)
+        self.bump_generation()?;
         let journal = DeleteJournal { header: old, new_length: len, moves: overlay.into_iter().collect() };
         // The journal is the commit point: once it is durable the delete will complete,
         // here or on the next writable open; before it, nothing was touched. It names the

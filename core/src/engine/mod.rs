@@ -42,7 +42,9 @@ use once_cell::race::OnceBox;
 
 use crate::codec::Deflater;
 use crate::error::{Error, FormatError, IoError, IoErrorKind, Result};
-use crate::format::{Header, DEFAULT_CHUNK_CAPACITY, MAX_RECORD_LEN};
+use crate::format::{
+    decode_generation, encode_generation, Header, DEFAULT_CHUNK_CAPACITY, GENERATION_FILE, MAX_RECORD_LEN,
+};
 use crate::io::{Backend, LockMode};
 
 /// Name of the side file holding a delete's redo journal while the delete runs (its bytes:
@@ -269,6 +271,38 @@ impl<B: Backend> Store<B> {
             Ok(None) => Err(Error::Format(FormatError::MissingChunk { chunk: id })),
             Err(e) => Err(Error::Io(e)),
         })
+    }
+
+    /// The store's generation ([`crate::format::generation`]): a value that changes
+    /// whenever zrecord deletes or compacts (its counter in the side file
+    /// [`GENERATION_FILE`](crate::format::GENERATION_FILE)) or anyone moves the append
+    /// frontier (appends, and compacts by writers that do not know the file). Together with
+    /// [`Store::len`] it names the records behind the indices: a saved loader state records
+    /// both and is refused when either differs. Reads the side file each call, so it sees
+    /// what other processes did; the frontier is this handle's published header.
+    pub fn generation(&self) -> Result<u64> {
+        let header = self.header();
+        Ok(crate::format::generation(self.generation_counter()?, &header))
+    }
+
+    fn generation_counter(&self) -> Result<u64> {
+        let bytes = self.backend.read_side_file(GENERATION_FILE)?.unwrap_or_default();
+        decode_generation(&bytes).ok_or_else(|| {
+            Error::Format(FormatError::Container(format!(
+                "{GENERATION_FILE} is damaged ({} bytes, not a generation file); remove it to go on \
+                 (loader states saved from this store will then no longer load)",
+                bytes.len()
+            )))
+        })
+    }
+
+    /// Raises the generation counter, durably, under the exclusive lock: a delete that
+    /// moves entries calls it before it changes anything, compact after it finished (see
+    /// `docs/format.md`, "generation.zrg"). A failure changes nothing (the side file is
+    /// replaced whole or not at all), so it does not poison the writer.
+    pub(super) fn bump_generation(&self) -> Result<()> {
+        let next = self.generation_counter()?.wrapping_add(1);
+        Ok(self.backend.write_side_file(GENERATION_FILE, &encode_generation(next))?)
     }
 
     /// Releases the host locks this store holds. Hosts call it when the handle closes.

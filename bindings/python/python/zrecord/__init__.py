@@ -9,19 +9,27 @@ Public names:
 
 - :class:`Zrecord`: a store of raw byte records (``append``, ``gather``, ``delete``, ...).
 - :class:`Dataset`: a numpy view of a store, with ``schema.json``; ``Dataset.write``.
-- :class:`DataLoader`: endless ``{"data", "label"}`` batches.
+- :class:`DataLoader`: endless ``{"data", "label"}`` batches; ``rank``/``world_size``
+  sharding, shuffled epochs, ``state_dict()``/``load_state_dict()`` exact resume.
+- :class:`Mixture`: weighted datasets read as one stream (batches gain ``"source"``).
+- :func:`resolve_world`: the ``(rank, world_size)`` a DataLoader would use.
 - :class:`Sampler`: the endless index generator behind the loader.
 - :func:`inspect`, :func:`verify`, :func:`convert`, :func:`export`: the ``zr`` tools,
   returning the dataclasses of :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar
   when tqdm is installed).
 - :class:`ZrecordError` and its subclasses (see :mod:`zrecord.errors`).
+- :mod:`zrecord.torch` and :mod:`zrecord.jax`, imported only on request (``import
+  zrecord.torch``; ``import zrecord`` imports neither torch nor jax): a DataLoader's batches
+  as torch tensors (no copy, optional pinning and device moves) or as global ``jax.Array``\ s
+  prefetched to the devices, with ``state_dict()`` still the position after the last batch
+  handed out.
 - ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``DEFAULT_MIN_SAVINGS``
   (0.125: the least fraction compression must save for a record to be stored compressed),
   ``__version__``.
 """
 
 from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
-from .dataloader import DataLoader
+from .dataloader import DataLoader, Mixture, resolve_world
 from .dataset import CODECS, Dataset
 from .errors import (
     BufferTooSmallError,
@@ -68,6 +76,7 @@ __all__ = [
     "LockedError",
     "MAX_RECORDS",
     "MAX_RECORD_LEN",
+    "Mixture",
     "OutOfMemoryError",
     "RecordTooLargeError",
     "Sampler",
@@ -82,5 +91,6 @@ __all__ = [
     "convert",
     "export",
     "inspect",
+    "resolve_world",
     "verify",
 ]

@@ -68,13 +68,20 @@ class Zrecord:
         ``progress(done, total)`` is called now and then, in records visited."""
     def stats(self) -> dict[str, int]:
         """``records``, ``live_bytes``, ``chunk_bytes`` and ``reclaimable``."""
+    @property
+    def generation(self) -> int:
+        """Changes whenever records are deleted or compacted (by zrecord: a counter in
+        ``generation.zrg``) or the append frontier moves (appends, and other writers'
+        compacts). With ``len()`` it names the records behind the indices; compare for
+        equality only."""
     def close(self) -> None:
         """Close the store; idempotent."""
     def __enter__(self) -> "Zrecord": ...
     def __exit__(self, *exc: object) -> None: ...
 
 class Sampler:
-    """An endless generator of index batches over ``0..length``."""
+    """An endless generator of index batches over ``0..length``; ``mode`` 0 sequential,
+    1 IID, 2 shuffled epochs."""
 
     def __init__(self, length: int, batch_size: int, mode: int, seed: int = 42) -> None: ...
     @property
@@ -89,30 +96,63 @@ class Sampler:
     def __next__(self) -> "npt.NDArray[np.uint64]": ...
 
 class _Pipeline:
-    """The DataLoader's sample → gather → collate threads (internal)."""
+    """The DataLoader's threads: the native ``Loader`` over the core's stream (internal)."""
 
     def __init__(
         self,
-        data: Zrecord,
-        data_itemsize: int,
-        data_dtype: np.dtype,
-        data_shape: tuple[int, ...],
-        label: Zrecord,
-        label_itemsize: int,
-        label_dtype: np.dtype,
-        label_shape: tuple[int, ...],
-        num_workers: int,
+        sources: list[list[Zrecord]],
+        itemsizes: list[int],
+        dtypes: list[np.dtype],
+        shapes: list[list[int]],
         batch_size: int,
-        prefetch_size: int,
         mode: int,
         seed: int,
-    ) -> None: ...
-    def next(self) -> tuple[np.ndarray, np.ndarray]: ...
+        weights: Optional[list[float]] = None,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 4,
+        prefetch_size: int = 4,
+        state: Optional[str] = None,
+    ) -> None:
+        """``sources``: one list of stores (one per field) per source; ``weights`` make it a
+        mixture; ``state``: a saved state as JSON text."""
+    def next(self) -> tuple[np.ndarray, ...]:
+        """One array per field, then (mixtures only) the int32 source array."""
+    def state(self) -> str:
+        """The resume state after the last batch returned, as one line of JSON."""
+    @property
+    def step(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def steps_per_epoch(self) -> Optional[int]: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
     @property
     def threads_alive(self) -> int: ...
+
+class _StreamShard:
+    """The core stream for datasets served by Python threads (internal)."""
+
+    def __init__(
+        self,
+        length: int,
+        batch_size: int,
+        mode: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        state: Optional[str] = None,
+    ) -> None: ...
+    def next(self) -> tuple[int, "npt.NDArray[np.uint64]"]:
+        """``(step, indices)`` of the next batch."""
+    def state(self, step: int) -> str:
+        """The state after global batches ``0..step`` were consumed, as JSON text."""
+    @property
+    def step(self) -> int: ...
+    @property
+    def steps_per_epoch(self) -> Optional[int]: ...
 
 # The `zr` tools; `zrecord.tools` wraps these in dataclasses (use those).
 def inspect(path: str) -> dict[str, Any]:

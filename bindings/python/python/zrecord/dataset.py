@@ -121,6 +121,12 @@ class Dataset:
         """Number of samples."""
         return len(self.store)
 
+    @property
+    def generation(self) -> int:
+        """The store's :attr:`Zrecord.generation`: changes when samples are deleted or
+        compacted, or appended (compare for equality only)."""
+        return self.store.generation
+
     def __getitem__(self, idx: Any) -> np.ndarray:
         """Numpy indexing over the samples (see the class docs)."""
         if isinstance(idx, tuple):

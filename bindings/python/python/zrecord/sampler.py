@@ -33,8 +33,11 @@ class Sampler(_NativeSampler):
     ``Sampler(length, batch_size, mode, seed=42)``. ``Sampler.Mode.SEQUENTIAL`` (0) slides a
     window of ``batch_size`` over the index space treated as a circle, so no batch is
     truncated at the tail; ``Sampler.Mode.IID`` (1) draws uniformly with replacement from a
-    stream fixed by ``seed`` (the same stream on every platform). ``next()`` — or iterating —
-    returns a fresh ``uint64`` array of ``batch_size`` indices, forever.
+    stream fixed by ``seed`` (the same stream on every platform); ``Sampler.Mode.SHUFFLE``
+    (2) visits every index once per epoch, in an order fixed by ``(seed, epoch)``, and drops
+    the ``length % batch_size`` indices of each epoch's order that would not fill a batch.
+    ``next()`` — or iterating — returns a fresh ``uint64`` array of ``batch_size`` indices,
+    forever.
 
     ``seed`` is an integer in ``0 .. 2**64 - 1``: another integer is a ``ValueError``,
     anything else a ``TypeError``.
@@ -48,6 +51,7 @@ class Sampler(_NativeSampler):
 
         SEQUENTIAL = 0
         IID = 1
+        SHUFFLE = 2
 
     def __repr__(self) -> str:
         return f"Sampler(length={self.length}, batch_size={self.batch_size}, mode={self.Mode(self.mode).name})"

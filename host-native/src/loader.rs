@@ -1,0 +1,688 @@
+//! The training loader: batches of a [`Stream`] read from stores by worker threads, with a
+//! bounded prefetch, a prompt close, and an exact resume state.
+//!
+//! Which samples a batch holds is the core's business ([`zrecord_core::stream`]): a
+//! [`Shard`] of the stream names rank `r`'s slice of every global batch. This module only
+//! moves bytes. From the first [`Loader::next`] on (so a loader that is resumed or dropped
+//! before it is read never gathers for nothing), one sampler thread fills each batch's
+//! indices from the shard and deals the batches round-robin to `num_workers` worker threads; each worker gathers every field of
+//! its batch (images, labels, ...) into fresh buffers and queues them. [`Loader::next`]
+//! takes batches from the workers in the same round-robin order, so batch `k` is always the
+//! shard's `k`-th, however many workers there are. The queues are bounded: at most about
+//! `prefetch` batches wait ahead of the consumer.
+//!
+//! The loader counts what [`Loader::next`] *returned*, never what the workers produced
+//! ahead: [`Loader::state`] after `next` returned the batch of global step `s` is
+//! `stream.state(s + 1)`, so a job that saves it and restarts reads on from exactly the
+//! batch after the last one it trained on, with any number of workers or prefetch depth,
+//! and with another world size when the global batch stays the same.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use zrecord::{Loader, LoaderOptions, Mode, Source, Stream, StreamState, Zrecord};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let (images_path, labels_path) = (dir.path().join("images.zr"), dir.path().join("labels.zr"));
+//! # {
+//! #     let images = Zrecord::open(&images_path)?;
+//! #     images.append(&vec![7u8; 1000 * 3072], 1000, 3072, None)?;
+//! #     let labels = Zrecord::open(&labels_path)?;
+//! #     let bytes: Vec<u8> = (0..1000i64).flat_map(i64::to_le_bytes).collect();
+//! #     labels.append(&bytes, 1000, 8, None)?;
+//! # }
+//! // 1000 images of 3x32x32 bytes and their i64 labels; this is rank 1 of 4, 64 per rank.
+//! let images = Arc::new(Zrecord::open_read_only(&images_path)?);
+//! let labels = Arc::new(Zrecord::open_read_only(&labels_path)?);
+//! let source = Source::new(vec![(images, 3 * 32 * 32), (labels, 8)])?;
+//! let stream = Stream::new(source.id(), Mode::Shuffle, 42, 64 * 4)?;
+//! let options = LoaderOptions { rank: 1, world_size: 4, ..LoaderOptions::default() };
+//! let loader = Loader::new(stream.clone(), vec![source.clone()], options)?;
+//! assert_eq!(loader.steps_per_epoch(), Some(3)); // 1000 / 256: 232 samples dropped
+//! for _ in 0..5 {
+//!     let batch = loader.next()?.expect("an open loader never runs dry");
+//!     let (pixels, targets) = (&batch.fields[0], &batch.fields[1]);
+//!     assert_eq!((pixels.len(), targets.len()), (64 * 3072, 64 * 8));
+//! }
+//! // Checkpoint: one line of JSON, the same on every rank.
+//! let saved = loader.state().encode();
+//! loader.close();
+//!
+//! // Later, in another process, on 2 ranks of 128: the batch after the last one returned.
+//! let options = LoaderOptions { rank: 0, world_size: 2, num_workers: 1, ..LoaderOptions::default() };
+//! let loader = Loader::resume(stream, vec![source], options, &StreamState::decode(&saved)?)?;
+//! assert_eq!(loader.step(), 5);
+//! assert_eq!(loader.next()?.unwrap().step, 5);
+//! # Ok(()) }
+//! ```
+//!
+//! Shutdown needs no polling in the workers: [`Loader::close`] raises the stop flag and
+//! drops the consumer's receivers. A worker blocked on a full queue then fails its send and
+//! exits, dropping its job queue; the sampler, blocked on that queue or checking the flag,
+//! exits and drops the rest; workers waiting for jobs see their queue closed. `close` joins
+//! them all. Only the consumer waits with a timeout, so that a `close` from another thread
+//! also ends a `next` that is waiting.
+//!
+//! Fork: threads do not survive `fork()`. In a forked child, [`Loader::next`] of a threaded
+//! loader fails with [`LoaderError::Forked`], and closing or dropping it lets go of the
+//! thread handles without joining threads that are not there.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use zrecord_core::stream::{DatasetId, Shard, StateError, Stream, StreamError, StreamState};
+
+use crate::{Error, Zrecord};
+
+/// How often a waiting [`Loader::next`] checks whether another thread closed the loader.
+const CONSUMER_POLL: Duration = Duration::from_millis(50);
+
+/// Why a loader cannot be built or cannot go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoaderError {
+    /// A store failed (reading a record, or an allocation).
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// The stream or the shard cannot be built (empty dataset, batch larger than an epoch,
+    /// a world size that does not divide the global batch, ...).
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// A saved state does not belong to this loader's stream.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The sources do not fit the stream or each other.
+    #[error("{0}")]
+    Sources(String),
+    /// The threads could not be started.
+    #[error("cannot start loader threads: {0}")]
+    Spawn(std::io::Error),
+    /// A worker panicked: a bug in zrecord.
+    #[error("internal error (please report): {0}")]
+    Panic(String),
+    /// A worker went away without a batch or an error: a bug in zrecord.
+    #[error("internal error (please report): a loader worker exited unexpectedly")]
+    WorkerExited,
+    /// An earlier [`Loader::next`] failed with this; the loader stops there. `code` is the
+    /// store error's [`Error::code`] when it was one.
+    #[error("{message}")]
+    Stopped {
+        /// The first error's code, if it was a store error.
+        code: Option<i32>,
+        /// The first error's message.
+        message: String,
+    },
+    /// The loader's threads live in the process that made it, and this one was forked.
+    #[error(
+        "this loader was created in a parent process and has no threads after fork(); create a new one in the child"
+    )]
+    Forked,
+}
+
+impl LoaderError {
+    /// The store error's stable code ([`Error::code`]), for this error or the one a
+    /// stopped loader first failed with.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            LoaderError::Store(e) => Some(e.code()),
+            LoaderError::Stopped { code, .. } => *code,
+            _ => None,
+        }
+    }
+}
+
+/// One source of a loader: the stores of its fields (images, labels, ...), all of the same
+/// length, and the size in bytes of one sample of each. A mixture has one source per
+/// dataset, all with the same fields and sample sizes.
+#[derive(Clone)]
+pub struct Source {
+    fields: Vec<(Arc<Zrecord>, usize)>,
+    id: DatasetId,
+}
+
+impl Source {
+    /// A source of `fields`, each a store and the bytes of one of its samples.
+    ///
+    /// Fails when there is no field, a sample size is zero, or the stores differ in length.
+    /// Records shorter than the sample size are read zero-padded and longer ones fail,
+    /// as [`Zrecord::gather`] does.
+    pub fn new(fields: Vec<(Arc<Zrecord>, usize)>) -> Result<Source, LoaderError> {
+        let Some((first, _)) = fields.first() else {
+            return Err(LoaderError::Sources("a source needs at least one field".into()));
+        };
+        let length = first.len();
+        if let Some((store, _)) = fields.iter().find(|(s, _)| s.len() != length) {
+            return Err(LoaderError::Sources(format!(
+                "the stores of a source must have the same length: {} has {} records, {} has {length}",
+                store.path().display(),
+                store.len(),
+                first.path().display(),
+            )));
+        }
+        if fields.iter().any(|&(_, n)| n == 0) {
+            return Err(LoaderError::Sources("a sample size must be at least one byte".into()));
+        }
+        let mut generation = 0;
+        for (i, (store, _)) in fields.iter().enumerate() {
+            let g = store.generation()?;
+            generation = if i == 0 { g } else { combine(generation, g) };
+        }
+        Ok(Source { fields, id: DatasetId { length: u64::from(length), generation } })
+    }
+
+    /// The dataset this source is, for [`Stream::new`] and [`zrecord_core::Mixture::new`]:
+    /// its length, and its store's [`Zrecord::generation`] (with several fields, the
+    /// fields' generations combined, so that a change to any of them changes it).
+    pub fn id(&self) -> DatasetId {
+        self.id
+    }
+
+    /// The fields' sample sizes, in bytes.
+    pub fn sample_sizes(&self) -> Vec<usize> {
+        self.fields.iter().map(|&(_, n)| n).collect()
+    }
+}
+
+/// Folds another field's generation into a source's (SplitMix64's finaliser over both).
+fn combine(a: u64, b: u64) -> u64 {
+    let z = (a ^ b.rotate_left(29)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// How a loader reads its stream.
+#[derive(Clone, Copy, Debug)]
+pub struct LoaderOptions {
+    /// This process's rank, in `0..world_size` (default 0).
+    pub rank: u64,
+    /// Number of processes reading the stream (default 1); it must divide the stream's
+    /// global batch, and each batch holds `global_batch / world_size` samples.
+    pub world_size: u64,
+    /// Gathering threads; 0 gathers inside [`Loader::next`] (default 4).
+    pub num_workers: usize,
+    /// Batches prepared ahead of the consumer, at least 1 (default 4).
+    pub prefetch: usize,
+    /// Which rayon pool a batch's gathers run on, asked once per batch; `None` for rayon's
+    /// global pool (the default, [`global_pool`]). A process forked after the global pool
+    /// started must answer with a pool of its own there: the inherited one has no threads.
+    pub pool: fn() -> Option<&'static rayon::ThreadPool>,
+}
+
+/// The default [`LoaderOptions::pool`]: rayon's global pool.
+pub fn global_pool() -> Option<&'static rayon::ThreadPool> {
+    None
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        LoaderOptions { rank: 0, world_size: 1, num_workers: 4, prefetch: 4, pool: global_pool }
+    }
+}
+
+/// One batch: this rank's slice of a global batch.
+#[derive(Debug)]
+pub struct LoaderBatch {
+    /// The global batch this is a slice of; the state after it is `stream.state(step + 1)`.
+    pub step: u64,
+    /// The sample index of each slot, in its source.
+    pub indices: Vec<u64>,
+    /// The source number of each slot (always 0 outside a mixture).
+    pub sources: Vec<u32>,
+    /// One buffer per field: slot `i` holds the field's record at `i * sample_size`.
+    pub fields: Vec<Vec<u8>>,
+}
+
+/// What a worker is asked to gather.
+struct Job {
+    step: u64,
+    indices: Vec<u64>,
+    sources: Vec<u32>,
+}
+
+type Produced = Result<LoaderBatch, LoaderError>;
+
+/// What the threads read from; released on close so that the stores can close.
+struct Shared {
+    sources: Vec<Source>,
+    pool: fn() -> Option<&'static rayon::ThreadPool>,
+}
+
+struct Consumer {
+    /// One per worker; `None` once closed.
+    queues: Option<Vec<Receiver<Produced>>>,
+    /// The worker whose batch comes next.
+    turn: usize,
+    /// Set when a batch failed: every later `next()` returns it again.
+    failure: Option<(Option<i32>, String)>,
+}
+
+/// A loader over a [`Stream`]: see the module documentation.
+pub struct Loader {
+    stream: Stream,
+    rank: u64,
+    world_size: u64,
+    batch_size: usize,
+    shared: Mutex<Option<Arc<Shared>>>,
+    stop: Arc<AtomicBool>,
+    consumer: Mutex<Consumer>,
+    /// Global batches the caller consumed: the step after the last batch returned. Apart
+    /// from `consumer` so that `state()` never waits for a `next()` that is waiting.
+    consumed: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// With no workers, `next()` reads the shard itself.
+    inline: Option<Mutex<Shard>>,
+    /// With workers: what the first `next()` starts the threads with (shard, workers,
+    /// prefetch). Starting there rather than in the constructor means a loader that is
+    /// resumed, or dropped, before it is read never gathers a batch for nothing.
+    pending: Mutex<Option<(Shard, usize, usize)>>,
+    owner_pid: u32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section here leaves its state whole, so a poisoned lock is still sound.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A zeroed vector of `n` items, or [`Error::OutOfMemory`] where `vec!` would abort (batch
+/// sizes come from callers and may be absurd).
+fn zeroed<T: Clone + Default>(n: usize) -> Result<Vec<T>, Error> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory)?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
+impl Loader {
+    /// A loader reading `stream` from its start: rank `options.rank` of
+    /// `options.world_size`, with one [`Source`] per dataset of the stream (one, or one per
+    /// mixture source), in order.
+    ///
+    /// Fails when the sources are not the stream's datasets (another length or
+    /// generation: the stream was built for other data), when they do not share their
+    /// fields' sample sizes, when the rank or world size do not fit the stream, or when a
+    /// batch cannot be allocated ([`Error::OutOfMemory`]). Threads start with the first
+    /// [`Loader::next`].
+    pub fn new(stream: Stream, sources: Vec<Source>, options: LoaderOptions) -> Result<Loader, LoaderError> {
+        Self::start(stream, sources, options, 0)
+    }
+
+    /// A loader that goes on where the one that saved `state` stopped: its first batch is
+    /// the one after the last batch that loader returned. The state must come from this
+    /// stream (same datasets at the same generations, seed, mode, weights and global
+    /// batch, else [`LoaderError::State`] says what differs); the rank, world size, number
+    /// of workers and prefetch depth may differ. Costs no replay.
+    pub fn resume(
+        stream: Stream,
+        sources: Vec<Source>,
+        options: LoaderOptions,
+        state: &StreamState,
+    ) -> Result<Loader, LoaderError> {
+        let step = stream.resume(state)?;
+        Self::start(stream, sources, options, step)
+    }
+
+    fn start(stream: Stream, sources: Vec<Source>, options: LoaderOptions, step: u64) -> Result<Loader, LoaderError> {
+        check_sources(&stream, &sources)?;
+        let mut shard = stream.shard(options.rank, options.world_size)?;
+        shard.seek(step)?;
+        let batch_size = shard.batch_size();
+        // Make one batch's buffers now, so that an impossible batch size fails here rather
+        // than inside a thread.
+        zeroed::<u64>(batch_size)?;
+        zeroed::<u32>(batch_size)?;
+        for size in sources[0].sample_sizes() {
+            zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
+        }
+        let mut loader = Loader {
+            stream,
+            rank: options.rank,
+            world_size: options.world_size,
+            batch_size,
+            shared: Mutex::new(Some(Arc::new(Shared { sources, pool: options.pool }))),
+            stop: Arc::new(AtomicBool::new(false)),
+            consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
+            consumed: AtomicU64::new(step),
+            threads: Mutex::new(Vec::new()),
+            inline: None,
+            pending: Mutex::new(None),
+            owner_pid: std::process::id(),
+        };
+        if options.num_workers == 0 {
+            loader.inline = Some(Mutex::new(shard));
+        } else {
+            *lock(&loader.pending) = Some((shard, options.num_workers, options.prefetch.max(1)));
+        }
+        lock(&loader.consumer).queues = Some(Vec::new());
+        Ok(loader)
+    }
+
+    /// Starts the sampler and the workers (called by the first `next()`, under the
+    /// consumer lock).
+    fn spawn(
+        &self,
+        mut shard: Shard,
+        shared: Arc<Shared>,
+        workers: usize,
+        prefetch: usize,
+    ) -> std::io::Result<Vec<Receiver<Produced>>> {
+        let mut threads = lock(&self.threads);
+        let mut job_queues = Vec::with_capacity(workers);
+        let mut batch_queues = Vec::with_capacity(workers);
+        // `prefetch` batches ahead in all, spread over the workers' queues.
+        let depth = prefetch.div_ceil(workers).max(1);
+        for w in 0..workers {
+            let (job_tx, job_rx) = sync_channel::<Job>(1);
+            let (out_tx, out_rx) = sync_channel::<Produced>(depth);
+            let shared = Arc::clone(&shared);
+            let stop = Arc::clone(&self.stop);
+            let handle = std::thread::Builder::new()
+                .name(format!("zrecord-loader-{w}"))
+                .spawn(move || worker(&shared, &stop, job_rx, out_tx))?;
+            threads.push(handle);
+            job_queues.push(job_tx);
+            batch_queues.push(out_rx);
+        }
+        drop(shared);
+        let stop = Arc::clone(&self.stop);
+        let mixture = self.stream.mixture_sources().is_some();
+        let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
+            let mut turn = 0usize;
+            while !stop.load(Ordering::Acquire) {
+                // The constructor made a batch of this size, so these allocations succeed
+                // as surely as any other; if they do not, the consumer hears of it (the
+                // queues close and `next` reports the worker gone).
+                let Ok(job) = next_job(&mut shard, mixture) else { break };
+                if job_queues[turn].send(job).is_err() {
+                    break;
+                }
+                turn = (turn + 1) % job_queues.len();
+            }
+        })?;
+        threads.push(handle);
+        Ok(batch_queues)
+    }
+
+    fn forked(&self) -> bool {
+        std::process::id() != self.owner_pid
+    }
+
+    /// Stops and joins every thread; idempotent.
+    fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        // Waits at most one CONSUMER_POLL for a `next()` running in another thread.
+        lock(&self.consumer).queues = None;
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        if self.forked() {
+            // Those threads live only in the parent; joining them here would never return.
+            std::mem::forget(threads);
+        } else {
+            for t in threads {
+                // A worker's panics are caught per batch, so join only fails on a bug; the
+                // loader is being torn down either way.
+                let _ = t.join();
+            }
+        }
+        drop(lock(&self.shared).take());
+    }
+
+    /// The next batch, or `Ok(None)` once the loader is closed. The stream never ends.
+    ///
+    /// The first call of a loader with workers starts its threads ([`LoaderError::Spawn`]
+    /// if the system refuses). A failed batch (a damaged record, say) is returned as its
+    /// error, and the loader stops there: every later call returns [`LoaderError::Stopped`] with the same
+    /// message, and [`Loader::state`] stays at the last batch returned.
+    pub fn next(&self) -> Result<Option<LoaderBatch>, LoaderError> {
+        if self.forked() && self.inline.is_none() {
+            return Err(LoaderError::Forked);
+        }
+        let produced = if let Some(inline) = &self.inline {
+            let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
+            if let Some((code, message)) = &lock(&self.consumer).failure {
+                return Err(LoaderError::Stopped { code: *code, message: message.clone() });
+            }
+            let job = next_job(&mut lock(inline), self.stream.mixture_sources().is_some());
+            match job {
+                Ok(job) => make_batch(&shared, job),
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            let mut consumer = lock(&self.consumer);
+            if let Some((code, message)) = &consumer.failure {
+                return Err(LoaderError::Stopped { code: *code, message: message.clone() });
+            }
+            if let Some((shard, workers, prefetch)) = lock(&self.pending).take() {
+                let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
+                if self.stop.load(Ordering::Acquire) {
+                    return Ok(None);
+                }
+                match self.spawn(shard, shared, workers, prefetch) {
+                    Ok(queues) => consumer.queues = Some(queues),
+                    Err(e) => {
+                        drop(consumer);
+                        self.shutdown();
+                        return Err(LoaderError::Spawn(e));
+                    }
+                }
+            }
+            let turn = consumer.turn;
+            loop {
+                let Some(queues) = consumer.queues.as_ref() else { return Ok(None) };
+                match queues[turn].recv_timeout(CONSUMER_POLL) {
+                    Ok(batch) => {
+                        consumer.turn = (turn + 1) % queues.len();
+                        break batch;
+                    }
+                    Err(RecvTimeoutError::Timeout) if !self.stop.load(Ordering::Acquire) => continue,
+                    Err(RecvTimeoutError::Timeout) => return Ok(None),
+                    Err(RecvTimeoutError::Disconnected) if self.stop.load(Ordering::Acquire) => return Ok(None),
+                    Err(RecvTimeoutError::Disconnected) => break Err(LoaderError::WorkerExited),
+                }
+            }
+        };
+        match produced {
+            Ok(batch) => {
+                // Batches come in stream order; `max` keeps the count from going back when
+                // several threads call an inline loader's `next()` at once.
+                self.consumed.fetch_max(batch.step + 1, Ordering::AcqRel);
+                Ok(Some(batch))
+            }
+            Err(e) => {
+                lock(&self.consumer).failure = Some((e.code(), e.to_string()));
+                Err(e)
+            }
+        }
+    }
+
+    /// The resume state: the position after the last batch [`Loader::next`] returned
+    /// (never counting what workers prepared ahead), with the stream's identity. Save
+    /// [`StreamState::encode`]; every rank's is the same.
+    pub fn state(&self) -> StreamState {
+        self.stream.state(self.step())
+    }
+
+    /// Global batches consumed: the step of the next batch [`Loader::next`] returns.
+    pub fn step(&self) -> u64 {
+        self.consumed.load(Ordering::Acquire)
+    }
+
+    /// The stream read.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Samples per batch of this rank: the global batch over the world size.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// This loader's rank.
+    pub fn rank(&self) -> u64 {
+        self.rank
+    }
+
+    /// The number of ranks reading the stream.
+    pub fn world_size(&self) -> u64 {
+        self.world_size
+    }
+
+    /// Batches per epoch of every rank (SHUFFLE over one dataset); `None` for the endless
+    /// SEQUENTIAL, IID and mixture streams.
+    pub fn steps_per_epoch(&self) -> Option<u64> {
+        self.stream.steps_per_epoch()
+    }
+
+    /// Stops and joins every thread, then lets go of the stores. Idempotent; returns once
+    /// no thread is left. [`Loader::next`] then returns `Ok(None)`.
+    pub fn close(&self) {
+        self.shutdown();
+    }
+
+    /// True once [`Loader::close`] has been called.
+    pub fn is_closed(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Number of this loader's threads still running (0 after [`Loader::close`]).
+    pub fn threads_alive(&self) -> usize {
+        lock(&self.threads).iter().filter(|t| !t.is_finished()).count()
+    }
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("stream", &self.stream)
+            .field("rank", &self.rank)
+            .field("world_size", &self.world_size)
+            .field("batch_size", &self.batch_size)
+            .field("step", &self.step())
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn check_sources(stream: &Stream, sources: &[Source]) -> Result<(), LoaderError> {
+    let datasets = stream.datasets();
+    if sources.len() != datasets.len() {
+        return Err(LoaderError::Sources(format!(
+            "the stream reads {} dataset(s) but {} source(s) were given",
+            datasets.len(),
+            sources.len()
+        )));
+    }
+    for (s, (source, dataset)) in sources.iter().zip(datasets).enumerate() {
+        if source.id() != *dataset {
+            return Err(LoaderError::Sources(format!(
+                "source {s} is {:?} but the stream was built for {dataset:?}: build the stream from the sources' id()",
+                source.id()
+            )));
+        }
+    }
+    let sizes = sources[0].sample_sizes();
+    if let Some(s) = sources.iter().position(|src| src.sample_sizes() != sizes) {
+        return Err(LoaderError::Sources(format!(
+            "the sources of a loader must have the same fields and sample sizes: source 0 has {sizes:?} bytes, \
+             source {s} has {:?}",
+            sources[s].sample_sizes()
+        )));
+    }
+    Ok(())
+}
+
+/// The shard's next batch of indices (and sources, for a mixture).
+fn next_job(shard: &mut Shard, mixture: bool) -> Result<Job, Error> {
+    let n = shard.batch_size();
+    let mut indices = zeroed::<u64>(n)?;
+    let mut sources = zeroed::<u32>(n)?;
+    let step = if mixture { shard.fill_with_sources(&mut indices, &mut sources) } else { shard.fill(&mut indices) };
+    Ok(Job { step, indices, sources })
+}
+
+fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Job>, out: SyncSender<Produced>) {
+    while let Ok(job) = jobs.recv() {
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        let batch = make_batch(shared, job);
+        let failed = batch.is_err();
+        if out.send(batch).is_err() || failed {
+            break;
+        }
+    }
+}
+
+/// Gathers every field of a job, on the loader's pool, with panics caught.
+fn make_batch(shared: &Shared, job: Job) -> Produced {
+    let run = || gather(&shared.sources, job);
+    let result = match (shared.pool)() {
+        Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
+        None => catch_unwind(AssertUnwindSafe(run)),
+    };
+    match result {
+        Ok(r) => r.map_err(LoaderError::Store),
+        Err(p) => Err(LoaderError::Panic(
+            p.downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into()),
+        )),
+    }
+}
+
+fn gather(sources: &[Source], job: Job) -> Result<LoaderBatch, Error> {
+    let n = job.indices.len();
+    let mut fields = Vec::with_capacity(sources[0].fields.len());
+    if sources.len() == 1 {
+        for (store, size) in &sources[0].fields {
+            let mut buf = zeroed::<u8>(n * size)?;
+            store.gather(&job.indices, &mut buf, *size)?;
+            fields.push(buf);
+        }
+    } else {
+        // A mixture: each source's slots, gathered into place with per-slot offsets.
+        let mut groups: Vec<(Vec<u64>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); sources.len()];
+        for (slot, (&index, &s)) in job.indices.iter().zip(&job.sources).enumerate() {
+            let (indices, slots) = &mut groups[s as usize];
+            indices.push(index);
+            slots.push(slot);
+        }
+        let mut lengths = Vec::new();
+        for f in 0..sources[0].fields.len() {
+            let size = sources[0].fields[f].1;
+            let mut buf = zeroed::<u8>(n * size)?;
+            for (source, (indices, slots)) in sources.iter().zip(&groups) {
+                if indices.is_empty() {
+                    continue;
+                }
+                let store = &source.fields[f].0;
+                // A record longer than its slot fails, as it does in a fixed-stride gather.
+                lengths.clear();
+                lengths.resize(indices.len(), 0u32);
+                store.lengths(indices, &mut lengths)?;
+                if let Some(k) = lengths.iter().position(|&len| len as usize > size) {
+                    return Err(Error::BufferTooSmall(format!(
+                        "record {} ({} bytes) of {} does not fit a sample of {size} bytes",
+                        indices[k],
+                        lengths[k],
+                        store.path().display()
+                    )));
+                }
+                let offsets: Vec<u64> = slots.iter().map(|&slot| (slot * size) as u64).collect();
+                store.gather_var(indices, &mut buf, &offsets)?;
+            }
+            fields.push(buf);
+        }
+    }
+    Ok(LoaderBatch { step: job.step, indices: job.indices, sources: job.sources, fields })
+}

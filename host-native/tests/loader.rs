@@ -1,0 +1,371 @@
+//! The native loader: it reads the core's stream (every SHUFFLE index once per epoch, the
+//! ranks' batches put together are the world-size-1 stream), counts only what `next()`
+//! returned, resumes exactly under other workers, prefetch depths and splits of the global
+//! batch, refuses a state whose dataset changed (append, delete, compact), reads mixtures
+//! with each sample's source, surfaces worker errors and closes promptly.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zrecord::{
+    Codec, DatasetId, Error, Loader, LoaderError, LoaderOptions, Mixture, Mode, Source, StateError, Stream,
+    StreamState, Zrecord,
+};
+
+/// A store of `n` 8-byte records, record `i` holding `base + i` (little-endian).
+fn store(dir: &Path, name: &str, n: u64, base: u64) -> Arc<Zrecord> {
+    let z = Zrecord::open(dir.join(name)).unwrap();
+    let bytes: Vec<u8> = (0..n).flat_map(|i| (base + i).to_le_bytes()).collect();
+    z.append(&bytes, n as usize, 8, Some(Codec::Raw)).unwrap();
+    Arc::new(z)
+}
+
+fn values(buf: &[u8]) -> Vec<u64> {
+    buf.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn opts(rank: u64, world_size: u64, num_workers: usize, prefetch: usize) -> LoaderOptions {
+    LoaderOptions { rank, world_size, num_workers, prefetch, ..LoaderOptions::default() }
+}
+
+/// The next `steps` batches' values (field 0), checking that each batch's indices are
+/// what it holds.
+fn take(loader: &Loader, steps: u64, base: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for _ in 0..steps {
+        let b = loader.next().unwrap().expect("open");
+        let v = values(&b.fields[0]);
+        assert_eq!(v, b.indices.iter().map(|i| base + i).collect::<Vec<_>>());
+        out.extend(v);
+    }
+    out
+}
+
+#[test]
+fn one_shuffle_epoch_visits_every_index_once_on_one_and_four_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 1003;
+    let z = store(dir.path(), "d", n, 0);
+    let source = Source::new(vec![(z, 8)]).unwrap();
+    // World 1, batch 40: 25 steps, 3 samples dropped.
+    let stream = Stream::new(source.id(), Mode::Shuffle, 5, 40).unwrap();
+    let loader = Loader::new(stream.clone(), vec![source.clone()], opts(0, 1, 3, 4)).unwrap();
+    assert_eq!(loader.steps_per_epoch(), Some(25));
+    let epoch = take(&loader, 25, 0);
+    let seen: HashSet<u64> = epoch.iter().copied().collect();
+    assert_eq!(seen.len(), 1000, "no index twice");
+    assert!(seen.iter().all(|&i| i < n));
+
+    // World 4 of 10 per rank: the same global batch, so the same stream.
+    let mut per_rank = Vec::new();
+    for rank in 0..4 {
+        let l = Loader::new(stream.clone(), vec![source.clone()], opts(rank, 4, rank as usize, 2)).unwrap();
+        assert_eq!(l.batch_size(), 10);
+        assert_eq!(l.steps_per_epoch(), Some(25), "every rank runs the same number of steps");
+        per_rank.push(take(&l, 25, 0));
+    }
+    let mut joined = Vec::new();
+    for step in 0..25 {
+        for rank in &per_rank {
+            joined.extend_from_slice(&rank[step * 10..(step + 1) * 10]);
+        }
+    }
+    assert_eq!(joined, epoch, "rank r reads the r-th slice of each global batch");
+}
+
+#[test]
+fn resume_is_exact_with_other_workers_prefetch_and_world_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = store(dir.path(), "d", 500, 1000);
+    let source = Source::new(vec![(z, 8)]).unwrap();
+    for mode in [Mode::Shuffle, Mode::Iid, Mode::Sequential] {
+        let stream = Stream::new(source.id(), mode, 77, 32).unwrap();
+        let whole = Loader::new(stream.clone(), vec![source.clone()], opts(0, 1, 2, 4)).unwrap();
+        let reference = take(&whole, 40, 1000);
+
+        // Two ranks of 16 read 13 steps with deep prefetch, save (as text), and stop.
+        let ranks: Vec<Loader> =
+            (0..2).map(|r| Loader::new(stream.clone(), vec![source.clone()], opts(r, 2, 3, 8)).unwrap()).collect();
+        let mut first = Vec::new();
+        for _ in 0..13 {
+            for l in &ranks {
+                first.extend(take(l, 1, 1000));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50)); // let the workers run ahead
+        let saved = ranks[0].state().encode();
+        assert_eq!(saved, ranks[1].state().encode(), "every rank saves the same state");
+        assert_eq!(ranks[0].state().step, 13);
+        drop(ranks);
+
+        // One rank of 32, no worker threads.
+        let state = StreamState::decode(&saved).unwrap();
+        let resumed = Loader::resume(stream.clone(), vec![source.clone()], opts(0, 1, 0, 1), &state).unwrap();
+        assert_eq!(resumed.step(), 13);
+        let rest = take(&resumed, 27, 1000);
+        first.extend(rest);
+        assert_eq!(first, reference, "{mode:?}");
+    }
+}
+
+#[test]
+fn the_state_counts_returned_batches_not_prefetched_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = store(dir.path(), "d", 4000, 0);
+    let source = Source::new(vec![(z, 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 1, 16).unwrap();
+    let loader = Loader::new(stream.clone(), vec![source], opts(0, 1, 4, 8)).unwrap();
+    assert_eq!(loader.state().step, 0);
+    take(&loader, 3, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(loader.state(), stream.state(3));
+    let encoded = loader.state().encode();
+    assert!(encoded.len() < 1024, "{encoded}");
+}
+
+#[test]
+fn a_changed_dataset_refuses_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let saved = {
+        let z = store(dir.path(), "d", 300, 0);
+        let source = Source::new(vec![(z, 8)]).unwrap();
+        let stream = Stream::new(source.id(), Mode::Shuffle, 3, 10).unwrap();
+        let l = Loader::new(stream, vec![source], opts(0, 1, 1, 2)).unwrap();
+        take(&l, 2, 0);
+        l.state()
+    };
+    let resume = |z: Zrecord| {
+        let source = Source::new(vec![(Arc::new(z), 8)]).unwrap();
+        let stream = Stream::new(source.id(), Mode::Shuffle, 3, 10).unwrap();
+        Loader::resume(stream, vec![source], opts(0, 1, 1, 2), &saved).map(|_| ())
+    };
+    // Unchanged: it resumes, in another handle.
+    resume(Zrecord::open(&path).unwrap()).unwrap();
+
+    // Append: the length says so.
+    let z = Zrecord::open(&path).unwrap();
+    let g0 = z.generation().unwrap();
+    z.append(&7u64.to_le_bytes(), 1, 8, None).unwrap();
+    assert_ne!(z.generation().unwrap(), g0, "an append moves the frontier");
+    let e = resume(z).unwrap_err();
+    assert!(matches!(e, LoaderError::State(StateError::DatasetLength { saved: 300, current: 301, .. })), "{e}");
+
+    // Delete one, append one: the length is back, the generation is not.
+    let mut z = Zrecord::open(&path).unwrap();
+    z.delete(&[0, 300]).unwrap();
+    z.append(&7u64.to_le_bytes(), 1, 8, None).unwrap();
+    assert_eq!(z.len(), 300);
+    let e = resume(z).unwrap_err();
+    assert!(matches!(e, LoaderError::State(StateError::DatasetGeneration { .. })), "{e}");
+    assert!(e.to_string().contains("deleted or compacted"), "{e}");
+
+    // A state saved now resumes; a compact (even one with nothing to move) refuses it.
+    let z = Arc::new(Zrecord::open(&path).unwrap());
+    let source = Source::new(vec![(Arc::clone(&z), 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 3, 10).unwrap();
+    let state = stream.state(5);
+    drop(source);
+    let mut z = Arc::into_inner(z).unwrap();
+    let before = z.generation().unwrap();
+    z.compact().unwrap();
+    z.compact().unwrap();
+    let after = z.generation().unwrap();
+    assert_ne!(before, after);
+    let source = Source::new(vec![(Arc::new(z), 8)]).unwrap();
+    // The old stream no longer fits the store; one built from it refuses the state.
+    assert!(matches!(Loader::new(stream, vec![source.clone()], opts(0, 1, 0, 1)), Err(LoaderError::Sources(_))));
+    let stream = Stream::new(source.id(), Mode::Shuffle, 3, 10).unwrap();
+    let e = Loader::resume(stream, vec![source], opts(0, 1, 0, 1), &state).unwrap_err();
+    assert!(matches!(e, LoaderError::State(StateError::DatasetGeneration { .. })), "{e}");
+}
+
+#[test]
+fn generation_is_a_counter_in_a_side_file_above_the_frontier() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let mut z = Zrecord::open(&path).unwrap();
+    assert_eq!(z.generation().unwrap(), 0, "a new store: counter 0, frontier 0");
+    assert!(!path.join("generation.zrg").exists());
+    z.append(&[1u8; 24], 3, 8, Some(Codec::Raw)).unwrap();
+    assert_eq!(z.generation().unwrap(), 24);
+    z.delete(&[1]).unwrap();
+    assert_eq!(
+        std::fs::read(path.join("generation.zrg")).unwrap(),
+        [b'Z', b'R', b'G', b'N', 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
+    );
+    assert_eq!(z.generation().unwrap(), (1 << 44) | 24);
+    z.compact().unwrap();
+    assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    // An empty delete changes nothing and bumps nothing.
+    z.delete(&[]).unwrap();
+    assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    // Nor does a delete of tail records (it writes only the header, so it works on a full
+    // disk): the length changes, and an append that brings it back moves the frontier.
+    let before = z.dataset_id().unwrap();
+    z.delete(&[1]).unwrap();
+    assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    assert_eq!(z.dataset_id().unwrap().length, before.length - 1);
+    z.append(&[2u8; 8], 1, 8, Some(Codec::Raw)).unwrap();
+    assert_eq!(z.dataset_id().unwrap().length, before.length);
+    assert_ne!(z.dataset_id().unwrap(), before);
+    assert_eq!(z.generation().unwrap(), (2 << 44) | 24);
+    // Another handle, another process: the same value.
+    drop(z);
+    assert_eq!(Zrecord::open_read_only(&path).unwrap().generation().unwrap(), (2 << 44) | 24);
+    // A damaged file is an error naming it, not a silent 0.
+    std::fs::write(path.join("generation.zrg"), b"junk").unwrap();
+    let z = Zrecord::open_read_only(&path).unwrap();
+    let e = z.generation().unwrap_err();
+    assert!(matches!(e, Error::Format(_)) && e.to_string().contains("generation.zrg"), "{e}");
+}
+
+#[test]
+fn mixtures_carry_sources_and_keep_their_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Source::new(vec![(store(dir.path(), "a", 700, 0), 8), (store(dir.path(), "la", 700, 50_000), 8)]).unwrap();
+    let b =
+        Source::new(vec![(store(dir.path(), "b", 90, 10_000), 8), (store(dir.path(), "lb", 90, 60_000), 8)]).unwrap();
+    let mixture = Mixture::new(vec![a.id(), b.id()], vec![0.7, 0.3]).unwrap();
+    let stream = Stream::mixture(mixture, 11, 100).unwrap();
+    assert_eq!(stream.steps_per_epoch(), None);
+    let loader = Loader::new(stream.clone(), vec![a.clone(), b.clone()], opts(0, 1, 2, 4)).unwrap();
+    let mut counts = [0usize; 2];
+    let mut seen_b = Vec::new();
+    for step in 0..30 {
+        let batch = loader.next().unwrap().unwrap();
+        assert_eq!(batch.step, step);
+        let (data, labels) = (values(&batch.fields[0]), values(&batch.fields[1]));
+        for i in 0..100 {
+            let (s, idx) = (batch.sources[i], batch.indices[i]);
+            counts[s as usize] += 1;
+            let (base, label_base) = if s == 0 { (0, 50_000) } else { (10_000, 60_000) };
+            assert_eq!(data[i], base + idx, "slot {i} holds its source's record");
+            assert_eq!(labels[i], label_base + idx);
+            if s == 1 {
+                seen_b.push(idx);
+            }
+        }
+        let mut expected_sources = vec![0u32; 100];
+        let mut expected = vec![0u64; 100];
+        stream.batch_at(step, 0, 1, &mut expected, Some(&mut expected_sources)).unwrap();
+        assert_eq!((batch.indices, batch.sources), (expected, expected_sources));
+    }
+    assert!((counts[1] as f64 / 3000.0 - 0.3).abs() < 0.01, "{counts:?}");
+    // Source b (90 samples) runs its own epochs: every sample once per 90 picks.
+    for epoch in seen_b.chunks_exact(90) {
+        assert_eq!(epoch.iter().copied().collect::<HashSet<_>>().len(), 90);
+    }
+
+    // Sharded and resumed: 4 ranks of 25 from step 10 read the same.
+    let state = stream.state(10);
+    let whole = Loader::resume(stream.clone(), vec![a.clone(), b.clone()], opts(0, 1, 0, 1), &state).unwrap();
+    let expect = whole.next().unwrap().unwrap();
+    for rank in 0..4u64 {
+        let l = Loader::resume(stream.clone(), vec![a.clone(), b.clone()], opts(rank, 4, 1, 1), &state).unwrap();
+        let got = l.next().unwrap().unwrap();
+        let r = rank as usize;
+        assert_eq!(got.indices, expect.indices[r * 25..(r + 1) * 25]);
+        assert_eq!(got.sources, expect.sources[r * 25..(r + 1) * 25]);
+        assert_eq!(got.fields[1], expect.fields[1][r * 200..(r + 1) * 200]);
+    }
+}
+
+#[test]
+fn sources_must_fit_the_stream_and_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = store(dir.path(), "a", 100, 0);
+    let short = store(dir.path(), "s", 99, 0);
+    assert!(matches!(Source::new(vec![(Arc::clone(&a), 8), (short, 8)]), Err(LoaderError::Sources(_))));
+    assert!(matches!(Source::new(vec![]), Err(LoaderError::Sources(_))));
+    assert!(matches!(Source::new(vec![(Arc::clone(&a), 0)]), Err(LoaderError::Sources(_))));
+    let source = Source::new(vec![(Arc::clone(&a), 8)]).unwrap();
+    // A stream built for another dataset.
+    let other = Stream::new(DatasetId { length: 100, generation: 12345 }, Mode::Iid, 1, 10).unwrap();
+    assert!(matches!(Loader::new(other, vec![source.clone()], opts(0, 1, 1, 1)), Err(LoaderError::Sources(_))));
+    // Mixture sources of different sample sizes.
+    let wide = Source::new(vec![(store(dir.path(), "w", 100, 0), 16)]).unwrap();
+    let m = Mixture::new(vec![source.id(), wide.id()], vec![1.0, 1.0]).unwrap();
+    let stream = Stream::mixture(m, 1, 10).unwrap();
+    let e = Loader::new(stream, vec![source.clone(), wide], opts(0, 1, 1, 1)).err().unwrap();
+    assert!(e.to_string().contains("same fields and sample sizes"), "{e}");
+    // A world size that does not divide the global batch, a rank out of range.
+    let stream = Stream::new(source.id(), Mode::Shuffle, 1, 10).unwrap();
+    assert!(matches!(Loader::new(stream.clone(), vec![source.clone()], opts(0, 3, 1, 1)), Err(LoaderError::Stream(_))));
+    assert!(matches!(Loader::new(stream.clone(), vec![source.clone()], opts(2, 2, 1, 1)), Err(LoaderError::Stream(_))));
+    // A state of another global batch.
+    let other = Stream::new(source.id(), Mode::Shuffle, 1, 20).unwrap();
+    let e = Loader::resume(stream, vec![source], opts(0, 1, 1, 1), &other.state(3)).err().unwrap();
+    assert!(matches!(e, LoaderError::State(StateError::GlobalBatch { saved: 20, current: 10 })), "{e}");
+}
+
+#[test]
+fn a_worker_error_reaches_next_and_stops_the_loader() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = store(dir.path(), "d", 50, 0);
+    for workers in [0, 2] {
+        // Records of 8 bytes read as samples of 4: every gather fails.
+        let source = Source::new(vec![(Arc::clone(&z), 4)]).unwrap();
+        let stream = Stream::new(source.id(), Mode::Iid, 1, 5).unwrap();
+        let loader = Loader::new(stream, vec![source], opts(0, 1, workers, 2)).unwrap();
+        let e = loader.next().unwrap_err();
+        assert!(matches!(e, LoaderError::Store(Error::BufferTooSmall(_))), "{e}");
+        let again = loader.next().unwrap_err();
+        assert!(matches!(&again, LoaderError::Stopped { code: Some(-6), .. }), "{again}");
+        assert_eq!(again.to_string(), e.to_string());
+        assert_eq!(loader.state().step, 0);
+    }
+}
+
+#[test]
+fn close_is_prompt_joins_everything_and_ends_a_waiting_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = store(dir.path(), "d", 5000, 0);
+    let source = Source::new(vec![(z, 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Iid, 1, 64).unwrap();
+    let loader = Arc::new(Loader::new(stream, vec![source], opts(0, 1, 4, 8)).unwrap());
+    assert_eq!(loader.threads_alive(), 0, "threads start with the first next()");
+    loader.next().unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // every queue full, every worker blocked
+    assert_eq!(loader.threads_alive(), 5);
+    let reader = {
+        let loader = Arc::clone(&loader);
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while let Some(_b) = loader.next().unwrap() {
+                n += 1;
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let start = Instant::now();
+    loader.close();
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(loader.is_closed());
+    assert_eq!(loader.threads_alive(), 0);
+    reader.join().unwrap();
+    assert!(loader.next().unwrap().is_none());
+    loader.close();
+    assert_eq!(loader.threads_alive(), 0);
+    // The stores were let go: a delete can have the store to itself.
+    drop(loader);
+    let mut z = Zrecord::open(dir.path().join("d")).unwrap();
+    z.delete(&[0]).unwrap();
+}
+
+#[test]
+fn a_loader_closed_or_dropped_before_it_is_read_starts_no_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = store(dir.path(), "d", 100, 0);
+    let source = Source::new(vec![(z, 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 1, 10).unwrap();
+    let loader = Loader::new(stream.clone(), vec![source.clone()], opts(0, 1, 3, 4)).unwrap();
+    assert_eq!(loader.threads_alive(), 0);
+    loader.close();
+    assert!(loader.next().unwrap().is_none());
+    assert_eq!(loader.threads_alive(), 0);
+    drop(Loader::new(stream, vec![source], opts(0, 1, 3, 4)).unwrap());
+}
