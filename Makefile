@@ -14,7 +14,7 @@ export CARGO_TERM_COLOR ?= never
 # conftest.py); `make test` lists them in its final summary so a skip never looks passed.
 export ZRECORD_SKIP_LOG := $(CURDIR)/target/skipped-tests.txt
 
-.PHONY: setup setup-rust setup-python build python test test-start test-rust test-nostd test-python demo bench bench-smoke clean
+.PHONY: bench-codecs setup setup-rust setup-python build python test test-start test-rust test-nostd test-python demo bench bench-smoke clean
 
 setup: setup-rust setup-python
 
@@ -87,8 +87,14 @@ bench: $(BENCH_VENV)/.stamp
 
 bench-smoke: python
 	$(PY) bench/bench.py sampler --quick
-	$(PY) bench/bench.py store --quick --only zrecord,loaderx,npy
+	$(PY) bench/bench.py store --quick --only zrecord,loaderx,npy --sets structured
+	$(PY) bench/bench.py policy --quick --sets structured
 	$(PY) bench/bench.py checksums --quick
+
+# DEFLATE against zstd and LZ4, one core, on the data sets a bench run cached (docs/codecs.md).
+bench-codecs: $(BENCH_VENV)/.stamp
+	$(BENCH_VENV)/bin/python -W ignore bench/bench.py policy --quick > /dev/null
+	cargo run --release --manifest-path bench/codecs/Cargo.toml -- bench/.data/*.npy
 
 demo: setup build python
 	$(PY) tests/demo.py --zr $(ZR)

@@ -1,10 +1,14 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|scale|all] [--quick]
+    python bench/bench.py [sampler|store|checksums|loader|stream|pool|policy|threads|scale|all]
+                          [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
 baseline, measured in the same run. Timings are medians of repeats on a warm page cache
-(every store is read once before it is timed). Contenders whose package is missing are
+(every store is read once before it is timed), or with --cold on files evicted from the
+page cache before every timed pass. The store and loader tables run over every data set:
+two synthetic ones (kept so older figures compare) and four built from real material that
+the Python registry ships (see `dataset`). Contenders whose package is missing are
 skipped with a note. Nothing here asserts a time: this prints tables, it does not test.
 """
 
@@ -105,6 +109,194 @@ def make_records(n, noise_only=False, seed=0):
     return out
 
 
+# ------------------------------------------------------------------------- data sets
+#
+# Every table runs over every set. The realistic ones are built offline from what the
+# Python registry ships (scikit-image's bundled photographs, the standard library's
+# sources, tokenized with a BPE trained here by the `tokenizers` package) and cached under
+# --cache, so a rerun measures the same bytes.
+
+CACHE = Path(__file__).resolve().parent / ".data"
+DATASETS = ("structured", "noise", "images64", "images224", "tokens", "features")
+
+
+def _photos():
+    """scikit-image's bundled colour photographs as (H, W, 3) uint8 arrays."""
+    import skimage
+    from PIL import Image
+
+    root = Path(skimage.__file__).parent / "data"
+    out = []
+    drawn = {"chessboard_RGB", "color", "logo"}  # test patterns, not photographs
+    for p in sorted([*root.glob("*.png"), *root.glob("*.jpg")]):
+        if p.stem in drawn:
+            continue
+        img = np.asarray(Image.open(p))
+        # Colour photographs only: grey scans, masks and logos are not what users store.
+        if img.ndim == 3 and img.shape[2] in (3, 4) and min(img.shape[:2]) >= 256:
+            img = img[..., :3]
+            if np.ptp(img[..., 0].astype(np.int16) - img[..., 1]) > 8:  # not grey saved as RGB
+                out.append(np.ascontiguousarray(img))
+    if not out:
+        raise RuntimeError(f"no colour photographs found in {root}")
+    return out
+
+
+def make_images(n, side, seed=3):
+    """Random crops (and flips) of the bundled photographs, uint8 (3, side, side)."""
+    rng = np.random.default_rng(seed)
+    photos = _photos()
+    out = np.empty((n, 3, side, side), np.uint8)
+    for k in range(n):
+        img = photos[rng.integers(len(photos))]
+        h, w = img.shape[:2]
+        y, x = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
+        crop = img[y:y + side, x:x + side]
+        if rng.random() < 0.5:
+            crop = crop[:, ::-1]
+        out[k] = crop.transpose(2, 0, 1)
+    return out
+
+
+TOKEN_WINDOW = 2048
+BPE_VOCAB = 32000
+
+
+def _stdlib_text(limit_bytes):
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    parts, total = [], 0
+    for p in sorted(root.rglob("*.py")):
+        if "site-packages" in p.parts or "test" in p.parts:
+            continue
+        try:
+            t = p.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        parts.append(t)
+        total += len(t)
+        if total >= limit_bytes:
+            break
+    return parts
+
+
+def make_tokens(n, seed=4):
+    """uint16 windows of 2,048 BPE tokens of the Python standard library's sources.
+
+    A byte-level BPE with a 32,000-token vocabulary (the size of LLaMA's) is trained here on
+    the same text with the `tokenizers` package; windows start at random token offsets.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+
+    texts = _stdlib_text(24 << 20)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts[: max(1, len(texts) // 3)], trainer=trainer)
+    ids = np.concatenate([np.asarray(e.ids, np.uint16) for e in tok.encode_batch(texts)])
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(ids) - TOKEN_WINDOW, n)
+    return np.stack([ids[s:s + TOKEN_WINDOW] for s in starts])
+
+
+def make_features(n, dim=768, seed=5):
+    """float32 embedding-like vectors: a mixture of 256 clusters in a rank-64 subspace,
+    per-dimension scale and offset, a few outlier dimensions, isotropic noise, then
+    layer-normalised, as a transformer's pooled output looks. Full-precision floats:
+    their low mantissa bytes are as random as real embeddings'."""
+    rng = np.random.default_rng(seed)
+    rank, clusters = 64, 256
+    basis = rng.normal(0, 1, (rank, dim)) * (np.arange(1, rank + 1) ** -0.5)[:, None]
+    centres = rng.normal(0, 1.5, (clusters, rank))
+    scale = rng.lognormal(0, 0.3, dim)
+    offset = rng.normal(0, 0.2, dim)
+    outliers = rng.choice(dim, 6, replace=False)
+    out = np.empty((n, dim), np.float32)
+    for s in range(0, n, 4096):
+        k = min(4096, n - s)
+        z = centres[rng.integers(clusters, size=k)] + rng.normal(0, 0.7, (k, rank))
+        x = (z @ basis) * scale + offset + rng.normal(0, 0.15, (k, dim))
+        x[:, outliers] *= 8
+        x = (x - x.mean(1, keepdims=True)) / x.std(1, keepdims=True)
+        out[s:s + k] = x
+    return out
+
+
+def dataset(name, quick):
+    """(array, description) of data set `name`, built once and cached."""
+    sizes = {  # about 240 MiB each in a full run (tokens and features less), 1/5 quick
+        "structured": 20000, "noise": 20000, "images64": 20000, "images224": 1600,
+        "tokens": 20000, "features": 40000,
+    }
+    n = sizes[name] // (5 if quick else 1)
+    desc = {
+        "structured": "synthetic uint8(3,64,64): smooth field + noise",
+        "noise": "synthetic uint8(3,64,64): uniform noise",
+        "images64": "photo crops uint8(3,64,64) (scikit-image data)",
+        "images224": "photo crops uint8(3,224,224) (scikit-image data)",
+        "tokens": f"uint16 windows of {TOKEN_WINDOW} BPE-{BPE_VOCAB} tokens (Python stdlib source)",
+        "features": "float32(768) embedding-like vectors",
+    }[name]
+    path = CACHE / f"{name}-{n}.npy"
+    if path.is_file():
+        return np.load(path), desc
+    if name in ("structured", "noise"):
+        data = make_records(n, noise_only=name == "noise")
+    elif name == "images64":
+        data = make_images(n, 64)
+    elif name == "images224":
+        data = make_images(n, 224)
+    elif name == "tokens":
+        data = make_tokens(n)
+    else:
+        data = make_features(n)
+    CACHE.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, data)
+    os.replace(tmp, path)
+    return data, desc
+
+
+def load_set(name, args):
+    """`dataset(name)`, or (None, None) with a note when a package it is built from is
+    missing (the test venv that runs `make bench-smoke` has no scikit-image or tokenizers)."""
+    try:
+        return dataset(name, args.quick)
+    except ImportError as e:
+        SKIPPED.append(f"data set {name}: {type(e).__name__}: {e} (pip install -r bench/requirements.txt)")
+        return None, None
+
+
+def selected_sets(args):
+    names = DATASETS if args.sets == "all" else tuple(args.sets.split(","))
+    bad = [s for s in names if s not in DATASETS]
+    if bad:
+        raise SystemExit(f"unknown data set(s) {bad}; choose from {DATASETS}")
+    return names
+
+
+def evict(paths):
+    """Drops `paths` (files, or every file under a directory) from the page cache.
+
+    fsync first (dirty pages are not dropped), then POSIX_FADV_DONTNEED, which needs no
+    privileges on files this process can open. Pages some process still maps are kept by
+    the kernel, so every contender is closed (unmapped) before this runs.
+    """
+    for root in paths:
+        root = Path(root)
+        for p in [root] if root.is_file() else [q for q in root.rglob("*") if q.is_file()]:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 class Contender:
     name = "?"
 
@@ -115,11 +307,11 @@ class Contender:
 
 
 class ZrecordStore(Contender):
-    def __init__(self, mod, label, codec):
-        self.mod, self.name, self.codec = mod, label, codec
+    def __init__(self, mod, label, codec, **write_kw):
+        self.mod, self.name, self.codec, self.write_kw = mod, label, codec, write_kw
 
     def write(self, data, path):
-        self.mod.Dataset.write(path, data, codec=self.codec).close()
+        self.mod.Dataset.write(path, data, codec=self.codec, **self.write_kw).close()
 
     def open(self, path):
         self.ds = self.mod.Dataset(path)
@@ -129,6 +321,22 @@ class ZrecordStore(Contender):
 
     def close(self):
         self.ds.close()
+
+
+class ZrecordGatherInto(ZrecordStore):
+    """`Zrecord.gather` into one buffer reused for every batch: the engine's own speed,
+    with no allocation per batch (what `Dataset.__getitems__` is measured against)."""
+
+    def open(self, path):
+        super().open(path)
+        self.out = None
+
+    def gather(self, idx):
+        ds = self.ds
+        if self.out is None or len(self.out) != len(idx):
+            self.out = np.empty((len(idx), *ds.shape), ds.dtype)
+        ds.store.gather(idx, self.out, self.out[0].nbytes)
+        return self.out
 
 
 class NpyMemmap(Contender):
@@ -155,7 +363,7 @@ class H5(Contender):
 
     def write(self, data, path):
         with self.h5py.File(path, "w") as f:
-            kw = dict(compression="gzip", compression_opts=1, chunks=(1, 3, 64, 64)) if self.gzip else {}
+            kw = dict(compression="gzip", compression_opts=1, chunks=(1, *data.shape[1:])) if self.gzip else {}
             f.create_dataset("x", data=data, **kw)
 
     def open(self, path):
@@ -183,21 +391,21 @@ class Lmdb(Contender):
         self.lmdb = lmdb
 
     def write(self, data, path):
-        env = self.lmdb.open(str(path), map_size=4 << 30, subdir=True, lock=False)
+        env = self.lmdb.open(str(path), map_size=max(4 << 30, 2 * data.nbytes), subdir=True, lock=False)
         with env.begin(write=True) as txn:
             for i in range(len(data)):
                 txn.put(i.to_bytes(8, "big"), data[i].tobytes())
         env.close()
-        self.shape = data.shape[1:]
+        self.dtype, self.shape = data.dtype, data.shape[1:]
 
     def open(self, path):
         self.env = self.lmdb.open(str(path), readonly=True, lock=False, subdir=True)
 
     def gather(self, idx):
-        out = np.empty((len(idx), *self.shape), np.uint8)
+        out = np.empty((len(idx), *self.shape), self.dtype)
         with self.env.begin(buffers=True) as txn:
             for k, i in enumerate(idx):
-                out[k] = np.frombuffer(txn.get(int(i).to_bytes(8, "big")), np.uint8).reshape(self.shape)
+                out[k] = np.frombuffer(txn.get(int(i).to_bytes(8, "big")), self.dtype).reshape(self.shape)
         return out
 
     def close(self):
@@ -215,17 +423,19 @@ class ArrayRecord(Contender):
         for i in range(len(data)):
             w.write(data[i].tobytes())
         w.close()
-        self.shape = data.shape[1:]
+        self.dtype, self.shape = data.dtype, data.shape[1:]
 
     def open(self, path):
         self.r = self.reader_mod.ArrayRecordDataSource([str(path)])
 
     def gather(self, idx):
         recs = self.r.__getitems__([int(i) for i in idx])
-        return np.stack([np.frombuffer(b, np.uint8).reshape(self.shape) for b in recs])
+        return np.stack([np.frombuffer(b, self.dtype).reshape(self.shape) for b in recs])
 
     def close(self):
-        pass
+        r, self.r = self.r, None
+        if hasattr(r, "__exit__"):
+            r.__exit__(None, None, None)
 
 
 def gather_all(c, idxs):
@@ -236,7 +446,13 @@ def gather_all(c, idxs):
 
 def store_contenders():
     import zrecord
-    out = [ZrecordStore(zrecord, "zrecord flate", "flate"), ZrecordStore(zrecord, "zrecord raw", "raw")]
+    out = [
+        ZrecordStore(zrecord, "zrecord flate", "flate"),
+        ZrecordStore(zrecord, "zrecord raw", "raw"),
+        ZrecordGatherInto(zrecord, "zrecord raw, gather into one buffer", "raw"),
+    ]
+    if "min_savings" in getattr(zrecord.Dataset.write, "__doc__", ""):
+        out.insert(1, ZrecordStore(zrecord, "zrecord flate, min_savings=0", "flate", min_savings=0.0))
     loaderx = optional("loaderx")
     if loaderx is not None:
         out += [ZrecordStore(loaderx, "loaderx flate", "flate"), ZrecordStore(loaderx, "loaderx raw", "raw")]
@@ -255,15 +471,23 @@ def store_contenders():
     return out
 
 
+def _reference(name):
+    if "gzip" in name or ("flate" in name):
+        return "loaderx flate"
+    return "loaderx raw"
+
+
 def bench_store(args):
-    n = 20000 if not args.quick else 4000
-    batches = 200 if not args.quick else 40
-    rng = np.random.default_rng(1)
-    idxs = [rng.integers(0, n, 256) for _ in range(batches)]
-    for variant, noise in (("structured", False), ("noise", True)):
-        data = make_records(n, noise_only=noise)
+    for set_name in selected_sets(args):
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
+        n = len(data)
+        batch = 256
+        batches = (200 if not args.quick else 40) if not args.cold else (20 if not args.quick else 5)
+        rng = np.random.default_rng(1)
+        idxs = [rng.integers(0, n, batch) for _ in range(batches)]
         mib = data.nbytes / 2**20
-        rows = []
         results = {}
         for c in store_contenders():
             if args.only and not any(o in c.name for o in args.only.split(",")):
@@ -275,31 +499,204 @@ def bench_store(args):
                 c.write(data, path)
                 wt = time.perf_counter() - t
                 c.open(path)
-                # Warm the page cache and check the contents once.
+                # Check the contents once (this also warms the page cache).
                 got = c.gather(idxs[0])
                 assert np.array_equal(got, data[idxs[0]]), c.name
-                t = time.perf_counter()
-                for ix in idxs:
-                    c.gather(ix)
-                warm = time.perf_counter() - t
-                # Slow contenders get one timed pass; fast ones the median of three.
-                gt = median_time(lambda: gather_all(c, idxs), repeat=1 if warm > 5 else 3) / batches
+                if args.cold:
+                    # Every batch from a cold cache, as in a data set far larger than memory:
+                    # close (a mapped page is never dropped), evict, reopen, then time the
+                    # batch alone. Evicting once per pass instead would let readahead-based
+                    # readers warm the rest of a small file and time mostly cached reads.
+                    def cold_pass():
+                        total = 0.0
+                        for ix in idxs:
+                            c.close()
+                            evict([path])
+                            c.open(path)
+                            t = time.perf_counter()
+                            c.gather(ix)
+                            total += time.perf_counter() - t
+                        return total
+                    gt = float(np.median([cold_pass() for _ in range(3)])) / batches
+                else:
+                    t = time.perf_counter()
+                    gather_all(c, idxs)
+                    warm = time.perf_counter() - t
+                    # Slow contenders get one timed pass; fast ones the median of three.
+                    gt = median_time(lambda: gather_all(c, idxs), repeat=1 if warm > 5 else 3) / batches
                 c.close()
                 results[c.name] = (wt, gt, disk_usage(path))
             except Exception as e:  # noqa: BLE001
-                SKIPPED.append(f"{c.name} ({variant}): {type(e).__name__}: {e}".splitlines()[0])
+                SKIPPED.append(f"{c.name} ({set_name}): {type(e).__name__}: {e}".splitlines()[0])
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-        batch_mib = 256 * data[0].nbytes / 2**20
+        batch_mib = batch * data[0].nbytes / 2**20
+        rows = []
+        npy = results.get("npy memmap")
         for name, (wt, gt, du) in results.items():
-            ref = "loaderx flate" if "flate" in name or "gzip" in name else "loaderx raw"
-            rw, rg, _ = results.get(ref, (None, None, None))
+            rw, rg, _ = results.get(_reference(name), (None, None, None))
             rows.append([name, f"{mib / wt:.0f} MiB/s", f"{batch_mib / gt:.0f} MiB/s", f"{gt * 1e3:.2f} ms",
-                         f"{du / 2**20:.0f} MiB", f"{data.nbytes / du:.2f}x",
-                         f"{rw / wt:.2f}x" if rw else "-", f"{rg / gt:.2f}x" if rg else "-"])
-        table(f"Store: {n} records x 12 KiB uint8(3,64,64), {variant} data, random batch 256 x {batches}",
-              ["store", "write", "gather", "per batch", "on disk", "ratio", "write vs loaderx", "gather vs loaderx"],
-              rows)
+                         f"{du / 2**20:.1f} MiB", f"{data.nbytes / du:.2f}x",
+                         f"{rw / wt:.2f}x" if rw else "-", f"{rg / gt:.2f}x" if rg else "-",
+                         f"{npy[1] / gt:.2f}x" if npy else "-"])
+        cache = "cold page cache: files evicted before every batch" if args.cold else "warm page cache"
+        table(f"Store [{set_name}]: {n} x {desc}, {data[0].nbytes:,} B each, random batch {batch} x {batches}, {cache}",
+              ["store", "write", "gather", "per batch", "on disk", "ratio", "write vs loaderx", "gather vs loaderx",
+               "gather vs npy"], rows)
+
+
+# ----------------------------------------------------------------------------- policy
+
+POLICY_THRESHOLDS = (0.0, 0.05, 0.10, 0.125, 0.15, 0.20, 0.30)
+
+
+def bench_policy(args):
+    """What each `min_savings` costs in disk and buys in read speed, per data set: the
+    numbers behind the default (docs/codecs.md). Every threshold's store is written and
+    gathered in the same process; speeds are relative to min_savings=0 (loaderx's rule)."""
+    import zrecord
+    from zrecord import tools
+
+    for set_name in selected_sets(args):
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
+        n = len(data)
+        batch = 256 if data[0].nbytes <= 64 << 10 else 64
+        batches = 100 if not args.quick else 20
+        rng = np.random.default_rng(6)
+        idxs = [rng.integers(0, n, batch) for _ in range(batches)]
+        work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
+        res = {}
+        try:
+            stores = {}
+            for s in POLICY_THRESHOLDS:
+                path = work / f"s{s}"
+                zrecord.Dataset.write(path, data, codec="flate", min_savings=s).close()
+                stores[s] = path
+            raw = work / "raw"
+            zrecord.Dataset.write(raw, data, codec="raw").close()
+            # Interleave the thresholds over the repeats so load on the machine hits all alike.
+            times = {s: [] for s in (*POLICY_THRESHOLDS, "raw")}
+            dss = {s: zrecord.Dataset(p) for s, p in (*stores.items(), ("raw", raw))}
+            for ds in dss.values():  # warm every store's pages, and the batch pool
+                gather_all(_DsGather(ds), idxs)
+            for _ in range(5 if not args.quick else 3):
+                for s, ds in dss.items():
+                    t = time.perf_counter()
+                    gather_all(_DsGather(ds), idxs)
+                    times[s].append((time.perf_counter() - t) / batches)
+            for s, ds in dss.items():
+                ins = tools.inspect(ds.path)
+                res[s] = (float(np.median(times[s])), disk_usage(ds.path), ins.flate_records / max(1, ins.records))
+                ds.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        base_t, base_du, _ = res[0.0]
+        batch_mib = batch * data[0].nbytes / 2**20
+        rows = []
+        for s, (gt, du, frac) in res.items():
+            rows.append([s if s == "raw" else f"{s:.3f}", f"{frac * 100:.0f}%", f"{data.nbytes / du:.2f}x",
+                         f"{(du - base_du) / base_du * 100:+.1f}%", f"{batch_mib / gt:.0f} MiB/s", f"{base_t / gt:.2f}x"])
+        table(f"Codec policy [{set_name}]: {n} x {desc}, flate store per min_savings, random batch {batch} x {batches}, warm",
+              ["min_savings", "records kept compressed", "ratio", "disk vs 0.0", "gather", "gather vs 0.0"], rows)
+
+
+class _DsGather:
+    def __init__(self, ds):
+        self.ds = ds
+
+    def gather(self, idx):
+        return self.ds.__getitems__(idx)
+
+
+# ------------------------------------------------------------------------------- pool
+
+def bench_pool(args):
+    """`Dataset.__getitems__` against the engine's own speed on raw records, as a consumer
+    holding the last k batches sees it (k = 0: each batch dropped before the next; a loader
+    with prefetch, or a training step still using the previous batch, holds a few). Three
+    ways to get a batch, timed in turn in the same process (best of interleaved rounds):
+    `__getitems__` (pooled
+    arrays), a fresh `np.empty` per batch filled by `Zrecord.gather` (what `__getitems__`
+    did before the pool), and `Zrecord.gather` into one reused buffer (the ceiling)."""
+    import collections
+
+    import zrecord
+
+    for set_name in selected_sets(args):
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
+        n = len(data)
+        batch = 256 if data[0].nbytes <= 64 << 10 else 64
+        batches = 100 if not args.quick else 20
+        rng = np.random.default_rng(7)
+        idxs = [rng.integers(0, n, batch) for _ in range(batches)]
+        work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
+        rows = []
+        try:
+            ds = zrecord.Dataset.write(work / "raw", data, codec="raw")
+            store, item = ds.store, data[0].nbytes
+            reused = np.empty((batch, *data.shape[1:]), data.dtype)
+
+            def fresh(ix):
+                out = np.empty((batch, *data.shape[1:]), data.dtype)
+                store.gather(ix, out, item)
+                return out
+
+            def into_reused(ix):
+                store.gather(ix, reused, item)
+                return None
+
+            ways = {"Dataset.__getitems__": ds.__getitems__, "np.empty + gather (before)": fresh,
+                    "gather into one buffer": into_reused}
+            for held in (0, 1, 4):
+                times = {w: [] for w in ways}
+                for _ in range(7 if not args.quick else 5):
+                    for w, f in ways.items():
+                        live = collections.deque(maxlen=held or 1)
+                        t = time.perf_counter()
+                        for ix in idxs:
+                            b = f(ix)
+                            if held:
+                                live.append(b)
+                            del b
+                        times[w].append((time.perf_counter() - t) / batches)
+                        live.clear()
+                # Best round of each: on a shared machine the minimum is the least disturbed.
+                med = {w: float(np.min(v)) for w, v in times.items()}
+                ceiling = med["gather into one buffer"]
+                for w, dt in med.items():
+                    rows.append([held, w, f"{batch * item / dt / 2**20:.0f} MiB/s", f"{dt * 1e6:.0f} µs",
+                                 f"{dt / ceiling:.2f}x"])
+            ds.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        table(f"Python path [{set_name}]: raw store, {desc}, random batch {batch} x {batches}, warm",
+              ["batches held", "how", "gather", "per batch", "time vs one buffer"], rows)
+
+
+# ---------------------------------------------------------------------------- threads
+
+def bench_threads(args):
+    """Gather and loader throughput on 1 core and on all of them: the same script run
+    under `taskset` (rayon and the loader size their pools from the process's CPU
+    affinity), zrecord flate and raw only."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not shutil.which("taskset"):
+        SKIPPED.append("threads: taskset not found")
+        return
+    base = [sys.executable, "-W", "ignore", str(Path(__file__).resolve())]
+    common = ["--sets", args.sets, "--workers", str(args.workers), "--no-torch"] + (["--quick"] if args.quick else [])
+    if args.workdir:
+        common += ["--workdir", args.workdir]
+    for label, cpu_list in (("1 core", str(cpus[0])), (f"{len(cpus)} cores", ",".join(map(str, cpus)))):
+        print(f"\n#### {label} (taskset -c {cpu_list})")
+        sys.stdout.flush()
+        for part in ("store", "loader"):
+            extra = ["--only", "zrecord flate,zrecord raw"] if part == "store" else ["--only-loader", "zrecord"]
+            subprocess.run(["taskset", "-c", cpu_list, *base, part, *common, *extra], check=False)
 
 
 # -------------------------------------------------------------------------- checksums
@@ -375,55 +772,90 @@ def bench_checksums(args):
 def bench_loader(args):
     import zrecord
     loaderx = optional("loaderx")
-    torch = optional("torch")
-    n = 20000 if not args.quick else 4000
-    steps = 300 if not args.quick else 60
-    data = make_records(n)
-    labels = np.arange(n, dtype=np.int64)
-    work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
-    rows, res = [], {}
-    try:
-        def run_loader(name, loader):
-            it = iter(loader)
-            for _ in range(20):
-                next(it)
-            t = time.perf_counter()
-            for _ in range(steps):
-                b = next(it)
-            dt = (time.perf_counter() - t) / steps
-            res[name] = dt
-            return b
+    torch = None if args.no_torch else optional("torch")
+    workers = args.workers
+    for set_name in selected_sets(args):
+        data, desc = load_set(set_name, args)
+        if data is None:
+            continue
+        n = len(data)
+        batch = 256 if data[0].nbytes <= 64 << 10 else 64
+        steps = 300 if not args.quick else 60
+        if data[0].nbytes * batch * steps > 1 << 30:
+            steps = max(20, (1 << 30) // (data[0].nbytes * batch))
+        if args.cold:
+            steps = min(steps, max(10, n // (2 * batch)))  # about half the set: mostly first touches
+        labels = np.arange(n, dtype=np.int64)
+        work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
+        res = {}
+        try:
+            def run_loader(name, make, files):
+                # Cold: evict before the loader opens anything; the warm-up steps then read
+                # from disk too, and the timed steps mostly do.
+                if args.cold:
+                    evict(files)
+                loader = make()
+                it = iter(loader)
+                for _ in range(5 if args.cold else 20):
+                    b = next(it)
+                t = time.perf_counter()
+                for _ in range(steps):
+                    b = next(it)
+                res[name] = (time.perf_counter() - t) / steps
+                return loader, b
 
-        for mod, label in ((zrecord, "zrecord"), (loaderx, "loaderx")):
-            if mod is None:
-                continue
-            for codec in ("flate", "raw"):
-                d = mod.Dataset.write(work / f"{label}-{codec}-d", data, codec=codec)
-                l = mod.Dataset.write(work / f"{label}-{codec}-l", labels, codec=codec)
-                loader = mod.DataLoader(d, l, num_workers=4, batch_size=256)
-                b = run_loader(f"{label} {codec}", loader)
-                assert b["data"].shape == (256, 3, 64, 64)
-                loader.close()
+            variants = [("zrecord", zrecord, "flate", {}), ("zrecord", zrecord, "raw", {})]
+            if "min_savings" in (zrecord.Dataset.write.__doc__ or ""):
+                variants.insert(1, ("zrecord", zrecord, "flate", {"min_savings": 0.0}))
+            if loaderx is not None:
+                variants += [("loaderx", loaderx, "flate", {}), ("loaderx", loaderx, "raw", {})]
+            for label, mod, codec, kw in variants:
+                tag = f"{label} {codec}" + (", min_savings=0" if kw else "")
+                if args.only_loader and args.only_loader not in tag:
+                    continue
+                dpath, lpath = work / f"{tag}-d", work / f"{tag}-l"
+                d = mod.Dataset.write(dpath, data, codec=codec, **kw)
+                l = mod.Dataset.write(lpath, labels, codec=codec)
                 d.close()
                 l.close()
-        if torch is not None:
-            np.save(work / "d.npy", data)
-            np.save(work / "l.npy", labels)
-            from torch.utils.data import DataLoader as TorchLoader
-            ds = _TorchNpy(str(work / "d.npy"), str(work / "l.npy"))
-            sampler = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(ds, replacement=True, num_samples=10**9), 256, False)
-            loader = TorchLoader(ds, batch_sampler=sampler, num_workers=4, collate_fn=_identity, prefetch_factor=4, persistent_workers=True)
-            run_loader("torch (npy memmap, 4 procs)", loader)
-            del loader
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    batch_mib = 256 * 12288 / 2**20
-    for name, dt in res.items():
-        ref = res.get("loaderx flate" if "flate" in name or "torch" in name else "loaderx raw")
-        rows.append([name, f"{1 / dt:.1f}", f"{dt * 1e3:.2f} ms", f"{256 / dt:,.0f}", f"{batch_mib / dt:.0f} MiB/s",
-                     f"{ref / dt:.2f}x" if ref else "-"])
-    table(f"Loader: 256-sample batches with labels, 4 workers, {steps} steps", 
-          ["loader", "batches/s", "per batch", "samples/s", "throughput", "vs loaderx (same codec)"], rows)
+                holder = {}
+
+                def make(mod=mod, dpath=dpath, lpath=lpath, holder=holder):
+                    holder["d"], holder["l"] = mod.Dataset(dpath), mod.Dataset(lpath)
+                    return mod.DataLoader(holder["d"], holder["l"], num_workers=workers, batch_size=batch)
+
+                loader, b = run_loader(tag, make, [dpath, lpath])
+                assert b["data"].shape == (batch, *data.shape[1:])
+                loader.close()
+                holder["d"].close()
+                holder["l"].close()
+            if torch is not None and not args.only_loader:
+                np.save(work / "d.npy", data)
+                np.save(work / "l.npy", labels)
+                from torch.utils.data import DataLoader as TorchLoader
+
+                def make_torch():
+                    ds = _TorchNpy(str(work / "d.npy"), str(work / "l.npy"))
+                    sampler = torch.utils.data.BatchSampler(
+                        torch.utils.data.RandomSampler(ds, replacement=True, num_samples=10**9), batch, False)
+                    return TorchLoader(ds, batch_sampler=sampler, num_workers=4, collate_fn=_identity,
+                                       prefetch_factor=4, persistent_workers=True)
+
+                loader, _ = run_loader("torch (npy memmap, 4 procs)", make_torch, [work / "d.npy", work / "l.npy"])
+                del loader
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        batch_mib = batch * data[0].nbytes / 2**20
+        rows = []
+        torch_t = res.get("torch (npy memmap, 4 procs)")
+        for name, dt in res.items():
+            ref = res.get(_reference(name) if "torch" not in name else "loaderx flate")
+            rows.append([name, f"{1 / dt:.1f}", f"{dt * 1e3:.2f} ms", f"{batch / dt:,.0f}", f"{batch_mib / dt:.0f} MiB/s",
+                         f"{ref / dt:.2f}x" if ref else "-", f"{torch_t / dt:.2f}x" if torch_t else "-"])
+        cache = "cold page cache (files evicted before each loader starts)" if args.cold else "warm page cache"
+        table(f"Loader [{set_name}]: {desc}, batches of {batch} with labels, {workers} workers, {steps} steps, {cache}",
+              ["loader", "batches/s", "per batch", "samples/s", "throughput", "vs loaderx (same codec)", "vs torch"],
+              rows)
 
 
 def _identity(x):
@@ -629,19 +1061,32 @@ def bench_scale(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["sampler", "store", "checksums", "loader", "stream", "scale", "all"])
+    ap.add_argument("what", nargs="?", default="all",
+                    choices=["sampler", "store", "checksums", "loader", "stream", "pool", "policy", "threads", "scale",
+                             "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
-    ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir)")
+    ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir; "
+                    "--cold needs a disk-backed one, not tmpfs)")
+    ap.add_argument("--sets", default="all", help=f"comma-separated data sets of {', '.join(DATASETS)} (default all)")
+    ap.add_argument("--cold", action="store_true",
+                    help="evict every store's files from the page cache (posix_fadvise DONTNEED) before each timed run")
+    ap.add_argument("--workers", type=int, default=4, help="loader workers for zrecord and loaderx (default 4)")
+    ap.add_argument("--no-torch", action="store_true", help="leave torch's DataLoader out of the loader table")
+    ap.add_argument("--only-loader", default=None, help="name fragment of the loader contenders to run")
     args = ap.parse_args()
     import zrecord
-    print(f"# zrecord {zrecord.__version__} benchmarks, {time.strftime('%Y-%m-%d')}")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"numpy {np.__version__}; warm page cache")
-    for part in ("sampler", "store", "checksums", "loader", "stream", "scale"):
+    print(f"# zrecord {zrecord.__version__} benchmarks, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    load = os.getloadavg()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
+          f"Python {platform.python_version()}, numpy {np.__version__}; "
+          f"{'cold' if args.cold else 'warm'} page cache; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
+    for part in ("sampler", "store", "checksums", "loader", "stream", "pool", "policy", "threads", "scale"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)
+    load = os.getloadavg()
+    print(f"\nload average at end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
     if SKIPPED:
         print("\nskipped:")
         for s in dict.fromkeys(SKIPPED):

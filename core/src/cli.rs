@@ -20,7 +20,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use crate::codec::Codec;
+use crate::codec::{Codec, CodecPolicy};
 use crate::engine::{Store, Verify, Writer};
 use crate::error::{Error, FormatError};
 use crate::io::{Backend, Parallel, StorageFile};
@@ -49,9 +49,11 @@ usage:
   zr stats STORE                storage usage as JSON
   zr delete STORE INDEX...      delete records (the tail moves into each hole)
   zr compact STORE              reclaim the space of deleted records, in place
-  zr convert IN.npy OUT [--codec flate|raw] [--chunk-mib N]
+  zr convert IN.npy OUT [--codec flate|raw] [--chunk-mib N] [--min-savings F]
                                 append each axis-0 slice of IN.npy to the dataset OUT
-                                (created if missing; default codec flate, 64 MiB per step)
+                                (created if missing; default codec flate, 64 MiB per step;
+                                a record compression shrinks by less than the fraction F,
+                                default 0.125, is stored raw)
   zr export STORE OUT.npy [--verify auto|always|never]
                                 write a dataset back to a .npy file, checking checksums
                                 as --verify says (default auto: where there is one)
@@ -95,14 +97,15 @@ pub enum Command {
         /// Store directory.
         store: String,
     },
-    /// `convert IN.npy OUT [--codec C] [--chunk-mib N]`.
+    /// `convert IN.npy OUT [--codec C] [--chunk-mib N] [--min-savings F]`.
     Convert {
         /// Input `.npy` file.
         input: String,
         /// Output store directory.
         output: String,
-        /// Codec for a new dataset.
-        codec: Codec,
+        /// Codec for a new dataset, and the least fraction compression must save for a
+        /// record to be stored compressed.
+        policy: CodecPolicy,
         /// MiB of source per append.
         chunk_mib: usize,
     },
@@ -246,7 +249,7 @@ impl Command {
             return Err(usage("no command given".into()));
         };
         let valued: &[&str] = match cmd.as_str() {
-            "convert" => &["codec", "chunk-mib"],
+            "convert" => &["codec", "chunk-mib", "min-savings"],
             "export" => &["verify"],
             _ => &[],
         };
@@ -336,8 +339,16 @@ impl Command {
                         .ok_or_else(|| usage(format!("--chunk-mib takes a positive number of MiB, not {m:?}")))?,
                     None => tools::DEFAULT_CHUNK_BYTES >> 20,
                 };
+                let policy = match flag("min-savings") {
+                    Some(m) => m
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(|f| CodecPolicy::new(codec, f).ok())
+                        .ok_or_else(|| usage(format!("--min-savings takes a fraction from 0 to 1, not {m:?}")))?,
+                    None => CodecPolicy::from(codec),
+                };
                 let output = pos.pop().expect("two positionals");
-                Command::Convert { input: pos.pop().expect("two positionals"), output, codec, chunk_mib }
+                Command::Convert { input: pos.pop().expect("two positionals"), output, policy, chunk_mib }
             }
             "export" => {
                 want(2, "STORE OUT.npy")?;
@@ -415,12 +426,13 @@ impl Command {
                 v.extend(indices.iter().map(|i| i.to_string()));
                 v
             }
-            Command::Convert { input, output, codec, chunk_mib } => alloc::vec![
+            Command::Convert { input, output, policy, chunk_mib } => alloc::vec![
                 s("convert"),
                 s(input),
                 s(output),
-                format!("--codec={}", codec.name()),
+                format!("--codec={}", policy.codec.name()),
                 format!("--chunk-mib={chunk_mib}"),
+                format!("--min-savings={}", policy.min_savings()),
             ],
             Command::Export { store, output, verify } => {
                 let mut v = alloc::vec![s("export"), s(store), s(output)];
@@ -659,8 +671,8 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Convert { input, output, codec, chunk_mib } => {
-            return convert(host, par, &input, &output, codec, chunk_mib)
+        Command::Convert { input, output, policy, chunk_mib } => {
+            return convert(host, par, &input, &output, policy, chunk_mib)
         }
         Command::Export { store, output, verify } => return export(host, par, &store, &output, verify),
     }
@@ -672,7 +684,7 @@ fn convert<H: Host, P: Parallel>(
     par: &P,
     input: &str,
     output: &str,
-    codec: Codec,
+    policy: CodecPolicy,
     chunk_mib: usize,
 ) -> Result<i32, Failure> {
     let (in_shown, out_shown) = (host.shown(input), host.shown(output));
@@ -696,7 +708,7 @@ fn convert<H: Host, P: Parallel>(
     let result = (|| {
         let (s, mut w) = host.open_store(&dir, Access::Create).map_err(|e| Failure::at(out_shown.clone(), e))?;
         let done =
-            tools::convert(&src, &s, &mut w, codec, chunk_mib << 20, par, &mut |d, t| host.progress("convert", d, t));
+            tools::convert(&src, &s, &mut w, policy, chunk_mib << 20, par, &mut |d, t| host.progress("convert", d, t));
         s.release_locks(&mut w);
         let done = done.map_err(|e| match e {
             // Input damage found while streaming (it changed under us) still names it.
@@ -789,6 +801,8 @@ mod tests {
             "compact s",
             "convert a.npy out --codec raw --chunk-mib 2",
             "convert --codec=raw a.npy out",
+            "convert a.npy out --min-savings 0",
+            "convert a.npy out --min-savings=0.3 --codec flate",
             "export s o.npy",
             "--help",
             "--version",
@@ -821,6 +835,19 @@ mod tests {
         assert_eq!(err("convert a b --codec"), "--codec needs a value");
         assert_eq!(err("export s o --verify sometimes"), "unknown --verify mode \"sometimes\" (auto, always or never)");
         assert_eq!(err("inspect s --seal"), "inspect has no option --seal");
+        for bad in ["1.5", "-0.1", "nan", "x"] {
+            assert_eq!(
+                err(&format!("convert a b --min-savings {bad}")),
+                format!("--min-savings takes a fraction from 0 to 1, not {bad:?}")
+            );
+        }
+        assert_eq!(
+            Command::parse(&args("convert a b --min-savings 0.3")).map(|c| match c {
+                Command::Convert { policy, .. } => policy,
+                _ => unreachable!(),
+            }),
+            Ok(CodecPolicy::new(Codec::Flate, 0.3).unwrap())
+        );
         assert_eq!(Command::parse(&args("inspect s --help")), Ok(Command::Help));
         assert_eq!(Command::parse(&args("help")), Ok(Command::Help));
     }

@@ -3,8 +3,9 @@
 //!
 //! Compression happens once per record on append, with a reusable [`Deflater`] per worker
 //! (a DEFLATE compressor carries a few hundred KiB of state; building one per record would
-//! dominate small records). A record whose compressed form is not strictly smaller is stored
-//! raw, so reading never costs more than the data itself.
+//! dominate small records). A record whose compressed form does not save at least the
+//! [`CodecPolicy`]'s `min_savings` is stored raw, so reading never pays a full inflate for
+//! a few percent of disk.
 //!
 //! Decompression writes straight into the caller's destination: the destination slice is the
 //! whole output window, so there is no intermediate buffer and no copy.
@@ -18,7 +19,7 @@ use miniz_oxide::deflate::core::{
 use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
 use miniz_oxide::inflate::TINFLStatus;
 
-use crate::error::DecodeError;
+use crate::error::{DecodeError, Error};
 
 /// DEFLATE level used on append. Measured on image-like 12 KiB records (see
 /// `docs/format.md`, "Codecs"): level 1 gives nearly the ratio of level 2-3 at a clearly
@@ -74,6 +75,68 @@ impl Codec {
 impl core::fmt::Display for Codec {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Default of [`CodecPolicy::min_savings`]: a compressed record is kept only when it is at
+/// least this fraction smaller than the record. Chosen from the benchmark's realistic data
+/// sets (`docs/codecs.md`): records that DEFLATE shrinks by less cost a full inflate on
+/// every read to save a few percent of disk. ZFS keeps a compressed block under the same
+/// 12.5% rule.
+pub const DEFAULT_MIN_SAVINGS: f64 = 0.125;
+
+/// Granularity of [`CodecPolicy::min_savings`]: it is kept in millionths, so the decision is
+/// integer arithmetic and the same on every host (native and wasm stores stay identical).
+const PPM: u64 = 1_000_000;
+
+/// How append stores a record: the codec to try and when its output is worth keeping.
+///
+/// A record whose compressed form does not save at least `min_savings` of its length is
+/// stored raw (tag 0), which every reader, loaderx 0.5.4 included, reads as it reads any
+/// raw record. Converting from a [`Codec`] gives the default policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CodecPolicy {
+    /// The codec to try; [`Codec::Raw`] stores every record verbatim.
+    pub codec: Codec,
+    min_savings_ppm: u32,
+}
+
+impl CodecPolicy {
+    /// `codec`, keeping a compressed record only when it saves at least `min_savings` (a
+    /// fraction in `0.0..=1.0`, rounded to millionths) of the record's length. `0.0` keeps
+    /// any compressed form that is strictly smaller (loaderx's rule); `1.0` stores
+    /// everything raw.
+    pub fn new(codec: Codec, min_savings: f64) -> Result<Self, Error> {
+        if !(0.0..=1.0).contains(&min_savings) {
+            return Err(Error::InvalidArgument(alloc::format!(
+                "min_savings must be a fraction between 0.0 and 1.0, got {min_savings}"
+            )));
+        }
+        // Round half up to millionths; `as` truncates, and the value is in 0..=1e6 here.
+        Ok(CodecPolicy { codec, min_savings_ppm: (min_savings * PPM as f64 + 0.5) as u32 })
+    }
+
+    /// The same policy with `codec` in place of its own.
+    pub fn with_codec(self, codec: Codec) -> Self {
+        CodecPolicy { codec, ..self }
+    }
+
+    /// The minimum fraction a compressed record must save to be kept.
+    pub fn min_savings(&self) -> f64 {
+        f64::from(self.min_savings_ppm) / PPM as f64
+    }
+
+    /// The largest compressed size of a `len`-byte record that is kept: it saves at least
+    /// `min_savings * len` bytes, and at least one. 0 when nothing would be kept.
+    pub fn keep_limit(&self, len: usize) -> usize {
+        let need = (len as u64 * u64::from(self.min_savings_ppm)).div_ceil(PPM).max(1);
+        (len as u64).saturating_sub(need) as usize
+    }
+}
+
+impl From<Codec> for CodecPolicy {
+    fn from(codec: Codec) -> Self {
+        CodecPolicy { codec, min_savings_ppm: (DEFAULT_MIN_SAVINGS * PPM as f64 + 0.5) as u32 }
     }
 }
 
@@ -264,6 +327,51 @@ mod tests {
         let packed = compress_vec(&ramp).unwrap();
         assert!(packed.len() < dynamic_only(&ramp));
         assert_eq!((packed[0] >> 1) & 0b11, 0b01);
+    }
+
+    #[test]
+    fn policy_limits_round_and_bound() {
+        let p = |s| CodecPolicy::new(Codec::Flate, s).unwrap();
+        // 0.0 is loaderx's rule: one byte saved is enough.
+        assert_eq!(p(0.0).keep_limit(1000), 999);
+        assert_eq!(p(0.125).keep_limit(1000), 875);
+        // 12.5% of 1001 is 125.125 bytes: 126 must be saved.
+        assert_eq!(p(0.125).keep_limit(1001), 875);
+        assert_eq!(p(1.0).keep_limit(1000), 0);
+        assert_eq!(p(0.125).keep_limit(1), 0);
+        assert_eq!(p(0.1).min_savings(), 0.1);
+        assert_eq!(CodecPolicy::from(Codec::Flate), p(DEFAULT_MIN_SAVINGS));
+        for bad in [-0.01, 1.01, f64::NAN, f64::INFINITY] {
+            assert!(matches!(CodecPolicy::new(Codec::Flate, bad), Err(Error::InvalidArgument(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn compress_respects_an_output_limit() {
+        // About 30% compressible: kept under a 10% rule, refused under a 50% rule.
+        let mut x = 0x1234_5678_u32;
+        let src: Vec<u8> = (0..8192)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                if i % 10 < 4 {
+                    0
+                } else {
+                    x as u8
+                }
+            })
+            .collect();
+        let mut out = vec![0u8; src.len()];
+        let mut d = Deflater::new();
+        let n = d.compress(&src, &mut out).expect("compressible");
+        let saved = 1.0 - n as f64 / src.len() as f64;
+        assert!(saved > 0.1 && saved < 0.5, "{saved}");
+        let lim = |s| CodecPolicy::new(Codec::Flate, s).unwrap().keep_limit(src.len());
+        assert_eq!(d.compress(&src, &mut out[..lim(0.1)]), Some(n));
+        assert_eq!(d.compress(&src, &mut out[..lim(0.5)]), None);
+        assert_eq!(d.compress(&src, &mut out[..n]), Some(n));
+        assert_eq!(d.compress(&src, &mut out[..n - 1]), None);
     }
 
     #[test]

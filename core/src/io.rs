@@ -35,6 +35,18 @@ pub trait StorageFile: Send + Sync {
     fn prefetch(&self, offset: u64) {
         let _ = offset;
     }
+    /// Whether the byte at `offset` is in memory now, so reading it needs no disk I/O;
+    /// `true` when the host cannot tell. Must be cheap (one call per gather).
+    fn resident(&self, offset: u64) -> bool {
+        let _ = offset;
+        true
+    }
+    /// A hint that the `len` bytes at `offset` will be read soon and are likely not in
+    /// memory: the host may start reading them from disk now, alongside the other ranges
+    /// of the batch. Must never fail or wait for the read; the default does nothing.
+    fn will_need(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// How a handle wants to hold the store directory (see [`Backend::lock`]).

@@ -41,7 +41,7 @@ pub mod schema;
 pub mod stream;
 pub mod tools;
 
-pub use codec::Codec;
+pub use codec::{Codec, CodecPolicy, DEFAULT_MIN_SAVINGS};
 pub use engine::{Batch, Options, Sealing, Stats, Store, Verify, Writer};
 pub use error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
 pub use format::{Header, RecordLoc, MAX_RECORDS, MAX_RECORD_LEN};

@@ -10,7 +10,7 @@ use core::fmt;
 
 use serde::Serialize;
 
-use crate::codec::Codec;
+use crate::codec::{Codec, CodecPolicy};
 use crate::engine::{Batch, Store, Writer};
 use crate::error::{Error, FormatError, Result};
 use crate::format::{Header, MAX_RECORD_LEN};
@@ -358,18 +358,20 @@ pub fn check_npy<F: StorageFile>(input: &F) -> Result<NpySource> {
 /// Appends every slice along axis 0 of the `.npy` in `input` as one record, streaming
 /// `chunk_bytes` of source at a time, and writes or checks `schema.json` exactly as
 /// loaderx's `Dataset.write` does (an existing schema must have the same dtype and shape,
-/// and its codec wins). Syncs the store at the end. The input is checked with
-/// [`check_npy`] before the store is touched.
+/// and its codec wins, under `policy`'s `min_savings`). Syncs the store at the end. The
+/// input is checked with [`check_npy`] before the store is touched.
 #[allow(clippy::too_many_arguments)]
 pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
     input: &F,
     store: &Store<B>,
     w: &mut Writer,
-    codec: Codec,
+    policy: impl Into<CodecPolicy>,
     chunk_bytes: usize,
     par: &P,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Conversion> {
+    let policy = policy.into();
+    let codec = policy.codec;
     let src = check_npy(input)?;
     let (h, rows, sample_len) = (&src.header, src.rows, src.sample_len);
     let sample_shape = src.sample_shape();
@@ -388,7 +390,7 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
             s
         }
     };
-    let codec = Codec::from_name(&schema.codec).unwrap_or(codec);
+    let policy = policy.with_codec(Codec::from_name(&schema.codec).unwrap_or(codec));
 
     let step = (chunk_bytes as u64 / sample_len).max(1);
     let mut buf = Vec::new();
@@ -401,7 +403,7 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
         buf.resize(bytes, 0);
         input.read_at(h.data_offset + done * sample_len, &mut buf)?;
         let batch = Batch::Fixed { src: &buf, count: n as usize, item_len: sample_len as usize };
-        let at = store.append(w, &batch, codec, par)?;
+        let at = store.append(w, &batch, policy, par)?;
         if done == 0 {
             first_index = at;
         }

@@ -146,6 +146,44 @@ impl StorageFile for NativeFile {
         }
         let _ = offset;
     }
+
+    #[cfg(unix)]
+    fn resident(&self, offset: u64) -> bool {
+        let Some(map) = self.map.as_deref() else { return true };
+        if offset >= map.len() as u64 {
+            return true;
+        }
+        let page = page_size();
+        let start = (offset as usize) & !(page - 1);
+        let mut vec = 0u8;
+        // SAFETY: `start` is page-aligned and inside our live mapping (checked above), and
+        // mincore writes one byte per page of the one-page range into `vec`. It reads no
+        // mapped memory and cannot fault.
+        let rc = unsafe { libc::mincore(map.as_ptr().add(start) as *mut libc::c_void, 1, &mut vec) };
+        rc != 0 || vec & 1 == 1
+    }
+
+    #[cfg(unix)]
+    fn will_need(&self, offset: u64, len: u64) {
+        let Some(map) = self.map.as_ref() else { return };
+        let end = offset.saturating_add(len).min(map.len() as u64) as usize;
+        let page = page_size();
+        let start = (offset as usize) & !(page - 1);
+        if start < end {
+            // A hint: the kernel starts reading and returns; an error changes nothing.
+            let _ = map.advise_range(memmap2::Advice::WillNeed, start, end - start);
+        }
+    }
+}
+
+#[cfg(unix)]
+fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 && (n as usize).is_power_of_two() => n as usize,
+        _ => 4096,
+    })
 }
 
 /// A store directory on the local file system.

@@ -56,7 +56,7 @@ pub use zrecord_core::stream::{
     DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState, STATE_VERSION,
 };
 pub use zrecord_core::tools::{Conversion, Inspection, Verification};
-pub use zrecord_core::{schema::Schema, Codec};
+pub use zrecord_core::{schema::Schema, Codec, CodecPolicy, DEFAULT_MIN_SAVINGS};
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -87,6 +87,10 @@ pub struct OpenOptions {
     pub read_only: bool,
     /// Codec for appends that do not name one (default flate).
     pub codec: Codec,
+    /// Least fraction of a record compression must save for the compressed form to be
+    /// kept, for appends that do not name a policy (default
+    /// [`DEFAULT_MIN_SAVINGS`](zrecord_core::DEFAULT_MIN_SAVINGS); see [`CodecPolicy`]).
+    pub min_savings: f64,
     /// Chunk placement capacity; only tests change it (see `zrecord_core::Options`).
     pub chunk_capacity: u64,
     /// When reads check each record's checksum (default [`Verify::Auto`]: whenever the
@@ -103,6 +107,7 @@ impl Default for OpenOptions {
             create: core.create,
             read_only: core.read_only,
             codec: Codec::Flate,
+            min_savings: zrecord_core::DEFAULT_MIN_SAVINGS,
             chunk_capacity: core.chunk_capacity,
             verify: core.verify,
             checksums: core.checksums,
@@ -115,7 +120,9 @@ pub struct Zrecord {
     store: Store<DirBackend>,
     writer: Mutex<Writer>,
     path: PathBuf,
-    codec: Codec,
+    /// The default policy of appends that name none (the open options' codec and
+    /// min_savings).
+    policy: CodecPolicy,
 }
 
 impl Zrecord {
@@ -143,6 +150,7 @@ impl Zrecord {
             return Err(FormatError::MissingMeta.into());
         }
         let backend = DirBackend::new(&path, !opts.read_only)?;
+        let policy = CodecPolicy::new(opts.codec, opts.min_savings)?;
         let core = Options {
             create: opts.create,
             read_only: opts.read_only,
@@ -151,7 +159,7 @@ impl Zrecord {
             checksums: opts.checksums,
         };
         let (store, writer) = Store::open(backend, core)?;
-        Ok(Zrecord { store, writer: Mutex::new(writer), path, codec: opts.codec })
+        Ok(Zrecord { store, writer: Mutex::new(writer), path, policy })
     }
 
     /// In a process forked after this handle was opened, takes the handle's locks again in
@@ -177,7 +185,12 @@ impl Zrecord {
 
     /// The default codec for appends.
     pub fn codec(&self) -> Codec {
-        self.codec
+        self.policy.codec
+    }
+
+    /// The default codec policy for appends (the open options' codec and min_savings).
+    pub fn policy(&self) -> CodecPolicy {
+        self.policy
     }
 
     /// Number of records.
@@ -232,18 +245,34 @@ impl Zrecord {
     }
 
     /// Appends `n` records of `item_len` bytes from the start of `src`, compressing with
-    /// `codec` (or the store's default); returns the index of the first.
+    /// `codec` (or the store's default) under the store's `min_savings`; returns the index
+    /// of the first.
     pub fn append(&self, src: &[u8], n: usize, item_len: usize, codec: Option<Codec>) -> Result<u32> {
+        self.append_with(src, n, item_len, self.policy_for(codec))
+    }
+
+    /// [`Zrecord::append`] under an explicit codec policy (codec and `min_savings`).
+    pub fn append_with(&self, src: &[u8], n: usize, item_len: usize, policy: CodecPolicy) -> Result<u32> {
         self.current()?;
         let batch = Batch::Fixed { src, count: n, item_len };
-        self.store.append(&mut self.writer(), &batch, codec.unwrap_or(self.codec), &Rayon)
+        self.store.append(&mut self.writer(), &batch, policy, &Rayon)
     }
 
     /// Appends ragged records: record `i` is `src[offsets[i]..][..lens[i]]`.
     pub fn append_var(&self, src: &[u8], offsets: &[u64], lens: &[u32], codec: Option<Codec>) -> Result<u32> {
+        self.append_var_with(src, offsets, lens, self.policy_for(codec))
+    }
+
+    /// [`Zrecord::append_var`] under an explicit codec policy.
+    pub fn append_var_with(&self, src: &[u8], offsets: &[u64], lens: &[u32], policy: CodecPolicy) -> Result<u32> {
         self.current()?;
         let batch = Batch::Ragged { src, offsets, lens };
-        self.store.append(&mut self.writer(), &batch, codec.unwrap_or(self.codec), &Rayon)
+        self.store.append(&mut self.writer(), &batch, policy, &Rayon)
+    }
+
+    /// The store's policy with `codec` in place of its default codec, if given.
+    fn policy_for(&self, codec: Option<Codec>) -> CodecPolicy {
+        self.policy.with_codec(codec.unwrap_or(self.policy.codec))
     }
 
     /// Removes records, keeping the index space dense (the tail moves into each hole, so
@@ -323,11 +352,22 @@ impl Zrecord {
         chunk_bytes: usize,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Conversion> {
+        self.convert_npy_with(input, self.policy_for(Some(codec)), chunk_bytes, progress)
+    }
+
+    /// [`Zrecord::convert_npy`] under an explicit codec policy (`zr convert --min-savings`).
+    pub fn convert_npy_with(
+        &self,
+        input: &Path,
+        policy: CodecPolicy,
+        chunk_bytes: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Conversion> {
         self.current()?;
         let file = NativeFile::open(input, false, false, false)?.ok_or_else(|| {
             Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", input.display()), "no such file"))
         })?;
-        zrecord_core::tools::convert(&file, &self.store, &mut self.writer(), codec, chunk_bytes, &Rayon, progress)
+        zrecord_core::tools::convert(&file, &self.store, &mut self.writer(), policy, chunk_bytes, &Rayon, progress)
     }
 
     /// Writes the dataset to a `.npy` file at `output` (see `zr export`).

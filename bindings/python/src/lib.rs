@@ -35,6 +35,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pool::remember_parent();
     m.add("MAX_RECORD_LEN", zrecord::MAX_RECORD_LEN)?;
     m.add("MAX_RECORDS", zrecord::MAX_RECORDS)?;
+    m.add("DEFAULT_MIN_SAVINGS", zrecord::DEFAULT_MIN_SAVINGS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::export_tables(m)?;
     m.add_class::<store::Zrecord>()?;

@@ -16,7 +16,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple, PyType};
-use zrecord::{Codec, OpenOptions, Verify};
+use zrecord::{Codec, CodecPolicy, OpenOptions, Verify};
 
 use crate::buffers::{self, indices};
 use crate::error;
@@ -43,13 +43,19 @@ pub fn codec_named(name: &str) -> PyResult<Codec> {
         .ok_or_else(|| PyValueError::new_err(format!("unknown codec {name:?}, expected one of ['flate', 'raw']")))
 }
 
+/// `codec` under `min_savings`, as a `ValueError` when it is not a fraction in 0..=1.
+pub fn policy(codec: Codec, min_savings: f64) -> PyResult<CodecPolicy> {
+    CodecPolicy::new(codec, min_savings).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// A zrecord store: a persistent, dense collection of independently compressed byte
 /// records, addressed `0..len(store)`.
 ///
 /// `Zrecord(path, codec="flate")` opens the store in directory `path`, creating it if
 /// needed, as loaderx does. `codec` ("flate" or "raw") is the default compression for
-/// `append`; records that do not shrink are stored raw regardless. Use it as a context
-/// manager, or call `close()`.
+/// `append`; a record that compression does not shrink by at least `min_savings` (a
+/// fraction, default `zrecord.DEFAULT_MIN_SAVINGS`, 0.125) is stored raw regardless, which
+/// loaderx reads as any raw record. Use it as a context manager, or call `close()`.
 ///
 /// `create=False` opens only a store that exists (a missing directory is `StoreIOError`,
 /// a directory without a store `FormatError`), so a mistyped path fails instead of
@@ -72,6 +78,8 @@ pub struct Zrecord {
     /// Signalled when the slot leaves `Busy`.
     freed: Condvar,
     codec: Codec,
+    /// Default policy of `append` (the store's codec and min_savings).
+    policy: CodecPolicy,
     path: PathBuf,
     read_only: bool,
 }
@@ -107,6 +115,12 @@ impl Zrecord {
             }
         };
         found.ok_or_else(|| error::closed(py))
+    }
+
+    /// The store's append policy with the codec and min_savings a call names, if any.
+    fn policy_for(&self, codec: Option<&str>, min_savings: Option<f64>) -> PyResult<CodecPolicy> {
+        let codec = codec.map(codec_named).transpose()?.unwrap_or(self.codec);
+        policy(codec, min_savings.unwrap_or(self.policy.min_savings()))
     }
 
     /// Runs `f` with the store exclusively (for delete and compact).
@@ -163,7 +177,9 @@ impl Zrecord {
 #[pymethods]
 impl Zrecord {
     #[new]
-    #[pyo3(signature = (path, codec = "flate", *, create = None, read_only = false, verify = "auto", checksums = true))]
+    #[pyo3(signature = (path, codec = "flate", *, create = None, read_only = false, verify = "auto", checksums = true, min_savings = zrecord::DEFAULT_MIN_SAVINGS))]
+    // One argument per keyword of the Python constructor, which pyo3 maps one to one.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -172,17 +188,33 @@ impl Zrecord {
         read_only: bool,
         verify: &str,
         checksums: bool,
+        min_savings: f64,
     ) -> PyResult<Self> {
         let codec = codec_named(codec)?;
         let verify = verify_named(verify)?;
+        let policy = policy(codec, min_savings)?;
         if read_only && create == Some(true) {
             return Err(PyValueError::new_err("a read-only open cannot create a store: pass create=False or omit it"));
         }
-        let create = create.unwrap_or(!read_only);
-        let opts = OpenOptions { codec, create, read_only, verify, checksums, ..OpenOptions::default() };
+        let opts = OpenOptions {
+            codec,
+            min_savings: policy.min_savings(),
+            create: create.unwrap_or(!read_only),
+            read_only,
+            verify,
+            checksums,
+            ..OpenOptions::default()
+        };
         let at = path.clone();
         let store = store_call(py, move || zrecord::Zrecord::open_with(at, opts))?;
-        Ok(Zrecord { slot: Mutex::new(Slot::Open(Arc::new(store))), freed: Condvar::new(), codec, path, read_only })
+        Ok(Zrecord {
+            slot: Mutex::new(Slot::Open(Arc::new(store))),
+            freed: Condvar::new(),
+            codec,
+            policy,
+            path,
+            read_only,
+        })
     }
 
     /// Opens an existing store without the right to change it (never creates anything).
@@ -242,6 +274,13 @@ impl Zrecord {
         d.set_item("sealed", s.sealed)?;
         d.set_item("bad", s.bad)?;
         Ok(d)
+    }
+
+    /// Least fraction of a record that compression must save for `append` to keep the
+    /// compressed form (set when opening; `append(..., min_savings=)` overrides it).
+    #[getter]
+    fn min_savings(&self) -> f64 {
+        self.policy.min_savings()
     }
 
     /// The store directory, as given.
@@ -333,9 +372,9 @@ impl Zrecord {
     /// Append `n` records of `item_len` bytes each, taken from the start of `src`.
     ///
     /// `src` is a C-contiguous numpy array (any dtype) or buffer of at least
-    /// `n * item_len` bytes. `codec` overrides the store's default. Returns the index of the
-    /// first new record.
-    #[pyo3(signature = (src, n, item_len, codec = None))]
+    /// `n * item_len` bytes. `codec` and `min_savings` override the store's defaults. Returns
+    /// the index of the first new record.
+    #[pyo3(signature = (src, n, item_len, codec = None, *, min_savings = None))]
     fn append(
         &self,
         py: Python<'_>,
@@ -343,20 +382,21 @@ impl Zrecord {
         n: i64,
         item_len: i64,
         codec: Option<&str>,
+        min_savings: Option<f64>,
     ) -> PyResult<u32> {
         let n = buffers::size(n, "n")?;
         let item_len = buffers::size(item_len, "item_len")?;
-        let codec = codec.map(codec_named).transpose()?;
+        let policy = self.policy_for(codec, min_savings)?;
         let region = buffers::readable(src, "src")?;
         let store = self.handle(py)?;
         let src = region.bytes();
-        store_call(py, move || store.append(src, n, item_len, codec))
+        store_call(py, move || store.append_with(src, n, item_len, policy))
     }
 
     /// Append ragged records: record `i` is `src[offsets[i]:][:lens[i]]` (bytes).
     ///
     /// Returns the index of the first new record.
-    #[pyo3(signature = (src, offsets, lens, codec = None))]
+    #[pyo3(signature = (src, offsets, lens, codec = None, *, min_savings = None))]
     fn append_var(
         &self,
         py: Python<'_>,
@@ -364,14 +404,15 @@ impl Zrecord {
         offsets: &Bound<'_, PyAny>,
         lens: &Bound<'_, PyAny>,
         codec: Option<&str>,
+        min_savings: Option<f64>,
     ) -> PyResult<u32> {
-        let codec = codec.map(codec_named).transpose()?;
+        let policy = self.policy_for(codec, min_savings)?;
         let offsets = buffers::offsets(offsets, "offsets")?;
         let lens = buffers::lengths(lens, "lens")?;
         let region = buffers::readable(src, "src")?;
         let store = self.handle(py)?;
         let src = region.bytes();
-        store_call(py, move || store.append_var(src, &offsets, &lens, codec))
+        store_call(py, move || store.append_var_with(src, &offsets, &lens, policy))
     }
 
     /// Remove records, keeping the index space dense.

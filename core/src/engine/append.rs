@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use super::{shard_count, Batch, Store, Writer};
-use crate::codec::{Codec, Deflater};
+use crate::codec::{Codec, CodecPolicy, Deflater};
 use crate::error::{Error, FormatError, Result};
 use crate::format::sums::checksum;
 use crate::format::{entry_offset, RecordLoc, CHUNK_FILE_LEN, ENTRY_LEN, MAX_CHUNKS, MAX_RECORDS};
@@ -34,10 +34,19 @@ struct WriteShard {
 }
 
 impl<B: Backend> Store<B> {
-    /// Appends `batch`, compressing with `codec` (records that do not shrink are stored
+    /// Appends `batch`, compressing as `policy` says (a [`Codec`] converts to its default
+    /// policy; records the codec does not shrink by the policy's `min_savings` are stored
     /// raw), and returns the index of its first record. The batch becomes visible to readers
     /// all at once, after its bytes and entries are written.
-    pub fn append<P: Parallel>(&self, w: &mut Writer, batch: &Batch<'_>, codec: Codec, par: &P) -> Result<u32> {
+    pub fn append<P: Parallel>(
+        &self,
+        w: &mut Writer,
+        batch: &Batch<'_>,
+        policy: impl Into<CodecPolicy>,
+        par: &P,
+    ) -> Result<u32> {
+        let policy = policy.into();
+        let codec = policy.codec;
         w.check_writable()?;
         batch.validate()?;
         let count = batch.len();
@@ -92,7 +101,10 @@ impl<B: Backend> Store<B> {
                     let mut used = 0;
                     for i in shard.records.clone() {
                         let rec = &src[batch.range(i)];
-                        match deflater.compress(rec, &mut shard.packed[used..]) {
+                        // `used` never passes the bytes of the records before this one, so
+                        // the window fits in `packed`.
+                        let limit = policy.keep_limit(rec.len());
+                        match deflater.compress(rec, &mut shard.packed[used..used + limit]) {
                             Some(n) => {
                                 shard.stored.push((n as u32, Codec::Flate, Some(used)));
                                 if keep_sums {
@@ -240,7 +252,7 @@ impl<B: Backend> Store<B> {
 mod tests {
     use alloc::vec;
 
-    use crate::codec::Codec;
+    use crate::codec::{Codec, CodecPolicy, Deflater};
     use crate::engine::{Batch, Options, Store};
     use crate::format::MAX_RECORD_LEN;
     use crate::io::mem::MemBackend;
@@ -263,6 +275,52 @@ mod tests {
                 assert_eq!(e.offset as usize, (i % per_chunk) * len, "record {i} of {len} bytes");
             }
             assert_eq!(usize::from(s.header().tail_chunk), (COUNT - 1) / per_chunk);
+        }
+    }
+
+    /// A record is stored compressed exactly when DEFLATE saves the policy's minimum, raw
+    /// (tag 0) otherwise, and reads back the same either way.
+    #[test]
+    fn min_savings_decides_the_codec_per_record() {
+        const LEN: usize = 4096;
+        // Record k has k/16 of its bytes zeroed, the rest pseudo-random: from about 0% to
+        // 60% saved, so each threshold splits the batch.
+        let mut x = 0x2545_f491_u32;
+        let mut src = vec![0u8; LEN * 16];
+        for (i, b) in src.iter_mut().enumerate() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *b = if (i % LEN) * 16 < (i / LEN) * LEN { 0 } else { x as u8 };
+        }
+        let packed: Vec<Option<usize>> =
+            src.chunks(LEN).map(|r| Deflater::new().compress(r, &mut vec![0u8; LEN])).collect();
+        for min_savings in [0.0, 0.125, 0.3, 1.0] {
+            let policy = CodecPolicy::new(Codec::Flate, min_savings).unwrap();
+            let (s, mut w) = Store::open(MemBackend::new(), Options::default()).unwrap();
+            s.append(&mut w, &Batch::Fixed { src: &src, count: 16, item_len: LEN }, policy, &Serial).unwrap();
+            let mut flate = 0;
+            for (i, n) in packed.iter().enumerate() {
+                let e = s.entry(i as u32).unwrap();
+                let keep = n.is_some_and(|n| n <= policy.keep_limit(LEN));
+                assert_eq!(e.codec, if keep { Codec::Flate.tag() } else { Codec::Raw.tag() }, "{min_savings} {i}");
+                assert_eq!(e.phys_length as usize, if keep { n.unwrap() } else { LEN });
+                assert_eq!(s.read(i as u64).unwrap(), &src[i * LEN..][..LEN]);
+                flate += usize::from(keep);
+            }
+            match min_savings {
+                0.0 => assert!(flate >= 15, "{flate}"),
+                1.0 => assert_eq!(flate, 0),
+                _ => assert!((1..15).contains(&flate), "{min_savings}: {flate}"),
+            }
+        }
+        // A bare codec is the default policy.
+        let (s, mut w) = Store::open(MemBackend::new(), Options::default()).unwrap();
+        s.append(&mut w, &Batch::Fixed { src: &src, count: 16, item_len: LEN }, Codec::Flate, &Serial).unwrap();
+        let default = CodecPolicy::from(Codec::Flate);
+        for (i, n) in packed.iter().enumerate() {
+            let keep = n.is_some_and(|n| n <= default.keep_limit(LEN));
+            assert_eq!(s.entry(i as u32).unwrap().codec == Codec::Flate.tag(), keep, "{i}");
         }
     }
 }

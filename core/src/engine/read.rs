@@ -144,6 +144,7 @@ impl<B: Backend> Store<B> {
         if jobs.is_empty() {
             return Ok(());
         }
+        self.hint_cold(jobs);
         let bytes: usize = jobs.iter().map(|j| j.dst.len()).sum();
         let shards = shard_count(par.workers(), jobs.len(), bytes);
         let per = jobs.len().div_ceil(shards);
@@ -153,6 +154,25 @@ impl<B: Backend> Store<B> {
             return self.read_shard(&mut work[0]);
         }
         par.for_each(&mut work, |shard| self.read_shard(shard))
+    }
+
+    /// From a cold page cache, each worker would fault one record's pages in at a time: a
+    /// disk that could serve the whole batch at once sees a queue of one or two. When the
+    /// first record's bytes are not in memory, ask for every record's bytes up front, so
+    /// the reads are in flight together while the workers decode. A warm gather pays one
+    /// residency check.
+    fn hint_cold(&self, jobs: &[ReadJob<'_>]) {
+        // A chunk that fails to open is reported by the read itself.
+        let file = |loc: &RecordLoc| self.chunk(loc.chunk_id).ok();
+        let first = &jobs[0].loc;
+        if jobs.len() < 2 || file(first).is_none_or(|f| f.resident(u64::from(first.offset))) {
+            return;
+        }
+        for job in jobs {
+            if let Some(f) = file(&job.loc) {
+                f.will_need(u64::from(job.loc.offset), u64::from(job.loc.phys_length));
+            }
+        }
     }
 
     fn read_shard(&self, shard: &mut ReadShard<'_, '_>) -> Result<()> {

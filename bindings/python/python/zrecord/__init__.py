@@ -23,10 +23,12 @@ Public names:
   as torch tensors (no copy, optional pinning and device moves) or as global ``jax.Array``\ s
   prefetched to the devices, with ``state_dict()`` still the position after the last batch
   handed out.
-- ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``__version__``.
+- ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``DEFAULT_MIN_SAVINGS``
+  (0.125: the least fraction compression must save for a record to be stored compressed),
+  ``__version__``.
 """
 
-from ._zrecord import MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
+from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
 from .dataloader import DataLoader, Mixture, resolve_world
 from .dataset import CODECS, Dataset
 from .errors import (
@@ -67,6 +69,7 @@ __all__ = [
     "Conversion",
     "DataLoader",
     "Dataset",
+    "DEFAULT_MIN_SAVINGS",
     "DecodeError",
     "FormatError",
     "IndexOutOfRangeError",

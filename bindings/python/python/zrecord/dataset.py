@@ -5,7 +5,12 @@ tensors: ``schema.json`` inside the store directory, naming the per-sample dtype
 The file is written byte for byte as loaderx 0.5.4 writes it, so loaderx and zrecord read
 and append to each other's datasets.
 
-Reads decode straight into the freshly allocated output array; there is no staging copy.
+Reads decode straight into the output array; there is no staging copy. Batch arrays come
+from a small per-dataset pool (:data:`POOL_ARRAYS`, :data:`POOL_BYTES`): an array is reused
+only once nothing but the pool refers to it (no caller variable, view, memoryview or tensor
+made from it), so a caller never sees a batch it still holds overwritten, and a training
+loop that drops each batch gets warm, already-mapped memory instead of paying the page
+faults of a fresh multi-megabyte allocation per batch.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import json
 import mmap
 import operator
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any, Union
 
@@ -23,7 +30,7 @@ from ._progress import Progress, reporter
 from ._zrecord import MAX_RECORD_LEN, Zrecord
 from .errors import IndexOutOfRangeError, StoreClosedError
 
-__all__ = ["Dataset", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
+__all__ = ["Dataset", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES", "POOL_ARRAYS", "POOL_BYTES"]
 
 #: File name of the schema inside a dataset directory.
 SCHEMA = "schema.json"
@@ -31,6 +38,12 @@ SCHEMA = "schema.json"
 FORMAT = "loaderx-zrecord"
 #: Default upper bound on the source bytes handed to one append by ``Dataset.write``.
 WRITE_CHUNK_BYTES = 64 << 20
+
+#: Most batch arrays one dataset keeps for reuse, and the most bytes they may hold in all.
+POOL_ARRAYS = 8
+POOL_BYTES = 256 << 20
+#: Batches smaller than this are not pooled: malloc serves them from warm memory anyway.
+POOL_MIN_BYTES = 256 << 10
 
 CODECS = {"raw": 0, "flate": 1}
 
@@ -94,6 +107,8 @@ class Dataset:
         _check_codec(self.codec)
         self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         self._store: Zrecord | None = Zrecord(self.path, codec=self.codec, create=False, verify=verify)
+        self._pool: list[np.ndarray] = []
+        self._pool_lock = threading.Lock()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -181,9 +196,51 @@ class Dataset:
                 raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
             idxs = np.flatnonzero(idxs)
         idxs = _wrap_negative(idxs.reshape(-1), store)
-        out = np.empty((idxs.size, *self.shape), dtype=self.dtype)
+        out = self._batch_array(idxs.size)
         store.gather(idxs, out, self._itemsize)
         return out
+
+    def _batch_array(self, k: int) -> np.ndarray:
+        """An array for ``k`` samples: a pooled one nobody else refers to, or a new one
+        (pooled if there is room). Every byte of it is overwritten by the gather."""
+        nbytes = k * self._itemsize
+        if nbytes < POOL_MIN_BYTES:
+            return np.empty((k, *self.shape), dtype=self.dtype)
+        shape = (k, *self.shape)
+        if nbytes > POOL_BYTES // 2:
+            return _page_aligned(shape, self.dtype, nbytes)
+        with self._pool_lock:
+            pool = self._pool
+            for i in range(len(pool)):
+                # Free when nothing but the pool refers to it: any other reference (a
+                # caller's name, a view, a memoryview or tensor over it) means a consumer
+                # may still read it.
+                if _only_pooled(pool, i) and pool[i].shape == shape and pool[i].flags.writeable:
+                    return pool[i]
+            arr = _page_aligned(shape, self.dtype, nbytes)
+            held = sum(a.nbytes for a in pool)
+            if len(pool) < POOL_ARRAYS and held + nbytes <= POOL_BYTES:
+                pool.append(arr)
+            else:
+                # Full: a free array of another shape makes room, if there is one.
+                for i in range(len(pool)):
+                    if _only_pooled(pool, i) and held - pool[i].nbytes + nbytes <= POOL_BYTES:
+                        pool[i] = arr
+                        break
+            return arr
+            arr = np.empty(shape, dtype=self.dtype)
+            held = sum(a.nbytes for a in pool)
+            if len(pool) < POOL_ARRAYS and held + nbytes <= POOL_BYTES:
+                pool.append(arr)
+            else:
+                # Full: drop a free array of another shape to make room, if there is one.
+                for i, old in enumerate(pool):
+                    if sys.getrefcount(old) == _FREE_REFS + 1 and old.shape != shape:
+                        if held - old.nbytes + nbytes <= POOL_BYTES:
+                            pool[i] = arr
+                        break
+                old = None
+            return arr
 
     def __iter__(self):
         """Samples in index order."""
@@ -200,6 +257,7 @@ class Dataset:
         codec: str = "flate",
         chunk_bytes: int = WRITE_CHUNK_BYTES,
         progress: Progress = False,
+        min_savings: float | None = None,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0.
 
@@ -211,16 +269,21 @@ class Dataset:
         Args:
             path: destination directory (created if missing).
             array: samples stacked along axis 0.
-            codec: "flate" (compressed; records that do not shrink are stored raw) or "raw".
+            codec: "flate" (compressed; records that do not shrink by ``min_savings`` are
+                stored raw) or "raw".
             chunk_bytes: upper bound on the source bytes submitted per append.
             progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
                 ``callable(done, total)`` called after each block, in samples.
+            min_savings: the least fraction of a sample compression must save for it to be
+                stored compressed (default ``zrecord.DEFAULT_MIN_SAVINGS``, 0.125; 0.0 keeps
+                any saving, as loaderx does). Raw samples in a flate dataset read as any
+                other, loaderx 0.5.4 included; see ``docs/codecs.md`` for the trade.
 
         Returns:
             The dataset, opened for reading.
 
         Raises:
-            ValueError: unknown codec, a 0-d array, samples of 0 bytes, a sample over
+            ValueError: unknown codec, ``min_savings`` outside 0..1, a 0-d array, samples of 0 bytes, a sample over
                 ``MAX_RECORD_LEN`` bytes, or a dtype/shape that differs from the existing
                 dataset at ``path``. Nothing is written in these cases.
             TypeError: a dtype ``schema.json`` cannot name: Python objects, or a structured
@@ -229,6 +292,9 @@ class Dataset:
                 ``array.view(np.void)`` or ``array.view(np.uint8)`` to keep the bytes).
         """
         _check_codec(codec)
+        if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
+            raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
+        append_kw = {} if min_savings is None else {"min_savings": float(min_savings)}
         array = np.asanyarray(array)
         if array.ndim < 1:
             raise ValueError("array must have a sample axis")
@@ -275,7 +341,7 @@ class Dataset:
                 # A view when the source is already C-contiguous in this dtype (an mmap'd
                 # .npy usually is): the store then reads the file's pages directly.
                 block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
-                store.append(block, len(block), itemsize)
+                store.append(block, len(block), itemsize, **append_kw)
                 del block
                 if source_map is not None:
                     # Pages of a file mapping stay in this process's resident set once read;
@@ -328,6 +394,7 @@ class Dataset:
     def close(self) -> None:
         """Close the underlying store. Idempotent."""
         store, self._store = getattr(self, "_store", None), None
+        self._pool = []
         if store is not None:
             store.close()
 
@@ -344,6 +411,44 @@ class Dataset:
     def __repr__(self) -> str:
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
+
+
+_PAGE = mmap.PAGESIZE
+
+
+def _page_aligned(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
+    """An uninitialised array whose data starts on a page boundary.
+
+    malloc puts a large block's data 16 bytes past a page boundary. Records in a chunk file
+    start at offsets that are often multiples of 4 KiB, so copying them into such a block
+    puts every store 16 bytes (mod 4 KiB) ahead of the loads that follow it, and the CPU
+    stalls each load on a store it only appears to depend on ("4K aliasing"): gathers into
+    those blocks measured up to 2x slower than into page-aligned ones.
+
+    The array is a view: its ``.base`` is the over-allocated block, and numpy points the
+    ``.base`` of every further view at that block too, which :func:`_only_pooled` checks.
+    """
+    raw = np.empty(nbytes + _PAGE, np.uint8)
+    start = -raw.ctypes.data % _PAGE
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
+
+
+def _pool_refs(pool: list, i: int) -> "tuple[int, int]":
+    arr = pool[i]
+    return sys.getrefcount(arr), sys.getrefcount(arr.base)
+
+
+def _only_pooled(pool: list, i: int) -> bool:
+    """True if ``pool[i]`` and the block under it have no reference but the pool's: a
+    view of the array refers to the block (numpy collapses view chains to the owner), a
+    memoryview or tensor to the array itself."""
+    return _pool_refs(pool, i) == _FREE_REFS
+
+
+# The counts `_pool_refs` sees on an array only a list holds, measured rather than
+# assumed, so an interpreter that counts references differently still gets the right
+# baseline.
+_FREE_REFS = _pool_refs([_page_aligned((1,), np.dtype(np.uint8), 1)], 0)
 
 
 def _is_integer(idx: Any) -> bool:

@@ -1,0 +1,181 @@
+//! DEFLATE (as zrecord writes and reads it) against zstd's fast levels and LZ4, record by
+//! record, one core: encode MB/s, decode MB/s and ratio on each `.npy` given.
+//!
+//!     cargo run --release --manifest-path bench/codecs/Cargo.toml -- bench/.data/*.npy
+//!
+//! Every record is compressed on its own (no dictionary, no shared window), as a store
+//! does; a record a codec does not shrink counts at its raw size and decodes as a copy,
+//! the rule a store applies. Speeds are over logical (uncompressed) bytes.
+
+use std::time::Instant;
+
+use zrecord_core::codec::{decode_into, Codec, Deflater};
+
+/// Most bytes of a set measured: enough records for stable numbers, small enough to run on
+/// a shared machine.
+const SAMPLE_BYTES: usize = 48 << 20;
+
+/// Interleaved decode rounds per set; each candidate's best round counts.
+const ROUNDS: usize = 5;
+
+struct Packed {
+    /// Per record: `None` stored raw, else its compressed bytes.
+    recs: Vec<Option<Vec<u8>>>,
+}
+
+trait Candidate {
+    fn name(&self) -> String;
+    fn compress(&mut self, src: &[u8]) -> Option<Vec<u8>>;
+    fn decompress(&mut self, src: &[u8], dst: &mut [u8]);
+}
+
+struct Flate(Deflater, bool);
+
+impl Candidate for Flate {
+    fn name(&self) -> String {
+        if self.1 {
+            "deflate-1 (zrecord; libdeflate inflate)".into()
+        } else {
+            "deflate-1 (zrecord; miniz inflate, wasm)".into()
+        }
+    }
+    fn compress(&mut self, src: &[u8]) -> Option<Vec<u8>> {
+        let mut out = vec![0u8; src.len()];
+        self.0.compress(src, &mut out).map(|n| out[..n].to_vec())
+    }
+    fn decompress(&mut self, src: &[u8], dst: &mut [u8]) {
+        if self.1 {
+            decode_into(Codec::Flate, src, dst).unwrap();
+        } else {
+            miniz(src, dst);
+        }
+    }
+}
+
+/// The pure-Rust inflate the core uses without libdeflate (no_std and wasm builds), with
+/// the same call and flags.
+fn miniz(src: &[u8], dst: &mut [u8]) {
+    use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
+    let mut state = DecompressorOxide::new();
+    let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
+    let (status, _, produced) = decompress(&mut state, src, dst, 0, flags);
+    assert!(status == miniz_oxide::inflate::TINFLStatus::Done && produced == dst.len());
+}
+
+struct Zstd(i32, zstd::bulk::Compressor<'static>, zstd::bulk::Decompressor<'static>);
+
+impl Candidate for Zstd {
+    fn name(&self) -> String {
+        format!("zstd {}", self.0)
+    }
+    fn compress(&mut self, src: &[u8]) -> Option<Vec<u8>> {
+        let out = self.1.compress(src).unwrap();
+        (out.len() < src.len()).then_some(out)
+    }
+    fn decompress(&mut self, src: &[u8], dst: &mut [u8]) {
+        let n = self.2.decompress_to_buffer(src, dst).unwrap();
+        assert_eq!(n, dst.len());
+    }
+}
+
+struct Lz4;
+
+impl Candidate for Lz4 {
+    fn name(&self) -> String {
+        "lz4 (lz4_flex block)".into()
+    }
+    fn compress(&mut self, src: &[u8]) -> Option<Vec<u8>> {
+        let out = lz4_flex::block::compress(src);
+        (out.len() < src.len()).then_some(out)
+    }
+    fn decompress(&mut self, src: &[u8], dst: &mut [u8]) {
+        let n = lz4_flex::block::decompress_into(src, dst).unwrap();
+        assert_eq!(n, dst.len());
+    }
+}
+
+/// The first [`SAMPLE_BYTES`] of records of a `.npy`: (bytes, rows, record length).
+fn load(path: &str) -> (Vec<u8>, usize, usize) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let h = zrecord_core::npy::parse_header(&bytes).unwrap();
+    let item: u64 = h.shape[1..].iter().product::<u64>() * zrecord_core::npy::itemsize(&h.descr).unwrap();
+    let item = item as usize;
+    let rows = (h.shape[0] as usize).min(SAMPLE_BYTES / item);
+    let start = h.data_offset as usize;
+    (bytes[start..start + rows * item].to_vec(), rows, item)
+}
+
+fn best_of<F: FnMut()>(reps: usize, mut f: F) -> f64 {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    assert!(!paths.is_empty(), "usage: codec-bench FILE.npy...");
+    println!("| data set | codec | ratio | encode MB/s | decode MB/s (1 core) | decode vs deflate |");
+    println!("|---|---|---|---|---|---|");
+    for path in &paths {
+        let (data, _rows, item) = load(path);
+        let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy().into_owned();
+        let mut cands: Vec<Box<dyn Candidate>> =
+            vec![Box::new(Flate(Deflater::new(), true)), Box::new(Flate(Deflater::new(), false))];
+        for level in [-1, 1, 3] {
+            cands.push(Box::new(Zstd(
+                level,
+                zstd::bulk::Compressor::new(level).unwrap(),
+                zstd::bulk::Decompressor::new().unwrap(),
+            )));
+        }
+        cands.push(Box::new(Lz4));
+        let mut out = vec![0u8; item];
+        let mb = data.len() as f64 / 1e6;
+        // Compress with every candidate, then time decodes in interleaved rounds (best of
+        // ROUNDS each), so that load from other processes hits every candidate alike.
+        let mut packed = Vec::new();
+        let mut enc = Vec::new();
+        for c in &mut cands {
+            let mut p = Packed { recs: Vec::new() };
+            enc.push(best_of(1, || p.recs = data.chunks(item).map(|r| c.compress(r)).collect()));
+            // Check once that what is measured round-trips.
+            for (r, src) in p.recs.iter().zip(data.chunks(item)).take(50) {
+                if let Some(bytes) = r {
+                    c.decompress(bytes, &mut out);
+                    assert_eq!(&out[..], src, "{} does not round-trip", c.name());
+                }
+            }
+            packed.push(p);
+        }
+        let mut dec = vec![f64::INFINITY; cands.len()];
+        for _ in 0..ROUNDS {
+            for (k, c) in cands.iter_mut().enumerate() {
+                let t = best_of(1, || {
+                    for (r, src) in packed[k].recs.iter().zip(data.chunks(item)) {
+                        match r {
+                            Some(p) => c.decompress(p, &mut out),
+                            None => out.copy_from_slice(src),
+                        }
+                        std::hint::black_box(&out);
+                    }
+                });
+                dec[k] = dec[k].min(t);
+            }
+        }
+        for (k, c) in cands.iter().enumerate() {
+            let stored: usize = packed[k].recs.iter().map(|r| r.as_ref().map_or(item, Vec::len)).sum();
+            println!(
+                "| {name} | {} | {:.2}x | {:.0} | {:.0} | {:.2}x |",
+                c.name(),
+                data.len() as f64 / stored as f64,
+                mb / enc[k],
+                mb / dec[k],
+                dec[0] / dec[k]
+            );
+        }
+    }
+}

@@ -1,0 +1,120 @@
+"""Dataset batches come from a reuse pool, but never overwrite an array someone holds."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import zrecord
+from zrecord import Dataset
+from zrecord import dataset as dataset_mod
+
+SHAPE = (3, 64, 64)  # 12 KiB samples: a batch of 64 is 768 KiB, over POOL_MIN_BYTES
+
+
+@pytest.fixture
+def ds(tmp_path):
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, (600, *SHAPE), dtype=np.uint8)
+    with Dataset.write(tmp_path / "d", data, codec="raw") as d:
+        yield d, data
+
+
+def batches(n=64, start=0):
+    return np.arange(start, start + n)
+
+
+def test_released_batch_memory_is_reused(ds):
+    d, data = ds
+    a = d.__getitems__(batches())
+    first = id(a)
+    del a
+    b = d.__getitems__(batches(start=64))
+    assert id(b) == first
+    np.testing.assert_array_equal(b, data[64:128])
+
+
+@pytest.mark.parametrize(
+    "hold",
+    [
+        lambda a: a,  # the array itself
+        lambda a: a[5],  # a view (holds .base)
+        lambda a: a.reshape(-1),  # another view
+        lambda a: memoryview(a),  # a buffer export
+        lambda a: [a],  # a container
+    ],
+)
+def test_held_batch_is_never_overwritten(ds, hold):
+    d, data = ds
+    held = hold(d.__getitems__(batches()))
+    snapshot = np.array(held, copy=True)
+    for k in range(1, 9):  # more batches than the pool has arrays
+        got = d.__getitems__(batches(start=64 * (k % 9)))
+        np.testing.assert_array_equal(got, data[64 * (k % 9) :][:64])
+        del got
+    np.testing.assert_array_equal(np.asarray(held), snapshot)
+
+
+def test_read_only_flag_and_shapes(ds):
+    d, data = ds
+    a = d.__getitems__(batches())
+    a.flags.writeable = False
+    del a
+    b = d.__getitems__(batches(start=100))  # not the read-only one: gather needs to write
+    assert b.flags.writeable
+    np.testing.assert_array_equal(b, data[100:164])
+    c = d.__getitems__(batches(n=80))  # another shape
+    assert c.shape == (80, *SHAPE)
+    np.testing.assert_array_equal(c, data[:80])
+
+
+def test_pool_is_bounded_and_small_batches_are_not_pooled(ds):
+    d, _ = ds
+    held = [d.__getitems__(batches(n=64)) for _ in range(dataset_mod.POOL_ARRAYS + 3)]
+    assert len(d._pool) == dataset_mod.POOL_ARRAYS
+    del held
+    d.__getitems__([1, 2, 3])
+    assert all(a.shape[0] == 64 for a in d._pool)
+
+
+def test_threads_never_share_a_batch(ds):
+    d, data = ds
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(40):
+            idx = rng.integers(0, len(data), 64)
+            got = d.__getitems__(idx)
+            if not np.array_equal(got, data[idx]):
+                errors.append(seed)
+            del got
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_close_drops_the_pool(ds):
+    d, _ = ds
+    d.__getitems__(batches())
+    assert d._pool
+    d.close()
+    assert d._pool == []
+    with pytest.raises(zrecord.StoreClosedError):
+        d.__getitems__(batches())
+
+
+def test_pooled_batches_start_on_a_page(ds):
+    """malloc's large blocks start 16 bytes past a page, which makes copying page-aligned
+    records into them stall on 4K aliasing; pooled batches are page-aligned."""
+    import mmap
+
+    d, data = ds
+    for k in (64, 100):
+        a = d.__getitems__(batches(n=k))
+        assert a.ctypes.data % mmap.PAGESIZE == 0
+        np.testing.assert_array_equal(a, data[:k])
