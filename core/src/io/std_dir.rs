@@ -122,6 +122,23 @@ impl StoreDir {
     }
 }
 
+/// Creates `dir` and its missing parents, returning those it created, outermost first, so a
+/// failed command can remove exactly what it made. Shared by the `zr` front ends; a failure
+/// names the directory that could not be made.
+pub fn create_missing_dirs(dir: &Path) -> Result<alloc::vec::Vec<PathBuf>, (PathBuf, io::Error)> {
+    let mut missing = alloc::vec::Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        missing.push(p.to_path_buf());
+        d = p.parent();
+    }
+    missing.reverse();
+    for p in &missing {
+        std::fs::create_dir(p).map_err(|e| (p.clone(), e))?;
+    }
+    Ok(missing)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

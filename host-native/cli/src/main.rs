@@ -46,17 +46,8 @@ fn utf8(p: PathBuf) -> Result<String, Error> {
 impl Native {
     /// Creates `dir` and its missing parents, returning those it created, outermost first.
     fn create_parents(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-        let mut missing = Vec::new();
-        let mut d = Some(dir);
-        while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
-            missing.push(p.to_path_buf());
-            d = p.parent();
-        }
-        missing.reverse();
-        for p in &missing {
-            std::fs::create_dir(p).map_err(|e| io_err(e, format!("create directory {}", p.display())))?;
-        }
-        Ok(missing)
+        zrecord_core::io::std_dir::create_missing_dirs(dir)
+            .map_err(|(p, e)| io_err(e, format!("create directory {}", p.display())))
     }
 }
 

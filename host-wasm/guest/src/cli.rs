@@ -37,19 +37,9 @@ fn note(path: &str) -> Option<&'static PathNote> {
 /// Directories made for an output that was not staged by the runner, outermost first, so
 /// that a failure removes exactly what this run created.
 pub fn create_dirs(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let mut missing = Vec::new();
-    let mut d = Some(dir);
-    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
-        missing.push(p.to_path_buf());
-        d = p.parent();
-    }
-    missing.reverse();
-    for p in &missing {
-        std::fs::create_dir(p).map_err(|e| {
-            Error::Io(IoError::from_std(e, format!("create directory {}", shown(&p.display().to_string()))))
-        })?;
-    }
-    Ok(missing)
+    zrecord_core::io::std_dir::create_missing_dirs(dir).map_err(|(p, e)| {
+        Error::Io(IoError::from_std(e, format!("create directory {}", shown(&p.display().to_string()))))
+    })
 }
 
 /// Removes what [`create_dirs`] made: the innermost directory (the output) with what is
