@@ -36,7 +36,7 @@
 //!     24     8  seal: XXH3-64 with seed (SLOT_SEAL_KEY ^ i) of bytes 0..24 of the slot, u64
 //! ```
 
-use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+use twox_hash::XxHash3_64;
 
 use super::{Header, RecordLoc, ENTRY_LEN, HEADER_LEN, MAX_RECORDS};
 
@@ -78,7 +78,7 @@ const _: () = assert!(SUMS_LEN == 536_870_976);
 /// of damaged bytes a 2^-64 event.
 #[inline]
 pub fn checksum(stored: &[u8]) -> u64 {
-    xxh3_64(stored)
+    XxHash3_64::oneshot(stored)
 }
 
 /// Byte offset of slot `index` inside the side file.
@@ -94,7 +94,7 @@ pub fn encode_header() -> [u8; SUMS_ID_LEN] {
     b[6..8].copy_from_slice(&SUMS_ALGORITHM.to_le_bytes());
     b[8..12].copy_from_slice(&(SLOT_LEN as u32).to_le_bytes());
     b[12..16].copy_from_slice(&MAX_RECORDS.to_le_bytes());
-    let seal = xxh3_64(&b[..24]);
+    let seal = XxHash3_64::oneshot(&b[..24]);
     b[24..32].copy_from_slice(&seal.to_le_bytes());
     b
 }
@@ -118,7 +118,7 @@ pub fn decode_header(b: &[u8]) -> SumsHeader {
     if b.len() < SUMS_ID_LEN || b[0..4] != SUMS_MAGIC {
         return SumsHeader::Damaged;
     }
-    if b[24..32] != xxh3_64(&b[..24]).to_le_bytes() {
+    if b[24..32] != XxHash3_64::oneshot(&b[..24]).to_le_bytes() {
         return SumsHeader::Damaged;
     }
     if b[..SUMS_ID_LEN] == encode_header() {
@@ -132,7 +132,7 @@ pub fn decode_header(b: &[u8]) -> SumsHeader {
 pub fn encode_covered(header: &Header) -> [u8; COVER_LEN] {
     let mut b = [0u8; COVER_LEN];
     b[..HEADER_LEN].copy_from_slice(&header.encode());
-    let seal = xxh3_64_with_seed(&b[..24], COVER_SEAL_KEY);
+    let seal = XxHash3_64::oneshot_with_seed(COVER_SEAL_KEY, &b[..24]);
     b[24..32].copy_from_slice(&seal.to_le_bytes());
     b
 }
@@ -140,7 +140,7 @@ pub fn encode_covered(header: &Header) -> [u8; COVER_LEN] {
 /// The covered header, if its block is sealed and holds a valid header.
 pub fn decode_covered(b: &[u8]) -> Option<Header> {
     let b = b.get(..COVER_LEN)?;
-    if b[24..32] != xxh3_64_with_seed(&b[..24], COVER_SEAL_KEY).to_le_bytes() {
+    if b[24..32] != XxHash3_64::oneshot_with_seed(COVER_SEAL_KEY, &b[..24]).to_le_bytes() {
         return None;
     }
     let mut h = [0u8; HEADER_LEN];
@@ -149,7 +149,7 @@ pub fn decode_covered(b: &[u8]) -> Option<Header> {
 }
 
 fn slot_seal(index: u32, body: &[u8]) -> u64 {
-    xxh3_64_with_seed(body, SLOT_SEAL_KEY ^ u64::from(index))
+    XxHash3_64::oneshot_with_seed(SLOT_SEAL_KEY ^ u64::from(index), body)
 }
 
 /// Encodes slot `index`: the checksum `sum` of the stored bytes of `entry`.
@@ -192,6 +192,21 @@ mod tests {
         // Published XXH3-64 test vectors (empty input, and "a" is checked by round trip).
         assert_eq!(checksum(b""), 0x2d06_8005_38d3_94c2);
         assert_ne!(checksum(b"a"), checksum(b"b"));
+        // Values from a second implementation (xxhash-rust 0.8.15) for each of XXH3's length
+        // classes (1-3, 17-128, 129-240, long with and without a partial stripe), so a
+        // change of hashing crate or of its SIMD dispatch cannot change what a store holds.
+        let golden: [(usize, u64, u64); 5] = [
+            (3, 0x3698_b801_91e6_25f9, 0xcbe5_66a3_13d4_bb11),
+            (100, 0x1efb_aa65_2af7_dfb7, 0x7a94_ce5c_d1f3_26ad),
+            (200, 0xc063_67d4_05bd_c71d, 0x6fbe_6f1e_f91c_6477),
+            (1000, 0x404e_1417_800e_b486, 0xc5ae_7dd5_863e_43c8),
+            (12288, 0x09de_28ee_1534_270b, 0x08d2_60d3_2a29_6be6),
+        ];
+        for (len, plain, seeded) in golden {
+            let buf: alloc::vec::Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            assert_eq!(checksum(&buf), plain, "{len} bytes");
+            assert_eq!(XxHash3_64::oneshot_with_seed(SLOT_SEAL_KEY, &buf), seeded, "{len} bytes, seeded");
+        }
     }
 
     #[test]
@@ -211,7 +226,7 @@ mod tests {
         // A sealed header of another version is a newer writer's, not damage.
         let mut v2 = h;
         v2[4] = 2;
-        let seal = xxh3_64(&v2[..24]);
+        let seal = XxHash3_64::oneshot(&v2[..24]);
         v2[24..].copy_from_slice(&seal.to_le_bytes());
         assert_eq!(decode_header(&v2), SumsHeader::Newer);
     }
