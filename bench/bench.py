@@ -767,7 +767,9 @@ def bench_checksums(args):
                 z.close()
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        w_on, w_off = float(np.median(writes[True])), float(np.median(writes[False]))
+        # Writes end in fsyncs, whose time on a shared disk varies far more than the work
+        # does: the best of the rounds is the least disturbed measure of each.
+        w_on, w_off = float(np.min(writes[True])), float(np.min(writes[False]))
         g_on, g_off = float(np.median(reads["auto"])), float(np.median(reads["never"]))
         batch_mib = 256 * item / 2**20
         stored = "every record DEFLATE" if min_savings == 0.0 else "default policy"
@@ -776,7 +778,7 @@ def bench_checksums(args):
                      f"{mib / w_on:.0f} MiB/s", f"{mib / w_off:.0f} MiB/s", f"{(w_on / w_off - 1) * 100:+.1f}%",
                      f"{batch_mib / g_on:.0f} MiB/s", f"{batch_mib / g_off:.0f} MiB/s",
                      f"{(g_on / g_off - 1) * 100:+.1f}%"])
-    table(f"Checksums: random batch 256 x {batches}, medians of {rounds} writes and {rounds * 2} gather passes, "
+    table(f"Checksums: random batch 256 x {batches}, best of {rounds} writes, median of {rounds * 2} gather passes, "
           f"on and off alternating (warm page cache)",
           ["set, store", "write, checksums kept", "write, not kept", "write cost", "gather, verify on",
            "gather, verify off", "gather cost"], rows)

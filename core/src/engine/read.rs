@@ -204,8 +204,8 @@ impl<B: Backend> Store<B> {
         }
     }
 
-    /// Decodes one checked entry's record into `dst` (exactly its logical length), first
-    /// checking its stored bytes against its checksum as `verify` asks. Returns whether a
+    /// Decodes one checked entry's record into `dst` (exactly its logical length) and
+    /// checks its stored bytes against its checksum as `verify` asks. Returns whether a
     /// checksum was checked. On an error `dst` holds no promised bytes.
     fn read_record(
         &self,
@@ -221,14 +221,15 @@ impl<B: Backend> Store<B> {
         let phys = loc.phys_length as usize;
         let decode_err = |source| Error::Decode { index: u64::from(index), source };
         if let Some(bytes) = file.view().and_then(|v| v.get(start..start + phys)) {
-            if codec == Codec::Raw {
-                // Copy first, then hash the copy while it is still in this core's cache: the
-                // mapped bytes cross the memory bus once, not once for each.
-                decode_into(codec, bytes, dst).map_err(decode_err)?;
-                return self.check_stored(verify, index, loc, dst);
-            }
+            // Decode first, then hash: decoding brings the stored bytes into this core's
+            // cache, so the hash reads them from there instead of waiting on memory a second
+            // time (a raw copy or an inflate of a cold record). The check comes before the
+            // decode's own result, so damage that also breaks the DEFLATE stream is reported
+            // as the checksum error it is. Libdeflate and miniz_oxide bound every write to
+            // `dst` whatever the input, and on an error `dst` holds no promised bytes.
+            let decoded = decode_into(codec, bytes, dst);
             let checked = self.check_stored(verify, index, loc, bytes)?;
-            decode_into(codec, bytes, dst).map_err(decode_err)?;
+            decoded.map_err(decode_err)?;
             return Ok(checked);
         }
         let at = u64::from(loc.offset);
