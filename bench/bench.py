@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 SKIPPED = []
+# What each section measured, for the targets summary at the end of `all`.
+RESULTS = {}
 
 
 def optional(name):
@@ -495,9 +497,18 @@ def bench_store(args):
             work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
             path = work / "store"
             try:
-                t = time.perf_counter()
-                c.write(data, path)
-                wt = time.perf_counter() - t
+                # Best of up to three writes: each ends in an fsync whose time on a shared
+                # disk varies more than the work does. Slow writers (over 8 s) get one.
+                wts = []
+                while len(wts) < 3 and (not wts or max(wts) < 8):
+                    if wts:
+                        shutil.rmtree(path, ignore_errors=True)
+                        if path.exists():
+                            path.unlink()
+                    t = time.perf_counter()
+                    c.write(data, path)
+                    wts.append(time.perf_counter() - t)
+                wt = min(wts)
                 c.open(path)
                 # Check the contents once (this also warms the page cache).
                 got = c.gather(idxs[0])
@@ -520,16 +531,21 @@ def bench_store(args):
                     gt = float(np.median([cold_pass() for _ in range(3)])) / batches
                 else:
                     t = time.perf_counter()
-                    gather_all(c, idxs)
-                    warm = time.perf_counter() - t
-                    # Slow contenders get one timed pass; fast ones the median of three.
-                    gt = median_time(lambda: gather_all(c, idxs), repeat=1 if warm > 5 else 3) / batches
+                    c.gather(idxs[1])
+                    if time.perf_counter() - t > 0.02:
+                        # A slow contender (over 20 ms a batch): one timed pass over the
+                        # first 20 batches, so it does not hold the run for minutes.
+                        gt = median_time(lambda: gather_all(c, idxs[:20]), repeat=1) / 20
+                    else:
+                        gather_all(c, idxs)
+                        gt = median_time(lambda: gather_all(c, idxs), repeat=3) / batches
                 c.close()
                 results[c.name] = (wt, gt, disk_usage(path))
             except Exception as e:  # noqa: BLE001
                 SKIPPED.append(f"{c.name} ({set_name}): {type(e).__name__}: {e}".splitlines()[0])
             finally:
                 shutil.rmtree(work, ignore_errors=True)
+        RESULTS[("store-cold" if args.cold else "store", set_name)] = dict(results, _bytes=data.nbytes)
         batch_mib = batch * data[0].nbytes / 2**20
         rows = []
         npy = results.get("npy memmap")
@@ -666,6 +682,7 @@ def bench_pool(args):
                         live.clear()
                 # Best round of each: on a shared machine the minimum is the least disturbed.
                 med = {w: float(np.min(v)) for w, v in times.items()}
+                RESULTS[("pool", set_name, held)] = med
                 ceiling = med["gather into one buffer"]
                 for w, dt in med.items():
                     rows.append([held, w, f"{batch * item / dt / 2**20:.0f} MiB/s", f"{dt * 1e6:.0f} µs",
@@ -774,6 +791,8 @@ def bench_checksums(args):
         batch_mib = 256 * item / 2**20
         stored = "every record DEFLATE" if min_savings == 0.0 else "default policy"
         ratio = data.nbytes / max(1, st["live_bytes"])
+        RESULTS.setdefault(("checksums",), []).append(
+            (f"{set_name}, {codec} ({stored})", codec, w_on / w_off - 1, g_on / g_off - 1))
         rows.append([f"{set_name}, {codec} ({stored}, ratio {ratio:.2f})",
                      f"{mib / w_on:.0f} MiB/s", f"{mib / w_off:.0f} MiB/s", f"{(w_on / w_off - 1) * 100:+.1f}%",
                      f"{batch_mib / g_on:.0f} MiB/s", f"{batch_mib / g_off:.0f} MiB/s",
@@ -862,6 +881,7 @@ def bench_loader(args):
                 del loader
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        RESULTS[("loader-cold" if args.cold else "loader", set_name)] = res
         batch_mib = batch * data[0].nbytes / 2**20
         rows = []
         torch_t = res.get("torch (npy memmap, 4 procs)")
@@ -1076,6 +1096,65 @@ def bench_scale(args):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def bench_summary(args):
+    """One table of the targets (issues 10 and 12), each ratio from this run's sections."""
+    rows = []
+
+    def row(what, value, target, ok, note=""):
+        rows.append([what, value, target, "met" if ok else "**not met**", note])
+
+    def both_raw(st):
+        z, lx = st.get("zrecord flate"), st.get("loaderx flate")
+        if not (z and lx):
+            return False
+        return st["_bytes"] / z[2] < 1.02 and st["_bytes"] / lx[2] < 1.02
+
+    for set_name in DATASETS:
+        st = RESULTS.get(("store", set_name))
+        if st:
+            z, lx = st.get("zrecord flate"), st.get("loaderx flate")
+            note = "both store it raw (DEFLATE does not save enough): a copy, bound by memory" if both_raw(st) else ""
+            if z and lx:
+                row(f"[{set_name}] write flate vs loaderx", f"{lx[0] / z[0]:.2f}x", ">= 2x", lx[0] / z[0] >= 2)
+                row(f"[{set_name}] gather flate vs loaderx", f"{lx[1] / z[1]:.2f}x", ">= 3x", lx[1] / z[1] >= 3, note)
+            ar = st.get("array_record")
+            if z and ar:
+                ratio = st["_bytes"] / z[2]
+                row(f"[{set_name}] gather flate vs array_record (zstd)", f"{ar[1] / z[1]:.2f}x", "> 1x",
+                    ar[1] / z[1] > 1, f"default codec policy, ratio {ratio:.2f} vs {st['_bytes'] / ar[2]:.2f}")
+            pool = RESULTS.get(("pool", set_name, 1))
+            if pool:
+                # The pool section's interleaved rounds, one batch held (as a training step
+                # holds the batch it works on): steadier than the store table's passes.
+                r = pool["Dataset.__getitems__"] / pool["gather into one buffer"]
+                row(f"[{set_name}] raw Dataset.__getitems__ vs Zrecord.gather into one buffer",
+                    f"{r:.2f}x the time", "<= 1.5x", r <= 1.5, "one batch held")
+        ld = RESULTS.get(("loader", set_name))
+        if ld:
+            for codec, target in (("flate", 3.0), ("raw", 1.5)):
+                z, lx = ld.get(f"zrecord {codec}"), ld.get(f"loaderx {codec}")
+                if z and lx:
+                    note = "both store it raw" if codec == "flate" and st and both_raw(st) else ""
+                    row(f"[{set_name}] loader {codec} vs loaderx", f"{lx / z:.2f}x", f">= {target:g}x",
+                        lx / z >= target, note)
+            tt = ld.get("torch (npy memmap, 4 procs)")
+            if set_name == "images64" and tt and ld.get("zrecord flate"):
+                z = ld["zrecord flate"]
+                row("[images64] loader flate vs torch DataLoader over npy memmap", f"{tt / z:.2f}x", ">= 1x", tt / z >= 1)
+    cold = RESULTS.get(("store-cold", "tokens"))
+    if cold and cold.get("zrecord flate") and cold.get("npy memmap"):
+        r = cold["npy memmap"][1] / cold["zrecord flate"][1]
+        row("[tokens, cold cache] gather flate vs npy memmap fancy indexing", f"{r:.2f}x", ">= 1.5x", r >= 1.5)
+    for label, codec, wcost, gcost in RESULTS.get(("checksums",), []):
+        limit = 0.03 if codec == "flate" else 0.25
+        row(f"checksums [{label}]: gather, verify on vs off", f"{gcost * 100:+.1f}%", f"<= +{limit * 100:g}%",
+            gcost <= limit)
+        row(f"checksums [{label}]: write, kept vs not", f"{wcost * 100:+.1f}%", "<= +5%", wcost <= 0.05)
+    if rows:
+        table("Targets: every ratio above, against its target (same run)",
+              ["what", "measured", "target", "", "note"], rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="all",
@@ -1102,6 +1181,14 @@ def main():
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)
+    if args.what == "all" and not args.cold:
+        # The cold-cache rows of the targets: the token set (and photo crops) from disk.
+        cold = argparse.Namespace(**{**vars(args), "cold": True, "sets": "tokens,images64",
+                                     "only": "zrecord flate,zrecord raw,loaderx flate,npy memmap,array_record"})
+        print("\n## Cold page cache")
+        bench_store(cold)
+        bench_loader(argparse.Namespace(**{**vars(cold), "sets": "tokens"}))
+        bench_summary(args)
     load = os.getloadavg()
     print(f"\nload average at end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
     if SKIPPED:
