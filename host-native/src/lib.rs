@@ -45,7 +45,7 @@ use std::sync::{Mutex, MutexGuard};
 use rayon::prelude::*;
 
 pub use fs::{DirBackend, NativeFile};
-pub use loader::{global_pool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source};
+pub use loader::{global_pool, BufferPool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::engine::{Sealing, Stats, Verify};
 pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind};

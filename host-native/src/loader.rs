@@ -6,7 +6,7 @@
 //! moves bytes. From the first [`Loader::next`] on (so a loader that is resumed or dropped
 //! before it is read never gathers for nothing), one sampler thread fills each batch's
 //! indices from the shard and deals the batches round-robin to `num_workers` worker threads; each worker gathers every field of
-//! its batch (images, labels, ...) into fresh buffers and queues them. [`Loader::next`]
+//! its batch (images, labels, ...) into buffers (fresh, or given back by the consumer: [`BufferPool`]) and queues them. [`Loader::next`]
 //! takes batches from the workers in the same round-robin order, so batch `k` is always the
 //! shard's `k`-th, however many workers there are. The queues are bounded: at most about
 //! `prefetch` batches wait ahead of the consumer.
@@ -250,6 +250,69 @@ type Produced = Result<LoaderBatch, LoaderError>;
 struct Shared {
     sources: Vec<Source>,
     pool: fn() -> Option<&'static rayon::ThreadPool>,
+    buffers: Arc<BufferPool>,
+}
+
+/// Field buffers that consumers gave back, for later batches to fill again.
+///
+/// A fresh buffer per batch costs more than the gather on large raw batches: the allocator
+/// maps new pages, the kernel zeroes each one on its first touch, and the loader zeroes
+/// them again. A consumer that is done with a batch's buffer (the Python binding does so
+/// when the last array viewing it is freed) hands it to [`BufferPool::give`], and a later
+/// batch with a field of the same size takes it instead of allocating. A buffer is only
+/// ever given back by its owner, so no batch a caller still holds is written again.
+#[derive(Debug, Default)]
+pub struct BufferPool {
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+impl BufferPool {
+    /// Buffers kept at most, and bytes kept at most; a buffer given back beyond either is
+    /// freed.
+    const KEEP: usize = 16;
+    const KEEP_BYTES: usize = 512 << 20;
+
+    /// A buffer of exactly `len` bytes: a given-back one (holding an earlier batch's bytes:
+    /// the caller overwrites or clears every byte), or a new zeroed one. Its second value
+    /// says whether it was reused.
+    fn take(&self, len: usize) -> Result<(Vec<u8>, bool), Error> {
+        let mut free = lock(&self.free);
+        if let Some(k) = free.iter().position(|b| b.len() == len) {
+            return Ok((free.swap_remove(k), true));
+        }
+        drop(free);
+        Ok((zeroed::<u8>(len)?, false))
+    }
+
+    /// Gives back a buffer a [`LoaderBatch`] field came in, once nothing reads it any more.
+    pub fn give(&self, buf: Vec<u8>) {
+        let mut free = lock(&self.free);
+        let held: usize = free.iter().map(Vec::len).sum();
+        if free.len() < Self::KEEP && held + buf.len() <= Self::KEEP_BYTES {
+            free.push(buf);
+        }
+    }
+
+    /// Buffers waiting to be reused.
+    pub fn len(&self) -> usize {
+        lock(&self.free).len()
+    }
+
+    /// True when no buffer waits to be reused.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Zeroes the bytes of each slot past its record, in a reused buffer whose slots hold an
+/// earlier batch's bytes: `lengths[i]` is the record length of the slot at `slots[i]`.
+fn clear_slack(buf: &mut [u8], size: usize, slots: impl Iterator<Item = usize>, lengths: &[u32]) {
+    for (slot, &len) in slots.zip(lengths) {
+        let len = len as usize;
+        if len < size {
+            buf[slot * size + len..(slot + 1) * size].fill(0);
+        }
+    }
 }
 
 struct Consumer {
@@ -281,6 +344,8 @@ pub struct Loader {
     /// resumed, or dropped, before it is read never gathers a batch for nothing.
     pending: Mutex<Option<(Shard, usize, usize)>>,
     owner_pid: u32,
+    /// Where consumers give field buffers back ([`Loader::buffers`]).
+    buffers: Arc<BufferPool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -338,12 +403,14 @@ impl Loader {
         for size in sources[0].sample_sizes() {
             zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
         }
+        let buffers = Arc::new(BufferPool::default());
         let mut loader = Loader {
             stream,
             rank: options.rank,
             world_size: options.world_size,
             batch_size,
-            shared: Mutex::new(Some(Arc::new(Shared { sources, pool: options.pool }))),
+            shared: Mutex::new(Some(Arc::new(Shared { sources, pool: options.pool, buffers: buffers.clone() }))),
+            buffers,
             stop: Arc::new(AtomicBool::new(false)),
             consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
             consumed: AtomicU64::new(step),
@@ -505,6 +572,13 @@ impl Loader {
         self.stream.state(self.step())
     }
 
+    /// Where to give a batch's field buffers back once nothing reads them any more, so
+    /// that later batches reuse their memory ([`BufferPool`]). Giving back is optional: a
+    /// buffer that is simply dropped is freed.
+    pub fn buffers(&self) -> Arc<BufferPool> {
+        self.buffers.clone()
+    }
+
     /// Global batches consumed: the step of the next batch [`Loader::next`] returns.
     pub fn step(&self) -> u64 {
         self.consumed.load(Ordering::Acquire)
@@ -624,7 +698,7 @@ fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Job>, out: SyncSend
 
 /// Gathers every field of a job, on the loader's pool, with panics caught.
 fn make_batch(shared: &Shared, job: Job) -> Produced {
-    let run = || gather(&shared.sources, job);
+    let run = || gather(&shared.sources, &shared.buffers, job);
     let result = match (shared.pool)() {
         Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
         None => catch_unwind(AssertUnwindSafe(run)),
@@ -640,13 +714,22 @@ fn make_batch(shared: &Shared, job: Job) -> Produced {
     }
 }
 
-fn gather(sources: &[Source], job: Job) -> Result<LoaderBatch, Error> {
+fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Result<LoaderBatch, Error> {
     let n = job.indices.len();
     let mut fields = Vec::with_capacity(sources[0].fields.len());
+    let mut lengths = Vec::new();
     if sources.len() == 1 {
         for (store, size) in &sources[0].fields {
-            let mut buf = zeroed::<u8>(n * size)?;
+            let (mut buf, reused) = buffers.take(n * size)?;
             store.gather(&job.indices, &mut buf, *size)?;
+            if reused {
+                // A record shorter than its slot leaves the rest of the slot as it was: zero
+                // it, as in a fresh buffer.
+                lengths.clear();
+                lengths.resize(n, 0u32);
+                store.lengths(&job.indices, &mut lengths)?;
+                clear_slack(&mut buf, *size, 0..n, &lengths);
+            }
             fields.push(buf);
         }
     } else {
@@ -657,10 +740,9 @@ fn gather(sources: &[Source], job: Job) -> Result<LoaderBatch, Error> {
             indices.push(index);
             slots.push(slot);
         }
-        let mut lengths = Vec::new();
         for f in 0..sources[0].fields.len() {
             let size = sources[0].fields[f].1;
-            let mut buf = zeroed::<u8>(n * size)?;
+            let (mut buf, reused) = buffers.take(n * size)?;
             for (source, (indices, slots)) in sources.iter().zip(&groups) {
                 if indices.is_empty() {
                     continue;
@@ -680,6 +762,9 @@ fn gather(sources: &[Source], job: Job) -> Result<LoaderBatch, Error> {
                 }
                 let offsets: Vec<u64> = slots.iter().map(|&slot| (slot * size) as u64).collect();
                 store.gather_var(indices, &mut buf, &offsets)?;
+                if reused {
+                    clear_slack(&mut buf, size, slots.iter().copied(), &lengths);
+                }
             }
             fields.push(buf);
         }

@@ -369,3 +369,55 @@ fn a_loader_closed_or_dropped_before_it_is_read_starts_no_thread() {
     assert_eq!(loader.threads_alive(), 0);
     drop(Loader::new(stream, vec![source], opts(0, 1, 3, 4)).unwrap());
 }
+
+#[test]
+fn given_back_buffers_are_reused_and_a_short_record_still_reads_as_zero_padded() {
+    // Records of 8 bytes, except every 7th, which holds 3: its slot's last 5 bytes must be
+    // zero in every batch, including batches written into a buffer that held 8-byte
+    // records before.
+    let dir = tempfile::tempdir().unwrap();
+    let n = 500u64;
+    let z = Zrecord::open(dir.path().join("v")).unwrap();
+    let (mut bytes, mut offsets, mut lens) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        offsets.push(bytes.len() as u64);
+        let rec = (0xA0A0_0000_0000_0000u64 | i).to_le_bytes();
+        let len = if i % 7 == 0 { 3 } else { 8 };
+        bytes.extend_from_slice(&rec[..len]);
+        lens.push(len as u32);
+    }
+    z.append_var(&bytes, &offsets, &lens, Some(Codec::Raw)).unwrap();
+    let source = Source::new(vec![(Arc::new(z), 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 5, 50).unwrap();
+    for workers in [0, 2] {
+        let loader = Loader::new(stream.clone(), vec![source.clone()], opts(0, 1, workers, 2)).unwrap();
+        let pool = loader.buffers();
+        let mut held = Vec::new();
+        for step in 0..40 {
+            let batch = loader.next().unwrap().unwrap();
+            for (slot, &i) in batch.indices.iter().enumerate() {
+                let got = &batch.fields[0][slot * 8..(slot + 1) * 8];
+                let mut want = (0xA0A0_0000_0000_0000u64 | i).to_le_bytes();
+                if i % 7 == 0 {
+                    want[3..].fill(0);
+                }
+                assert_eq!(got, want, "step {step}, slot {slot}, record {i}");
+            }
+            // Hold every 5th batch; give the others back, as the Python arrays do when freed.
+            if step % 5 == 0 {
+                held.push((batch.indices.clone(), batch.fields[0].clone(), batch.fields));
+            } else {
+                for buf in batch.fields {
+                    pool.give(buf);
+                }
+            }
+        }
+        assert!(!pool.is_empty(), "buffers given back wait for reuse");
+        // A held batch is never written again by later batches.
+        for (indices, copy, fields) in &held {
+            assert_eq!(&fields[0], copy);
+            assert_eq!(indices.len(), 50);
+        }
+        loader.close();
+    }
+}

@@ -9,11 +9,14 @@
 //! pool ([`crate::pool`]). The loader itself refuses `next()` in a forked child and never
 //! joins threads that did not survive the fork.
 
+use std::sync::Arc;
+
+use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use zrecord::{Loader, LoaderError, LoaderOptions, Mixture, Source, Stream, StreamState};
+use zrecord::{BufferPool, Loader, LoaderError, LoaderOptions, Mixture, Source, Stream, StreamState};
 
 use crate::error;
 use crate::pool::loader_pool;
@@ -29,11 +32,36 @@ struct View {
 }
 
 impl View {
-    /// Hands `buf` to numpy as this field's batch array, without copying it.
-    fn to_array<'py>(&self, py: Python<'py>, buf: Vec<u8>) -> PyResult<Bound<'py, PyAny>> {
-        PyArray1::from_vec(py, buf)
-            .call_method1("view", (self.dtype.bind(py),))?
-            .call_method1("reshape", (self.shape.bind(py),))
+    /// Hands `buf` to numpy as this field's batch array, without copying it. The array's
+    /// base is a [`BatchBuffer`], which gives the memory back to `pool` once the array and
+    /// every view of it (a reshape, a slice, a torch tensor from `torch.from_numpy`) are gone.
+    fn to_array<'py>(&self, py: Python<'py>, buf: Vec<u8>, pool: &Arc<BufferPool>) -> PyResult<Bound<'py, PyAny>> {
+        let owner = Bound::new(py, BatchBuffer { buf, pool: pool.clone() })?;
+        let bytes: &[u8] = &owner.get().buf;
+        let view = ArrayView1::from(bytes);
+        // SAFETY: the array views `owner.buf`, which `owner` (the array's base object, kept
+        // alive by numpy for as long as the array or any view of it lives) owns and never
+        // changes: the class is frozen, so the Vec is neither reallocated nor written through
+        // it, and its memory is only handed back (in `Drop`) once `owner` itself is freed.
+        let array = unsafe { PyArray1::borrow_from_array(&view, owner.clone().into_any()) };
+        array.call_method1("view", (self.dtype.bind(py),))?.call_method1("reshape", (self.shape.bind(py),))
+    }
+}
+
+/// The memory of one field of one batch, as the base object of its numpy array. When the
+/// last array viewing it is freed, the buffer goes back to its loader's pool for a later
+/// batch to fill ([`BufferPool`]): the batch a caller holds is never written again, and a
+/// loop that drops each batch before the next reuses the same few buffers instead of
+/// mapping, faulting in and zeroing fresh memory every step.
+#[pyclass(module = "zrecord", frozen)]
+struct BatchBuffer {
+    buf: Vec<u8>,
+    pool: Arc<BufferPool>,
+}
+
+impl Drop for BatchBuffer {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.buf));
     }
 }
 
@@ -62,6 +90,8 @@ fn to_py(py: Python<'_>, e: LoaderError) -> PyErr {
 #[pyclass(module = "zrecord", name = "_Pipeline", frozen)]
 pub struct Pipeline {
     loader: Loader,
+    /// Where batch arrays give their memory back ([`BatchBuffer`]).
+    buffers: Arc<BufferPool>,
     views: Vec<View>,
     /// True for a mixture: batches carry each sample's source.
     mixture: bool,
@@ -158,7 +188,7 @@ impl Pipeline {
             .zip(shapes.iter())
             .map(|(dtype, shape)| Ok(View { dtype, shape: shaped(py, per_rank, &shape)? }))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(Pipeline { loader, views, mixture })
+        Ok(Pipeline { buffers: loader.buffers(), loader, views, mixture })
     }
 
     /// The next batch: a tuple of one array per field, and for a mixture the int32 array
@@ -171,7 +201,7 @@ impl Pipeline {
         };
         let mut items = Vec::with_capacity(self.views.len() + 1);
         for (view, buf) in self.views.iter().zip(batch.fields) {
-            items.push(view.to_array(py, buf)?);
+            items.push(view.to_array(py, buf, &self.buffers)?);
         }
         if self.mixture {
             // Source numbers are below the number of sources, far below 2^31: the u32

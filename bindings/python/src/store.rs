@@ -64,7 +64,7 @@ pub fn policy(codec: Codec, min_savings: f64) -> PyResult<CodecPolicy> {
 /// `ValueError`.
 ///
 /// Every record's stored bytes are checksummed on write (`checksums.zrc`, a side file
-/// loaderx ignores) and checked before decoding on read. `verify` sets when: "auto" (the
+/// loaderx ignores) and checked on read; a record that fails is never handed out. `verify` sets when: "auto" (the
 /// default: every record that has a checksum), "always" (a record without one is a
 /// `ChecksumError` too) or "never". A mismatch is a `ChecksumError` (code -11) naming the
 /// record and its chunk. `checksums=False` writes without keeping them, as loaderx does.
@@ -242,7 +242,7 @@ impl Zrecord {
         self.codec.name()
     }
 
-    /// When reads check each record's checksum before decoding it: "auto" (whenever the
+    /// When reads check each record's checksum: "auto" (whenever the
     /// record has one, the default), "always" (a record without one is a `ChecksumError`
     /// too) or "never".
     #[getter]

@@ -118,3 +118,37 @@ def test_pooled_batches_start_on_a_page(ds):
         a = d.__getitems__(batches(n=k))
         assert a.ctypes.data % mmap.PAGESIZE == 0
         np.testing.assert_array_equal(a, data[:k])
+
+
+@pytest.mark.parametrize(
+    "hold",
+    [
+        lambda b: b["data"],  # the array itself
+        lambda b: b["data"][3],  # a view of it
+        lambda b: memoryview(b["data"]),  # a buffer export
+        lambda b: b,  # the whole batch dict
+    ],
+)
+def test_loader_batches_held_by_the_caller_are_never_overwritten(ds, hold):
+    # The DataLoader's batch memory goes back to its loader once the last array viewing it
+    # is freed, and later batches fill it again; a batch still held must keep its bytes.
+    d, data = ds
+    labels = np.arange(len(data), dtype=np.int64)
+    with Dataset.write(d.path.parent / "l", labels) as lab, zrecord.DataLoader(
+        d, lab, batch_size=64, num_workers=2, mode=zrecord.Sampler.Mode.SHUFFLE, seed=3
+    ) as loader:
+        kept = []
+        for step in range(40):
+            batch = next(loader)
+            np.testing.assert_array_equal(batch["data"], data[batch["label"]])
+            if step % 8 == 0:
+                kept.append((hold(batch), batch["label"].copy()))
+            del batch
+        for held, idx in kept:
+            arr = np.asarray(held["data"] if isinstance(held, dict) else held)
+            want = data[idx]
+            np.testing.assert_array_equal(arr, want[3] if arr.ndim == want.ndim - 1 else want)
+    # Still readable after the loader and the stores closed.
+    for held, idx in kept:
+        arr = np.asarray(held["data"] if isinstance(held, dict) else held)
+        assert arr.size > 0

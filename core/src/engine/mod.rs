@@ -92,7 +92,8 @@ impl Default for Options {
 }
 
 /// When reads (`gather`, `gather_var`, `read`) check each record's stored bytes against the
-/// checksum in `checksums.zrc` before decoding it.
+/// checksum in `checksums.zrc`. A record that fails is never handed out: the read returns
+/// [`crate::Error::Checksum`] instead.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Verify {
     /// Check every record that has a checksum; read unchecked records (a store without the

@@ -80,7 +80,8 @@ class Dataset:
 
     Opening reads ``schema.json`` and opens the existing store without creating anything.
     ``verify`` ("auto", "always" or "never", as for :class:`Zrecord`) sets when reads, and
-    DataLoaders over this dataset, check each sample's checksum before decoding it.
+    DataLoaders over this dataset, check each sample's checksum (a sample that fails is
+    never handed out).
 
     Raises:
         FileNotFoundError: ``path`` holds no ``schema.json``.
