@@ -95,6 +95,33 @@ impl Candidate for Zstd {
     }
 }
 
+/// zstd as a pure-Rust build (what a no_std core and the wasm guest could run) would write
+/// it: ruzstd's encoder at its Fastest level. Decoded by C zstd (`c_decode`, what the native
+/// host would link) or by ruzstd itself (what the guest would run).
+struct Ruzstd {
+    c_decode: bool,
+    c: zstd::bulk::Decompressor<'static>,
+    r: ruzstd::decoding::FrameDecoder,
+}
+
+impl Candidate for Ruzstd {
+    fn name(&self) -> String {
+        format!("zstd (ruzstd Fastest encode; {} decode)", if self.c_decode { "C zstd" } else { "ruzstd" })
+    }
+    fn compress(&mut self, src: &[u8]) -> Option<Vec<u8>> {
+        let out = ruzstd::encoding::compress_to_vec(src, ruzstd::encoding::CompressionLevel::Fastest);
+        (out.len() < src.len()).then_some(out)
+    }
+    fn decompress(&mut self, src: &[u8], dst: &mut [u8]) {
+        let n = if self.c_decode {
+            self.c.decompress_to_buffer(src, dst).unwrap()
+        } else {
+            self.r.decode_all(src, dst).unwrap()
+        };
+        assert_eq!(n, dst.len());
+    }
+}
+
 struct Lz4;
 
 impl Candidate for Lz4 {
@@ -151,6 +178,13 @@ fn main() {
                 zstd::bulk::Compressor::new(level).unwrap(),
                 zstd::bulk::Decompressor::new().unwrap(),
             )));
+        }
+        for c_decode in [true, false] {
+            cands.push(Box::new(Ruzstd {
+                c_decode,
+                c: zstd::bulk::Decompressor::new().unwrap(),
+                r: ruzstd::decoding::FrameDecoder::new(),
+            }));
         }
         cands.push(Box::new(Lz4));
         let mut out = vec![0u8; item];
