@@ -505,6 +505,7 @@ def bench_store(args):
                         shutil.rmtree(path, ignore_errors=True)
                         if path.exists():
                             path.unlink()
+                    os.sync()  # start each timed write with no other writeback pending
                     t = time.perf_counter()
                     c.write(data, path)
                     wts.append(time.perf_counter() - t)
@@ -751,6 +752,7 @@ def bench_checksums(args):
             for r in range(rounds):
                 for keep in (True, False) if r % 2 == 0 else (False, True):
                     path = work / f"w{int(keep)}{r}"
+                    os.sync()  # start each timed write with no other writeback pending
                     t = time.perf_counter()
                     with zrecord.Zrecord(path, codec=codec, checksums=keep, **kw) as z:
                         for s in range(0, n, step):
