@@ -324,11 +324,27 @@ impl HandleLocks {
         Ok(had_presence)
     }
 
-    /// Takes `mode` for this handle (a no-op if it holds it already).
+    /// Takes `mode` for this handle (a no-op if it holds it already). Before a write (the
+    /// appender and exclusive modes, taken at every append, delete and compact), also
+    /// checks that meta.zr is still linked: once the store's directory is removed, an open
+    /// handle's descriptors still accept writes, which would vanish with the last of them.
     pub fn lock(&self, mode: Mode) -> Result<(), Error> {
         self.revive()?;
         let mut held = self.held();
-        self.take(&mut held, mode)
+        self.take(&mut held, mode)?;
+        if matches!(mode, Mode::Appender | Mode::Exclusive) {
+            let meta = self.meta()?;
+            let stat = meta.file().metadata().map_err(lock_io)?;
+            if stat.nlink() == 0 {
+                return Err(Error::Io(zrecord_core::error::IoError::new(
+                    zrecord_core::error::IoErrorKind::NotFound,
+                    "write to the store",
+                    "its meta.zr was deleted while this handle was open (the store directory was removed); \
+                     nothing was written",
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn take(&self, held: &mut Held, mode: Mode) -> Result<(), Error> {

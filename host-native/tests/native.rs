@@ -93,3 +93,26 @@ fn read_only_handles_refuse_changes_and_missing_stores_fail_fast() {
     let opts = OpenOptions { create: false, ..Default::default() };
     assert!(Zrecord::open_with(dir.path().join("nope"), opts).is_err());
 }
+
+#[test]
+fn writes_into_a_store_whose_directory_was_removed_fail_instead_of_vanishing() {
+    // Removing the directory leaves an open handle's descriptors writable; an append used to
+    // "succeed" into unlinked files and the records were gone with the handle.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut z = Zrecord::open(&path).unwrap();
+    z.append(&rec(0, 64), 1, 64, Some(Codec::Raw)).unwrap();
+    std::fs::remove_dir_all(&path).unwrap();
+    for codec in [Codec::Raw, Codec::Flate] {
+        match z.append(&rec(1, 64), 1, 64, Some(codec)) {
+            Err(Error::Io(e)) => {
+                assert_eq!(e.kind, zrecord::IoErrorKind::NotFound);
+                assert!(e.to_string().contains("deleted while this handle was open"), "{e}");
+            }
+            other => panic!("an append into a removed store must fail, got {other:?}"),
+        }
+    }
+    assert!(matches!(z.delete(&[0]), Err(Error::Io(_))), "delete too");
+    // Reads of what the handle already maps still work.
+    assert_eq!(z.read(0).unwrap(), rec(0, 64));
+}
