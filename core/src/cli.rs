@@ -49,9 +49,10 @@ usage:
   zr stats STORE                storage usage as JSON
   zr delete STORE INDEX...      delete records (the tail moves into each hole)
   zr compact STORE              reclaim the space of deleted records, in place
-  zr convert IN.npy OUT [--codec flate|raw] [--chunk-mib N] [--min-savings F]
+  zr convert IN.npy OUT [--codec flate|raw|zstd] [--chunk-mib N] [--min-savings F]
                                 append each axis-0 slice of IN.npy to the dataset OUT
                                 (created if missing; default codec flate, 64 MiB per step;
+                                zstd: native zr only, unreadable by loaderx 0.5.4;
                                 a record compression shrinks by less than the fraction F,
                                 default 0.125, is stored raw)
   zr export STORE OUT.npy [--verify auto|always|never]
@@ -329,8 +330,8 @@ impl Command {
             "convert" => {
                 want(2, "IN.npy OUT")?;
                 let name = flag("codec").unwrap_or("flate");
-                let codec =
-                    Codec::from_name(name).ok_or_else(|| usage(format!("unknown codec {name:?} (flate or raw)")))?;
+                let codec = Codec::from_name(name)
+                    .ok_or_else(|| usage(format!("unknown codec {name:?} ({})", Codec::NAMES)))?;
                 let chunk_mib = match flag("chunk-mib") {
                     Some(m) => m
                         .parse::<usize>()
@@ -830,7 +831,7 @@ mod tests {
         assert_eq!(err("stats s --json"), "stats has no option --json");
         assert_eq!(err("delete s"), "delete takes STORE INDEX..., got 1 argument(s)");
         assert_eq!(err("delete s -1"), "delete: \"-1\" is not a record index");
-        assert_eq!(err("convert a b --codec zstd"), "unknown codec \"zstd\" (flate or raw)");
+        assert_eq!(err("convert a b --codec lz4"), "unknown codec \"lz4\" (raw, flate or zstd)");
         assert_eq!(err("convert a b --chunk-mib 0"), "--chunk-mib takes a positive number of MiB, not \"0\"");
         assert_eq!(err("convert a b --codec"), "--codec needs a value");
         assert_eq!(err("export s o --verify sometimes"), "unknown --verify mode \"sometimes\" (auto, always or never)");

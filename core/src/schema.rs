@@ -100,7 +100,9 @@ mod tests {
     fn rejects_foreign_schema() {
         assert!(Schema::from_json(b"{\"format\": \"other\"}").is_err());
         assert!(Schema::from_json(b"not json").is_err());
-        let bad_codec = Schema { codec: "zstd".into(), ..Schema::new("|u1", &[1], crate::Codec::Raw) };
+        let bad_codec = Schema { codec: "lz4".into(), ..Schema::new("|u1", &[1], crate::Codec::Raw) };
         assert!(Schema::from_json(bad_codec.to_json().as_bytes()).is_err());
+        let zstd = Schema::new("|u1", &[1], crate::Codec::Zstd);
+        assert_eq!(Schema::from_json(zstd.to_json().as_bytes()).unwrap().codec, "zstd");
     }
 }

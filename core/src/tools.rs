@@ -58,6 +58,8 @@ pub struct Inspection {
     pub raw_records: u32,
     /// Records stored as DEFLATE.
     pub flate_records: u32,
+    /// Records stored as zstd frames, which loaderx 0.5.4 cannot read.
+    pub zstd_records: u32,
     /// Entries that fail their checks (unknown codec, out of bounds...).
     pub bad_entries: u32,
     /// True if the store keeps checksums (has a usable `checksums.zrc`).
@@ -82,12 +84,13 @@ pub struct Inspection {
 pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
     let h: Header = store.header();
     let mut chunks: Vec<ChunkUse> = (0..=h.tail_chunk).map(|id| ChunkUse { id, ..ChunkUse::default() }).collect();
-    let (mut raw, mut flate, mut bad, mut live, mut logical) = (0u32, 0u32, 0u32, 0u64, 0u64);
+    let (mut raw, mut flate, mut zstd, mut bad, mut live, mut logical) = (0u32, 0u32, 0u32, 0u32, 0u64, 0u64);
     for i in 0..h.length {
         let e = store.entry(i)?;
         match e.check(&h) {
             Ok(Codec::Raw) => raw += 1,
             Ok(Codec::Flate) => flate += 1,
+            Ok(Codec::Zstd) => zstd += 1,
             Err(_) => {
                 bad += 1;
                 continue;
@@ -111,6 +114,7 @@ pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
         tail_offset: h.tail_offset,
         raw_records: raw,
         flate_records: flate,
+        zstd_records: zstd,
         bad_entries: bad,
         live_bytes: live,
         logical_bytes: logical,
@@ -146,9 +150,16 @@ impl fmt::Display for Inspection {
         writeln!(f, "frontier      chunk {} offset {}", self.tail_chunk, self.tail_offset)?;
         writeln!(
             f,
-            "codecs        raw {}  flate {}  bad entries {}",
-            self.raw_records, self.flate_records, self.bad_entries
+            "codecs        raw {}  flate {}  zstd {}  bad entries {}",
+            self.raw_records, self.flate_records, self.zstd_records, self.bad_entries
         )?;
+        if self.zstd_records > 0 {
+            writeln!(
+                f,
+                "              loaderx 0.5.4 cannot read this store: it fails on zstd records (code -7) and on \
+                 a \"zstd\" schema"
+            )?;
+        }
         if self.checksums {
             writeln!(f, "checksums     XXH3-64 (checksums.zrc), {} records unchecked", self.unchecked)?;
         } else {
@@ -372,6 +383,8 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
 ) -> Result<Conversion> {
     let policy = policy.into();
     let codec = policy.codec;
+    // Before anything is written: a build that cannot write zstd leaves no schema behind.
+    codec.check_writable()?;
     let src = check_npy(input)?;
     let (h, rows, sample_len) = (&src.header, src.rows, src.sample_len);
     let sample_shape = src.sample_shape();

@@ -83,7 +83,8 @@ fn read_everything<B: Backend>(s: &Store<B>) {
     }
 }
 
-/// `data` = destination length (u16, scaled) | DEFLATE bytes.
+/// `data` = destination length (u16, scaled) | DEFLATE bytes (also fed to the zstd decoder,
+/// which must fail typed on them, never panic or write past `dst`).
 pub fn inflate(data: &[u8]) {
     let n = usize::from(u16_at(data, 0)) * 17 % ((1 << 20) + 1);
     let src = data.get(2..).unwrap_or(&[]);
@@ -95,6 +96,7 @@ pub fn inflate(data: &[u8]) {
         assert_eq!(dst, again);
     }
     let _ = decode_into(Codec::Raw, src, &mut dst);
+    let _ = decode_into(Codec::Zstd, src, &mut dst);
 }
 
 /// A byte-code of store operations checked against a model after each.

@@ -8,8 +8,8 @@
 //!   a flipped byte inside a raw payload, or an entry redirected onto other valid bytes,
 //!   reads back as different data; the sweep counts those and asserts only that they are
 //!   bounded and well-formed;
-//! - with the checksums zrecord keeps (`checksums.zrc`, the default `verify = auto`), raw
-//!   and flate, table and payload bytes: every read must give the original record or a
+//! - with the checksums zrecord keeps (`checksums.zrc`, the default `verify = auto`), raw,
+//!   flate and zstd, table and payload bytes: every read must give the original record or a
 //!   typed error, **never different bytes**.
 //!
 //! `ZR_FLIP_STRIDE` sets which bytes the checksummed sweep flips (every n-th; default 7 in
@@ -199,7 +199,7 @@ fn strict_sweep(dir: &Path, file: &str, range: std::ops::Range<u64>, stride: u64
 fn with_checksums_every_flipped_byte_gives_the_record_or_a_typed_error() {
     let stride: u64 = std::env::var("ZR_FLIP_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(7).max(1);
     let mut total = Strict::default();
-    for codec in [Codec::Raw, Codec::Flate] {
+    for codec in [Codec::Raw, Codec::Flate, Codec::Zstd] {
         let dir = tempfile::tempdir().unwrap();
         {
             let zr = Zrecord::open(dir.path()).unwrap();

@@ -36,6 +36,12 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_RECORD_LEN", zrecord::MAX_RECORD_LEN)?;
     m.add("MAX_RECORDS", zrecord::MAX_RECORDS)?;
     m.add("DEFAULT_MIN_SAVINGS", zrecord::DEFAULT_MIN_SAVINGS)?;
+    // The codec table (name -> on-disk tag), from the core's one list of codecs.
+    let codecs = pyo3::types::PyDict::new(m.py());
+    for c in zrecord::Codec::ALL {
+        codecs.set_item(c.name(), c.tag())?;
+    }
+    m.add("CODECS", codecs)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::export_tables(m)?;
     m.add_class::<store::Zrecord>()?;

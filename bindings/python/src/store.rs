@@ -40,7 +40,7 @@ pub fn verify_named(name: &str) -> PyResult<Verify> {
 
 pub fn codec_named(name: &str) -> PyResult<Codec> {
     Codec::from_name(name)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown codec {name:?}, expected one of ['flate', 'raw']")))
+        .ok_or_else(|| PyValueError::new_err(format!("unknown codec {name:?}, expected one of {}", Codec::NAMES)))
 }
 
 /// `codec` under `min_savings`, as a `ValueError` when it is not a fraction in 0..=1.
@@ -52,8 +52,8 @@ pub fn policy(codec: Codec, min_savings: f64) -> PyResult<CodecPolicy> {
 /// records, addressed `0..len(store)`.
 ///
 /// `Zrecord(path, codec="flate")` opens the store in directory `path`, creating it if
-/// needed, as loaderx does. `codec` ("flate" or "raw") is the default compression for
-/// `append`; a record that compression does not shrink by at least `min_savings` (a
+/// needed, as loaderx does. `codec` ("flate", "raw", or "zstd", which loaderx 0.5.4
+/// cannot read) is the default compression for `append`; a record that compression does not shrink by at least `min_savings` (a
 /// fraction, default `zrecord.DEFAULT_MIN_SAVINGS`, 0.125) is stored raw regardless, which
 /// loaderx reads as any raw record. Use it as a context manager, or call `close()`.
 ///
@@ -236,7 +236,7 @@ impl Zrecord {
         self.read_only
     }
 
-    /// Default compression for `append`: "flate" or "raw".
+    /// Default compression for `append`: "flate", "raw" or "zstd".
     #[getter]
     fn codec(&self) -> &'static str {
         self.codec.name()

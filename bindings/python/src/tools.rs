@@ -44,6 +44,7 @@ pub fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("tail_offset", i.tail_offset)?;
     d.set_item("raw_records", i.raw_records)?;
     d.set_item("flate_records", i.flate_records)?;
+    d.set_item("zstd_records", i.zstd_records)?;
     d.set_item("bad_entries", i.bad_entries)?;
     d.set_item("live_bytes", i.live_bytes)?;
     d.set_item("logical_bytes", i.logical_bytes)?;

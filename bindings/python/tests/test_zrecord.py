@@ -15,7 +15,7 @@ from _support import images
 def test_module_constants():
     assert zrecord.MAX_RECORD_LEN == 1 << 20
     assert zrecord.MAX_RECORDS == 1 << 24
-    assert zrecord.CODECS == {"raw": 0, "flate": 1}
+    assert zrecord.CODECS == {"raw": 0, "flate": 1, "zstd": 2}
     assert isinstance(zrecord.__version__, str) and zrecord.__version__.count(".") == 2
 
 
@@ -236,8 +236,8 @@ def test_context_manager_closes(tmp_path):
 
 
 def test_unknown_codec(tmp_path):
-    with pytest.raises(ValueError):
-        Zrecord(tmp_path / "s", codec="zstd")
+    with pytest.raises(ValueError, match="raw, flate or zstd"):
+        Zrecord(tmp_path / "s", codec="lz4")
     with Zrecord(tmp_path / "s") as z:
         with pytest.raises(ValueError):
             z.append(np.zeros(4, np.uint8), 1, 4, codec="lz4")

@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use super::{shard_count, Batch, Store, Writer};
-use crate::codec::{Codec, CodecPolicy, Deflater};
+use crate::codec::{Codec, CodecPolicy, Encoder};
 use crate::error::{Error, FormatError, Result};
 use crate::format::sums::checksum;
 use crate::format::{entry_offset, RecordLoc, CHUNK_FILE_LEN, ENTRY_LEN, MAX_CHUNKS, MAX_RECORDS};
@@ -21,8 +21,8 @@ use crate::io::{Backend, LockMode, Parallel, StorageFile};
 /// A worker's share of an append: its records, their stored bytes and where they go.
 struct WriteShard {
     records: Range<usize>,
-    deflater: Option<Deflater>,
-    /// Compressed bytes of this shard's flate records, back to back.
+    encoder: Option<Encoder>,
+    /// Compressed bytes of this shard's compressed records, back to back.
     packed: Vec<u8>,
     /// Per record: stored length, codec, and where its stored bytes start in `packed`
     /// (`None`: stored raw, straight from the batch source).
@@ -72,22 +72,28 @@ impl<B: Backend> Store<B> {
         let per = count.div_ceil(shards);
         let mut work: Vec<WriteShard> = (0..count)
             .step_by(per)
-            .map(|s| WriteShard {
-                records: s..(s + per).min(count),
-                deflater: (codec == Codec::Flate).then(|| w.deflaters.pop().unwrap_or_default()),
-                packed: Vec::new(),
-                stored: Vec::new(),
-                placed: Vec::new(),
-                sums: Vec::new(),
+            .map(|s| {
+                let pooled = w.encoders.iter().rposition(|e| e.codec() == codec).map(|i| w.encoders.swap_remove(i));
+                Ok(WriteShard {
+                    records: s..(s + per).min(count),
+                    encoder: match pooled {
+                        Some(e) => Some(e),
+                        None => Encoder::new(codec)?,
+                    },
+                    packed: Vec::new(),
+                    stored: Vec::new(),
+                    placed: Vec::new(),
+                    sums: Vec::new(),
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let compress = |shard: &mut WriteShard| -> Result<()> {
             let bytes: usize = shard.records.clone().map(|i| batch.range(i).len()).sum();
             shard.stored.reserve(shard.records.len());
             if keep_sums {
                 shard.sums.reserve(shard.records.len());
             }
-            match shard.deflater.as_mut() {
+            match shard.encoder.as_mut() {
                 None => {
                     for i in shard.records.clone() {
                         shard.stored.push((batch.range(i).len() as u32, Codec::Raw, None));
@@ -96,7 +102,7 @@ impl<B: Backend> Store<B> {
                         }
                     }
                 }
-                Some(deflater) => {
+                Some(encoder) => {
                     shard.packed.resize(bytes, 0);
                     let mut used = 0;
                     for i in shard.records.clone() {
@@ -104,9 +110,9 @@ impl<B: Backend> Store<B> {
                         // `used` never passes the bytes of the records before this one, so
                         // the window fits in `packed`.
                         let limit = policy.keep_limit(rec.len());
-                        match deflater.compress(rec, &mut shard.packed[used..used + limit]) {
+                        match encoder.compress(rec, &mut shard.packed[used..used + limit]) {
                             Some(n) => {
-                                shard.stored.push((n as u32, Codec::Flate, Some(used)));
+                                shard.stored.push((n as u32, codec, Some(used)));
                                 if keep_sums {
                                     shard.sums.push(checksum(&shard.packed[used..used + n]));
                                 }
@@ -189,7 +195,7 @@ impl<B: Backend> Store<B> {
         self.sync_files_with(w, w.header.tail_chunk..=h.tail_chunk, par)?;
         self.write_header(w, h)?;
         self.publish(&h);
-        w.deflaters.extend(work.into_iter().filter_map(|s| s.deflater));
+        w.encoders.extend(work.into_iter().filter_map(|s| s.encoder));
         Ok(first)
     }
 
@@ -252,7 +258,7 @@ impl<B: Backend> Store<B> {
 mod tests {
     use alloc::vec;
 
-    use crate::codec::{Codec, CodecPolicy, Deflater};
+    use crate::codec::{Codec, CodecPolicy, Encoder};
     use crate::engine::{Batch, Options, Store};
     use crate::format::MAX_RECORD_LEN;
     use crate::io::mem::MemBackend;
@@ -278,8 +284,8 @@ mod tests {
         }
     }
 
-    /// A record is stored compressed exactly when DEFLATE saves the policy's minimum, raw
-    /// (tag 0) otherwise, and reads back the same either way.
+    /// A record is stored compressed exactly when its codec saves the policy's minimum, raw
+    /// (tag 0) otherwise, and reads back the same either way; the same rule for every codec.
     #[test]
     fn min_savings_decides_the_codec_per_record() {
         const LEN: usize = 4096;
@@ -293,34 +299,71 @@ mod tests {
             x ^= x << 5;
             *b = if (i % LEN) * 16 < (i / LEN) * LEN { 0 } else { x as u8 };
         }
-        let packed: Vec<Option<usize>> =
-            src.chunks(LEN).map(|r| Deflater::new().compress(r, &mut vec![0u8; LEN])).collect();
-        for min_savings in [0.0, 0.125, 0.3, 1.0] {
-            let policy = CodecPolicy::new(Codec::Flate, min_savings).unwrap();
+        let codecs: &[Codec] = if cfg!(feature = "zstd") { &[Codec::Flate, Codec::Zstd] } else { &[Codec::Flate] };
+        for &codec in codecs {
+            let packed: Vec<Option<usize>> = src
+                .chunks(LEN)
+                .map(|r| Encoder::new(codec).unwrap().unwrap().compress(r, &mut vec![0u8; LEN]))
+                .collect();
+            for min_savings in [0.0, 0.125, 0.3, 1.0] {
+                let policy = CodecPolicy::new(codec, min_savings).unwrap();
+                let (s, mut w) = Store::open(MemBackend::new(), Options::default()).unwrap();
+                s.append(&mut w, &Batch::Fixed { src: &src, count: 16, item_len: LEN }, policy, &Serial).unwrap();
+                let mut kept = 0;
+                for (i, n) in packed.iter().enumerate() {
+                    let e = s.entry(i as u32).unwrap();
+                    let keep = n.is_some_and(|n| n <= policy.keep_limit(LEN));
+                    assert_eq!(e.codec, if keep { codec.tag() } else { Codec::Raw.tag() }, "{codec} {min_savings} {i}");
+                    assert_eq!(e.phys_length as usize, if keep { n.unwrap() } else { LEN });
+                    assert_eq!(s.read(i as u64).unwrap(), &src[i * LEN..][..LEN]);
+                    kept += usize::from(keep);
+                }
+                match min_savings {
+                    0.0 => assert!(kept >= 15, "{codec}: {kept}"),
+                    1.0 => assert_eq!(kept, 0),
+                    _ => assert!((1..15).contains(&kept), "{codec} {min_savings}: {kept}"),
+                }
+            }
+            // A bare codec is the default policy.
             let (s, mut w) = Store::open(MemBackend::new(), Options::default()).unwrap();
-            s.append(&mut w, &Batch::Fixed { src: &src, count: 16, item_len: LEN }, policy, &Serial).unwrap();
-            let mut flate = 0;
+            s.append(&mut w, &Batch::Fixed { src: &src, count: 16, item_len: LEN }, codec, &Serial).unwrap();
+            let default = CodecPolicy::from(codec);
             for (i, n) in packed.iter().enumerate() {
-                let e = s.entry(i as u32).unwrap();
-                let keep = n.is_some_and(|n| n <= policy.keep_limit(LEN));
-                assert_eq!(e.codec, if keep { Codec::Flate.tag() } else { Codec::Raw.tag() }, "{min_savings} {i}");
-                assert_eq!(e.phys_length as usize, if keep { n.unwrap() } else { LEN });
-                assert_eq!(s.read(i as u64).unwrap(), &src[i * LEN..][..LEN]);
-                flate += usize::from(keep);
-            }
-            match min_savings {
-                0.0 => assert!(flate >= 15, "{flate}"),
-                1.0 => assert_eq!(flate, 0),
-                _ => assert!((1..15).contains(&flate), "{min_savings}: {flate}"),
+                let keep = n.is_some_and(|n| n <= default.keep_limit(LEN));
+                assert_eq!(s.entry(i as u32).unwrap().codec == codec.tag(), keep, "{codec} {i}");
             }
         }
-        // A bare codec is the default policy.
+    }
+
+    /// Appends alternating codecs through one writer: each reuses its own pooled
+    /// compressors and every record reads back.
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn codecs_mix_in_one_store() {
         let (s, mut w) = Store::open(MemBackend::new(), Options::default()).unwrap();
-        s.append(&mut w, &Batch::Fixed { src: &src, count: 16, item_len: LEN }, Codec::Flate, &Serial).unwrap();
-        let default = CodecPolicy::from(Codec::Flate);
-        for (i, n) in packed.iter().enumerate() {
-            let keep = n.is_some_and(|n| n <= default.keep_limit(LEN));
-            assert_eq!(s.entry(i as u32).unwrap().codec == Codec::Flate.tag(), keep, "{i}");
+        let rec = |k: usize| -> Vec<u8> { (0..3000).map(|i| ((i / 5 + k) % 17) as u8).collect() };
+        for k in 0..6 {
+            let codec = [Codec::Flate, Codec::Zstd, Codec::Raw][k % 3];
+            s.append(&mut w, &Batch::Fixed { src: &rec(k), count: 1, item_len: 3000 }, codec, &Serial).unwrap();
+            assert_eq!(s.entry(k as u32).unwrap().codec, codec.tag());
         }
+        for k in 0..6 {
+            assert_eq!(s.read(k as u64).unwrap(), rec(k));
+        }
+    }
+
+    /// Without the `zstd` feature (the wasm guest) a zstd append is refused before anything
+    /// is written, with a message that says where zstd can be written.
+    #[cfg(not(feature = "zstd"))]
+    #[test]
+    fn zstd_append_needs_the_native_host() {
+        let (s, mut w) = Store::open(MemBackend::new(), Options::default()).unwrap();
+        let src = vec![0u8; 1000];
+        let err = s.append(&mut w, &Batch::Fixed { src: &src, count: 1, item_len: 1000 }, Codec::Zstd, &Serial);
+        match err {
+            Err(crate::Error::InvalidArgument(msg)) => assert!(msg.contains("needs the native host"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.len(), 0);
     }
 }

@@ -43,7 +43,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use once_cell::race::OnceBox;
 
-use crate::codec::Deflater;
+use crate::codec::Encoder;
 use crate::error::{Error, FormatError, IoError, IoErrorKind, Result};
 use crate::format::{
     decode_generation, encode_generation, Header, DEFAULT_CHUNK_CAPACITY, GENERATION_FILE, MAX_RECORD_LEN,
@@ -257,7 +257,8 @@ pub struct Writer {
     header: Header,
     read_only: bool,
     poisoned: bool,
-    deflaters: Vec<Deflater>,
+    /// Compressors kept between appends, any codec (a compressor is costly to build).
+    encoders: Vec<Encoder>,
 }
 
 impl Writer {

@@ -106,7 +106,7 @@ impl<B: Backend> Store<B> {
         if !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
             tail.set_len(CHUNK_FILE_LEN)?;
         }
-        let writer = Writer { header, read_only: opts.read_only, poisoned: false, deflaters: Vec::new() };
+        let writer = Writer { header, read_only: opts.read_only, poisoned: false, encoders: Vec::new() };
         Ok((store, writer))
     }
 

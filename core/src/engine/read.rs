@@ -224,9 +224,9 @@ impl<B: Backend> Store<B> {
             // Decode first, then hash: decoding brings the stored bytes into this core's
             // cache, so the hash reads them from there instead of waiting on memory a second
             // time (a raw copy or an inflate of a cold record). The check comes before the
-            // decode's own result, so damage that also breaks the DEFLATE stream is reported
-            // as the checksum error it is. Libdeflate and miniz_oxide bound every write to
-            // `dst` whatever the input, and on an error `dst` holds no promised bytes.
+            // decode's own result, so damage that also breaks the compressed stream is reported
+            // as the checksum error it is. Every decoder (libdeflate, miniz_oxide, libzstd,
+            // ruzstd) bounds its writes to `dst` whatever the input, and on an error `dst` holds no promised bytes.
             let decoded = decode_into(codec, bytes, dst);
             let checked = self.check_stored(verify, index, loc, bytes)?;
             decoded.map_err(decode_err)?;
@@ -239,7 +239,7 @@ impl<B: Backend> Store<B> {
                 file.read_at(at, dst).map_err(|e| self.read_err(e, loc, index))?;
                 self.check_stored(verify, index, loc, dst)
             }
-            Codec::Flate => {
+            Codec::Flate | Codec::Zstd => {
                 scratch.resize(phys, 0);
                 file.read_at(at, scratch).map_err(|e| self.read_err(e, loc, index))?;
                 let checked = self.check_stored(verify, index, loc, scratch)?;

@@ -208,3 +208,21 @@ fn verify_checks_checksums_counts_unchecked_and_seals() {
     );
     assert!(d.join("lx.zr/checksums.zrc").exists());
 }
+
+#[test]
+fn convert_with_zstd_counts_and_warns_in_inspect_and_exports_the_same_array() {
+    let tmp = fixture();
+    let out = run(tmp.path(), &["convert", "a.npy", "z.zr", "--codec", "zstd"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("(zstd)"), "{}", text(&out.stdout));
+    let out = run(tmp.path(), &["inspect", "z.zr"]);
+    let report = text(&out.stdout);
+    assert!(report.contains("codecs        raw 0  flate 0  zstd 300  bad entries 0"), "{report}");
+    assert!(report.contains("loaderx 0.5.4 cannot read this store"), "{report}");
+    assert!(report.contains("codec zstd"), "{report}");
+    // A flate store says nothing about loaderx.
+    assert!(!text(&run(tmp.path(), &["inspect", "good.zr"]).stdout).contains("loaderx 0.5.4 cannot"));
+    let out = run(tmp.path(), &["export", "z.zr", "back.npy"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(tmp.path().join("back.npy")).unwrap(), npy(300, 64));
+}

@@ -117,6 +117,28 @@ def test_verify_reports_damage_like_native(tmp_path, zr_wasm, zr_native, run):
     assert "bad record 2: unknown codec tag 7" in text and "20 records checked, 2 bad" in text
 
 
+def test_zstd_stores_written_natively_read_in_wasm_but_are_not_written(tmp_path, zr_wasm, zr_native, run):
+    # zstd records (tag 2) are written by the native host only; the guest decodes them with
+    # the pure-Rust ruzstd, and must give what the native host gives.
+    arr = np.tile(np.arange(256, dtype=np.uint8), (30, 4))
+    arr[1::2] = np.random.default_rng(5).integers(0, 256, arr[1::2].shape, dtype=np.uint8)
+    np.save(tmp_path / "a.npy", arr)
+    run(zr_native, "convert", tmp_path / "a.npy", tmp_path / "z.zr", "--codec", "zstd")
+    w = json.loads(run(zr_wasm, "inspect", tmp_path / "z.zr", "--json").stdout)
+    assert w == json.loads(run(zr_native, "inspect", tmp_path / "z.zr", "--json").stdout)
+    assert (w["zstd_records"], w["raw_records"]) == (15, 15)
+    assert "loaderx 0.5.4 cannot read this store" in run(zr_wasm, "inspect", tmp_path / "z.zr").stdout
+    assert "30 records checked, 0 bad" in run(zr_wasm, "verify", tmp_path / "z.zr").stdout
+    run(zr_wasm, "export", tmp_path / "z.zr", tmp_path / "w.npy")
+    run(zr_native, "export", tmp_path / "z.zr", tmp_path / "n.npy")
+    assert (tmp_path / "w.npy").read_bytes() == (tmp_path / "n.npy").read_bytes()
+    np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), arr)
+    p = run(zr_wasm, "convert", tmp_path / "a.npy", tmp_path / "new.zr", "--codec", "zstd", check=False)
+    assert p.returncode == 2
+    assert "writing zstd records needs the native host" in p.stderr
+    assert not (tmp_path / "new.zr").exists()
+
+
 def test_not_a_store_fails_naming_the_path(tmp_path, zr_wasm, run):
     p = run(zr_wasm, "inspect", tmp_path, check=False)
     assert p.returncode == 2

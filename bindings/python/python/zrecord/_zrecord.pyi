@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 _Path = Union[str, "os.PathLike[str]"]
-_Codec = Literal["raw", "flate"]
+_Codec = Literal["raw", "flate", "zstd"]
 # Anything numpy turns into an integer array: an int, a sequence of ints, an integer array.
 _Indices = Union[SupportsIndex, "npt.ArrayLike"]
 # A C-contiguous numpy array of any non-object dtype, or any object with the buffer protocol.
@@ -17,6 +17,8 @@ _Reporter = Optional[Callable[[int, int], None]]
 
 MAX_RECORD_LEN: int
 MAX_RECORDS: int
+# Codec name -> on-disk tag (zrecord_core::Codec::ALL).
+CODECS: dict[str, int]
 __version__: str
 # The core's error table (zrecord_core::error): (code, WIT name, Python class, message).
 ERROR_KINDS: tuple[tuple[int, str, str, str], ...]

@@ -27,6 +27,7 @@ from typing import Any, Union
 import numpy as np
 
 from ._progress import Progress, reporter
+from . import _zrecord
 from ._zrecord import MAX_RECORD_LEN, Zrecord
 from .errors import IndexOutOfRangeError, StoreClosedError
 
@@ -45,7 +46,9 @@ POOL_BYTES = 256 << 20
 #: Batches smaller than this are not pooled: malloc serves them from warm memory anyway.
 POOL_MIN_BYTES = 256 << 10
 
-CODECS = {"raw": 0, "flate": 1}
+#: Codec name -> on-disk tag, from the core's codec list: "raw" 0 and "flate" 1 as in
+#: loaderx, and "zstd" 2, which loaderx 0.5.4 cannot read.
+CODECS = dict(_zrecord.CODECS)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -271,7 +274,8 @@ class Dataset:
             path: destination directory (created if missing).
             array: samples stacked along axis 0.
             codec: "flate" (compressed; records that do not shrink by ``min_savings`` are
-                stored raw) or "raw".
+                stored raw), "raw", or "zstd" (compressed the same way, faster to read, but
+                loaderx 0.5.4 cannot read a zstd dataset).
             chunk_bytes: upper bound on the source bytes submitted per append.
             progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
                 ``callable(done, total)`` called after each block, in samples.

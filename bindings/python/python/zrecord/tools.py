@@ -73,7 +73,8 @@ class Inspection:
         version: format version in the header.
         records: live records.
         tail_chunk, tail_offset: the append frontier.
-        raw_records, flate_records: records per codec.
+        raw_records, flate_records, zstd_records: records per codec (loaderx 0.5.4
+            cannot read a store with zstd records).
         bad_entries: table entries that fail their checks (a damaged store if not 0).
         live_bytes, logical_bytes: stored and uncompressed sizes of the live records.
         chunk_bytes: how far the chunk files have grown.
@@ -91,6 +92,7 @@ class Inspection:
     tail_offset: int
     raw_records: int
     flate_records: int
+    zstd_records: int
     bad_entries: int
     live_bytes: int
     logical_bytes: int
