@@ -13,6 +13,7 @@ skipped with a note. Nothing here asserts a time: this prints tables, it does no
 """
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -273,6 +274,20 @@ def load_set(name, args):
         return None, None
 
 
+def batch_size_for(data):
+    """Samples per batch: 256, or 64 for samples over 64 KiB (images224)."""
+    return 256 if data[0].nbytes <= 64 << 10 else 64
+
+
+def random_batches(data, args, seed):
+    """(batch size, number of batches, the batches' random indices) for the policy and
+    pool sections: 100 batches (20 with --quick), drawn with `seed`."""
+    batch = batch_size_for(data)
+    batches = 100 if not args.quick else 20
+    rng = np.random.default_rng(seed)
+    return batch, batches, [rng.integers(0, len(data), batch) for _ in range(batches)]
+
+
 def selected_sets(args):
     names = DATASETS if args.sets == "all" else tuple(args.sets.split(","))
     bad = [s for s in names if s not in DATASETS]
@@ -446,6 +461,7 @@ def gather_all(c, idxs):
         c.gather(ix)
 
 
+@functools.cache
 def has_zstd():
     """Whether this zrecord build writes the opt-in zstd codec (record tag 2)."""
     import zrecord
@@ -595,10 +611,7 @@ def bench_policy(args):
         if data is None:
             continue
         n = len(data)
-        batch = 256 if data[0].nbytes <= 64 << 10 else 64
-        batches = 100 if not args.quick else 20
-        rng = np.random.default_rng(6)
-        idxs = [rng.integers(0, n, batch) for _ in range(batches)]
+        batch, batches, idxs = random_batches(data, args, seed=6)
         work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
         res = {}
         try:
@@ -661,11 +674,7 @@ def bench_pool(args):
         data, desc = load_set(set_name, args)
         if data is None:
             continue
-        n = len(data)
-        batch = 256 if data[0].nbytes <= 64 << 10 else 64
-        batches = 100 if not args.quick else 20
-        rng = np.random.default_rng(7)
-        idxs = [rng.integers(0, n, batch) for _ in range(batches)]
+        batch, batches, idxs = random_batches(data, args, seed=7)
         work = Path(tempfile.mkdtemp(prefix="zrbench-", dir=args.workdir))
         rows = []
         try:
@@ -833,7 +842,7 @@ def bench_loader(args):
         if data is None:
             continue
         n = len(data)
-        batch = 256 if data[0].nbytes <= 64 << 10 else 64
+        batch = batch_size_for(data)
         steps = 300 if not args.quick else 60
         if data[0].nbytes * batch * steps > 1 << 30:
             steps = max(20, (1 << 30) // (data[0].nbytes * batch))
