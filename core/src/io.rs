@@ -47,6 +47,15 @@ pub trait StorageFile: Send + Sync {
     fn will_need(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+    /// Brings the `len` bytes at `offset` into memory and returns when they are there (or
+    /// when reading them failed: this is a hint, and a failing range is reported by the
+    /// read that needs it). Called by [`Store::warm`](crate::engine::Store::warm) from a
+    /// background thread, in file order, a few MiB at a time, so the host can read
+    /// sequentially what a training loop would otherwise fault in one record at a time.
+    /// Hosts without a page cache to fill keep the default, which does nothing.
+    fn warm(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// How a handle wants to hold the store directory (see [`Backend::lock`]).

@@ -174,6 +174,59 @@ impl StorageFile for NativeFile {
             let _ = map.advise_range(memmap2::Advice::WillNeed, start, end - start);
         }
     }
+
+    /// Reads the range through the page cache with `pread`, unless every page of it is
+    /// resident already. Plain reads, not the map: the map is `MADV_RANDOM` (a fault reads
+    /// one page), while sequential `pread`s get the kernel's readahead, and a hint such as
+    /// `POSIX_FADV_WILLNEED` is capped by the kernel at the readahead window.
+    #[cfg(unix)]
+    fn warm(&self, offset: u64, len: u64) {
+        if len == 0 || self.all_resident(offset, len) {
+            return;
+        }
+        std::thread_local! {
+            // One piece's worth, kept by the warming thread between calls.
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with(|scratch| {
+            let mut buf = scratch.borrow_mut();
+            let want = len.min(zrecord_core::engine::WARM_PIECE) as usize;
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let end = offset.saturating_add(len);
+            let mut at = offset;
+            while at < end {
+                let n = ((end - at) as usize).min(buf.len());
+                match self.file().read_at(&mut buf[..n], at) {
+                    Ok(0) | Err(_) => break, // past the end, or a failure the real read will report
+                    Ok(k) => at += k as u64,
+                }
+            }
+        });
+    }
+}
+
+impl NativeFile {
+    /// True when every page of the mapped range is in memory (mincore); false when the
+    /// file is not mapped or the kernel cannot say.
+    #[cfg(unix)]
+    fn all_resident(&self, offset: u64, len: u64) -> bool {
+        let Some(map) = self.map.as_deref() else { return false };
+        let end = offset.saturating_add(len).min(map.len() as u64) as usize;
+        let page = page_size();
+        let start = (offset as usize) & !(page - 1);
+        if start >= end {
+            return true;
+        }
+        let mut pages = vec![0u8; (end - start).div_ceil(page)];
+        // SAFETY: `start` is page-aligned and `start..end` lies inside our live mapping
+        // (clamped above); mincore writes one byte per page of that range, and `pages` has
+        // exactly that many. It reads no mapped memory and cannot fault.
+        let rc =
+            unsafe { libc::mincore(map.as_ptr().add(start) as *mut libc::c_void, end - start, pages.as_mut_ptr()) };
+        rc == 0 && pages.iter().all(|p| p & 1 == 1)
+    }
 }
 
 #[cfg(unix)]

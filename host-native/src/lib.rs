@@ -45,7 +45,7 @@ use std::sync::{Mutex, MutexGuard};
 use rayon::prelude::*;
 
 pub use fs::{DirBackend, NativeFile};
-pub use loader::{global_pool, BufferPool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source};
+pub use loader::{global_pool, BufferPool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source, Warm};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::engine::{Sealing, Stats, Verify};
 pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind};
@@ -299,6 +299,23 @@ impl Zrecord {
     pub fn stats(&self) -> Result<Stats> {
         self.current()?;
         self.store.stats()
+    }
+
+    /// Bytes [`Zrecord::warm`] reads: the used part of the store's files (see
+    /// [`Store::footprint`](zrecord_core::Store::footprint)).
+    pub fn footprint(&self) -> u64 {
+        self.store.footprint()
+    }
+
+    /// Reads the store's used bytes into the page cache, file by file from the start, in
+    /// pieces of a few MiB that are skipped when already resident, so that random reads
+    /// later find them in memory (see [`Store::warm`](zrecord_core::Store::warm)).
+    /// `keep_going(done, total)` is asked before each piece; returning false stops. Returns
+    /// the bytes covered. The [`Loader`] does this in the background for stores that fit
+    /// in memory ([`Warm`]).
+    pub fn warm(&self, keep_going: &mut dyn FnMut(u64, u64) -> bool) -> Result<u64> {
+        self.current()?;
+        self.store.warm(keep_going)
     }
 
     /// Makes all appended data durable (chunk data, then the table and header).

@@ -56,6 +56,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Warming: when the threads start, a loader whose stores fit in a quarter of the memory
+//! available ([`Warm`]) also reads them once, front to back, on a thread of its own
+//! ([`Zrecord::warm`]), so that a first epoch from a cold page cache does not fetch every
+//! record from disk by a random read of its own. It stops between pieces when the loader
+//! closes, and is joined like the others.
+//!
 //! Shutdown needs no polling in the workers: [`Loader::close`] raises the stop flag and
 //! drops the consumer's receivers. A worker blocked on a full queue then fails its send and
 //! exits, dropping its job queue; the sampler, blocked on that queue or checking the flag,
@@ -211,6 +217,63 @@ pub struct LoaderOptions {
     /// global pool (the default, [`global_pool`]). A process forked after the global pool
     /// started must answer with a pool of its own there: the inherited one has no threads.
     pub pool: fn() -> Option<&'static rayon::ThreadPool>,
+    /// Whether the stores are read into the page cache in the background when the threads
+    /// start (default [`Warm::Auto`]).
+    pub warm: Warm,
+}
+
+/// Whether a loader with workers warms its stores ([`Zrecord::warm`]) on a thread of its
+/// own when it starts: the stores' used bytes read once, front to back, so that the random
+/// reads of a cold first epoch find them in memory instead of going to disk one record at a
+/// time. A loader with no workers starts no thread, and never warms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Warm {
+    /// When all the loader's stores together fit in a quarter of the memory available to
+    /// the page cache ([`zrecord_core::engine::worth_warming`]; `MemAvailable`, and the
+    /// room left under this process's cgroup v2 memory limit when it has one). Larger
+    /// stores are read as the batches ask: warming them would evict what it read before
+    /// the epoch got there.
+    #[default]
+    Auto,
+    /// Always, whatever the size.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Bytes of memory the page cache can use without pushing anything out: the kernel's
+/// `MemAvailable`, or less when this process's cgroup (v2) has a memory limit with less
+/// room left under it. `None` where neither can be read (not Linux).
+fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    let mut avail = kib.saturating_mul(1024);
+    // "0::/some/path" is this process's cgroup v2; its limit and usage are under /sys/fs/cgroup.
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok();
+    if let Some(path) = cgroup.as_deref().and_then(|c| c.lines().find_map(|l| l.strip_prefix("0::"))) {
+        let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim().trim_start_matches('/'));
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        // "max" (no limit) does not parse, and leaves `avail` as it is.
+        if let (Some(max), Some(current)) = (read("memory.max"), read("memory.current")) {
+            avail = avail.min(max.saturating_sub(current));
+        }
+    }
+    Some(avail)
+}
+
+/// Progress of a loader's warming ([`Loader::warm_progress`]).
+#[derive(Debug, Default)]
+struct WarmProgress {
+    done: AtomicU64,
+    total: AtomicU64,
+    finished: AtomicBool,
 }
 
 /// The default [`LoaderOptions::pool`]: rayon's global pool.
@@ -220,7 +283,7 @@ pub fn global_pool() -> Option<&'static rayon::ThreadPool> {
 
 impl Default for LoaderOptions {
     fn default() -> Self {
-        LoaderOptions { rank: 0, world_size: 1, num_workers: 4, prefetch: 4, pool: global_pool }
+        LoaderOptions { rank: 0, world_size: 1, num_workers: 4, prefetch: 4, pool: global_pool, warm: Warm::Auto }
     }
 }
 
@@ -346,6 +409,12 @@ pub struct Loader {
     owner_pid: u32,
     /// Where consumers give field buffers back ([`Loader::buffers`]).
     buffers: Arc<BufferPool>,
+    warm: Warm,
+    /// Set when the threads start and the stores are to be warmed.
+    warming: Mutex<Option<Arc<WarmProgress>>>,
+    /// The warming thread, apart from `threads` ([`Loader::threads_alive`] counts the
+    /// sampler and the workers); joined by `shutdown` like them.
+    warmer: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -418,6 +487,9 @@ impl Loader {
             inline: None,
             pending: Mutex::new(None),
             owner_pid: std::process::id(),
+            warm: options.warm,
+            warming: Mutex::new(None),
+            warmer: Mutex::new(None),
         };
         if options.num_workers == 0 {
             loader.inline = Some(Mutex::new(shard));
@@ -454,7 +526,7 @@ impl Loader {
             job_queues.push(job_tx);
             batch_queues.push(out_rx);
         }
-        drop(shared);
+        let shared_for_warm = shared;
         let stop = Arc::clone(&self.stop);
         let mixture = self.stream.mixture_sources().is_some();
         let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
@@ -471,7 +543,66 @@ impl Loader {
             }
         })?;
         threads.push(handle);
+        drop(threads);
+        self.start_warming(&shared_for_warm)?;
         Ok(batch_queues)
+    }
+
+    /// Starts the warming thread if [`Warm`] says the stores should be warmed: each store
+    /// once, in source and field order, stopping between pieces when the loader closes.
+    fn start_warming(&self, shared: &Shared) -> std::io::Result<()> {
+        let mut stores: Vec<Arc<Zrecord>> = Vec::new();
+        for source in &shared.sources {
+            for (store, _) in &source.fields {
+                if !stores.iter().any(|s| Arc::ptr_eq(s, store) || s.path() == store.path()) {
+                    stores.push(Arc::clone(store));
+                }
+            }
+        }
+        let total: u64 = stores.iter().map(|s| s.footprint()).sum();
+        let wanted = match self.warm {
+            Warm::Never => false,
+            Warm::Always => total > 0,
+            Warm::Auto => zrecord_core::engine::worth_warming(total, available_memory()),
+        };
+        if !wanted {
+            return Ok(());
+        }
+        let progress = Arc::new(WarmProgress::default());
+        progress.total.store(total, Ordering::Release);
+        let stop = Arc::clone(&self.stop);
+        let shown = Arc::clone(&progress);
+        let handle = std::thread::Builder::new().name("zrecord-warm".into()).spawn(move || {
+            let mut before = 0u64;
+            for store in stores {
+                let mut keep_going = |done: u64, _total: u64| {
+                    shown.done.store(before + done, Ordering::Release);
+                    !stop.load(Ordering::Acquire)
+                };
+                // A store that cannot be read is reported by the batches that read it.
+                let covered = store.warm(&mut keep_going).unwrap_or(0);
+                before += covered;
+                if stop.load(Ordering::Acquire) {
+                    return;
+                }
+            }
+            shown.finished.store(true, Ordering::Release);
+        })?;
+        *lock(&self.warming) = Some(progress);
+        *lock(&self.warmer) = Some(handle);
+        Ok(())
+    }
+
+    /// How far the background warming of the stores has come ([`Warm`]): `(bytes read,
+    /// bytes to read)`, equal once it is done; `None` when the loader does not warm (not
+    /// started yet, no workers, [`Warm::Never`], or stores too large for [`Warm::Auto`]).
+    pub fn warm_progress(&self) -> Option<(u64, u64)> {
+        let progress = lock(&self.warming).clone()?;
+        let total = progress.total.load(Ordering::Acquire);
+        if progress.finished.load(Ordering::Acquire) {
+            return Some((total, total));
+        }
+        Some((progress.done.load(Ordering::Acquire).min(total), total))
     }
 
     fn forked(&self) -> bool {
@@ -483,7 +614,8 @@ impl Loader {
         self.stop.store(true, Ordering::Release);
         // Waits at most one CONSUMER_POLL for a `next()` running in another thread.
         lock(&self.consumer).queues = None;
-        let threads = std::mem::take(&mut *lock(&self.threads));
+        let mut threads = std::mem::take(&mut *lock(&self.threads));
+        threads.extend(lock(&self.warmer).take());
         if self.forked() {
             // Those threads live only in the parent; joining them here would never return.
             std::mem::forget(threads);
@@ -621,7 +753,8 @@ impl Loader {
         self.stop.load(Ordering::Acquire)
     }
 
-    /// Number of this loader's threads still running (0 after [`Loader::close`]).
+    /// Number of this loader's sampler and worker threads still running (0 after
+    /// [`Loader::close`]); the warming thread is not counted ([`Loader::warm_progress`]).
     pub fn threads_alive(&self) -> usize {
         lock(&self.threads).iter().filter(|t| !t.is_finished()).count()
     }

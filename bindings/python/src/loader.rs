@@ -16,7 +16,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use zrecord::{BufferPool, Loader, LoaderError, LoaderOptions, Mixture, Source, Stream, StreamState};
+use zrecord::{BufferPool, Loader, LoaderError, LoaderOptions, Mixture, Source, Stream, StreamState, Warm};
 
 use crate::error;
 use crate::pool::loader_pool;
@@ -104,7 +104,7 @@ impl Pipeline {
     /// by every source. `state`: a saved state as JSON text, or None to start at step 0.
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
-                        world_size=1, num_workers=4, prefetch_size=4, state=None))]
+                        world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -121,6 +121,7 @@ impl Pipeline {
         num_workers: i64,
         prefetch_size: i64,
         state: Option<&str>,
+        warm: Option<bool>,
     ) -> PyResult<Self> {
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
@@ -172,6 +173,11 @@ impl Pipeline {
             num_workers,
             prefetch: usize::try_from(prefetch_size).unwrap_or(0).max(1),
             pool: loader_pool,
+            warm: match warm {
+                None => Warm::Auto,
+                Some(true) => Warm::Always,
+                Some(false) => Warm::Never,
+            },
         };
         let mixture = stream.mixture_sources().is_some();
         let loader = match state {
@@ -251,6 +257,13 @@ impl Pipeline {
     #[getter]
     fn threads_alive(&self) -> usize {
         self.loader.threads_alive()
+    }
+
+    /// `(bytes read, bytes to read)` of the background warming, or None when the loader
+    /// does not warm.
+    #[getter]
+    fn warm_progress(&self) -> Option<(u64, u64)> {
+        self.loader.warm_progress()
     }
 }
 

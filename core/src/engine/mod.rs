@@ -22,6 +22,8 @@
 //! - `delete`: **Delete**: the swap plan, and its commit through the journal whose bytes
 //!   [`crate::format::journal`] encodes.
 //! - `compact`: **Compact**: the physical-order repack in synced batches through a park area.
+//! - `warm`: reading a store's used bytes once in file order ([`Store::warm`]), and when a
+//!   loader should ([`worth_warming`]).
 //! - `sums`: the checksum side file `checksums.zrc` (bytes: [`crate::format::sums`]): opening
 //!   or creating it, looking up a record's checksum, and sealing unchecked records.
 //!
@@ -34,6 +36,7 @@ mod delete;
 mod open;
 mod read;
 mod sums;
+mod warm;
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -54,6 +57,7 @@ use crate::io::{Backend, LockMode};
 /// [`crate::format::journal`]).
 pub use crate::format::journal::DELETE_JOURNAL;
 pub use sums::Sealing;
+pub use warm::{worth_warming, WARM_PIECE, WARM_SHARE_OF_MEMORY};
 
 /// Below this many bytes of records per worker, splitting a batch costs more in thread
 /// hand-off than it saves.

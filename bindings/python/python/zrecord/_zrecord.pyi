@@ -132,9 +132,11 @@ class _Pipeline:
         num_workers: int = 4,
         prefetch_size: int = 4,
         state: Optional[str] = None,
+        warm: Optional[bool] = None,
     ) -> None:
         """``sources``: one list of stores (one per field) per source; ``weights`` make it a
-        mixture; ``state``: a saved state as JSON text."""
+        mixture; ``state``: a saved state as JSON text; ``warm``: None (when the stores fit
+        in a quarter of available memory), True or False."""
     def next(self) -> tuple[np.ndarray, ...]:
         """One array per field, then (mixtures only) the int32 source array."""
     def state(self) -> str:
@@ -150,6 +152,8 @@ class _Pipeline:
     def closed(self) -> bool: ...
     @property
     def threads_alive(self) -> int: ...
+    @property
+    def warm_progress(self) -> Optional[tuple[int, int]]: ...
 
 class _StreamShard:
     """The core stream for datasets served by Python threads (internal)."""

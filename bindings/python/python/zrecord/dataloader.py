@@ -326,6 +326,14 @@ class DataLoader:
             contiguous ``batch_size`` slice of each.
         state: a dict saved by :meth:`state_dict` (keyword-only): start right after the
             batch it was saved at (see :meth:`load_state_dict`).
+        warm: read the zrecord stores into the page cache in the background when the
+            workers start (keyword-only): their used bytes once, front to back, so that a
+            first epoch from a cold cache does not fetch each record from disk by a small
+            random read of its own. ``None`` (default) warms when the stores together fit
+            in a quarter of the memory available (``MemAvailable``, or less under a cgroup
+            memory limit); ``True`` always; ``False`` never. Warming stops when the loader
+            closes; :attr:`warm_progress` tells how far it got. Loaders with
+            ``num_workers=0``, or over other dataset objects, do not warm.
 
     There are no epochs in the iterator, so ``len()`` raises ``TypeError``; in SHUFFLE
     mode :attr:`steps_per_epoch` batches make an epoch, the same on every rank (the last
@@ -366,7 +374,10 @@ class DataLoader:
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
         state: Optional[State] = None,
+        warm: Optional[bool] = None,
     ) -> None:
+        if warm is not None and not isinstance(warm, bool):
+            raise TypeError(f"warm must be None, True or False, not {warm!r}")
         self.dataset = dataset
         self.labelset = labelset
         mixture = isinstance(dataset, Mixture)
@@ -417,6 +428,7 @@ class DataLoader:
                 world_size=self.world_size,
                 num_workers=num_workers,
                 prefetch_size=prefetch_size,
+                warm=warm,
             )
             self._make: Callable[[Optional[str]], Any] = lambda text: _Pipeline(**spec, state=text)
         else:
@@ -501,6 +513,13 @@ class DataLoader:
     def closed(self) -> bool:
         """True once :meth:`close` has been called."""
         return self._pipeline.closed
+
+    @property
+    def warm_progress(self) -> Optional[Tuple[int, int]]:
+        """``(bytes read, bytes to read)`` of the background warming of the stores (equal
+        once done), or None when this loader does not warm (see ``warm``; it starts with
+        the first ``next()``)."""
+        return getattr(self._pipeline, "warm_progress", None)
 
     def close(self) -> None:
         """Stop and join every worker thread. Idempotent; iteration then stops."""
