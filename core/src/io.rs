@@ -47,6 +47,12 @@ pub trait StorageFile: Send + Sync {
     fn will_need(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+    /// A hint that the `len` bytes just written at `offset` will be synced later: the host
+    /// may start writing them to disk now, so that the sync finds less to wait for. Must
+    /// never fail or wait for the write; the default does nothing.
+    fn start_writeback(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
     /// Brings the `len` bytes at `offset` into memory and returns when they are there (or
     /// when reading them failed: this is a hint, and a failing range is reported by the
     /// read that needs it). Called by [`Store::warm`](crate::engine::Store::warm) from a

@@ -405,23 +405,32 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
     };
     let policy = policy.with_codec(Codec::from_name(&schema.codec).unwrap_or(codec));
 
+    // Every block is staged and the whole conversion committed once: one sync, and a
+    // conversion that fails half-way adds nothing to the store.
     let step = (chunk_bytes as u64 / sample_len).max(1);
     let mut buf = Vec::new();
     let mut first_index = store.len();
     let mut done = 0u64;
     progress(0, rows);
-    while done < rows {
-        let n = step.min(rows - done);
-        let bytes = (n * sample_len) as usize;
-        buf.resize(bytes, 0);
-        input.read_at(h.data_offset + done * sample_len, &mut buf)?;
-        let batch = Batch::Fixed { src: &buf, count: n as usize, item_len: sample_len as usize };
-        let at = store.append(w, &batch, policy, par)?;
-        if done == 0 {
-            first_index = at;
+    let staged = (|| {
+        while done < rows {
+            let n = step.min(rows - done);
+            let bytes = (n * sample_len) as usize;
+            buf.resize(bytes, 0);
+            input.read_at(h.data_offset + done * sample_len, &mut buf)?;
+            let batch = Batch::Fixed { src: &buf, count: n as usize, item_len: sample_len as usize };
+            let at = store.stage(w, &batch, policy, par)?;
+            if done == 0 {
+                first_index = at;
+            }
+            done += n;
+            progress(done, rows);
         }
-        done += n;
-        progress(done, rows);
+        store.commit(w, par)
+    })();
+    if let Err(e) = staged {
+        store.discard(w);
+        return Err(e);
     }
     store.sync(w)?;
     Ok(Conversion { appended: rows, first_index, schema })

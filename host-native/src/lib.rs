@@ -258,6 +258,32 @@ impl Zrecord {
         self.store.append(&mut self.writer(), &batch, policy, &Rayon)
     }
 
+    /// Writes `n` records of `item_len` bytes after what is already staged, like
+    /// [`Zrecord::append_with`], but leaves them neither durable nor visible until
+    /// [`Zrecord::commit`] (or [`Zrecord::sync`], or an append); returns the index the first
+    /// will have. A bulk write that stages its blocks and commits once pays one sync instead
+    /// of one per block, keeps the disk writing while later blocks compress, and leaves the
+    /// store as it was if it stops half-way: what is not committed when the handle closes
+    /// ([`Zrecord::discard`]) is lost, and nothing else is. Delete, compact and seal refuse
+    /// to run while records are staged.
+    pub fn stage_with(&self, src: &[u8], n: usize, item_len: usize, policy: CodecPolicy) -> Result<u32> {
+        self.current()?;
+        let batch = Batch::Fixed { src, count: n, item_len };
+        self.store.stage(&mut self.writer(), &batch, policy, &Rayon)
+    }
+
+    /// Makes the staged records durable, then visible to readers (see
+    /// [`Zrecord::stage_with`]); nothing staged: nothing to do.
+    pub fn commit(&self) -> Result<()> {
+        self.current()?;
+        self.store.commit(&mut self.writer(), &Rayon)
+    }
+
+    /// Forgets the staged records: the store stays as last committed.
+    pub fn discard(&self) {
+        self.store.discard(&mut self.writer());
+    }
+
     /// Appends ragged records: record `i` is `src[offsets[i]..][..lens[i]]`.
     pub fn append_var(&self, src: &[u8], offsets: &[u64], lens: &[u32], codec: Option<Codec>) -> Result<u32> {
         self.append_var_with(src, offsets, lens, self.policy_for(codec))

@@ -230,7 +230,7 @@ pub struct LoaderOptions {
 pub enum Warm {
     /// When all the loader's stores together fit in a quarter of the memory available to
     /// the page cache ([`zrecord_core::engine::worth_warming`]; `MemAvailable`, and the
-    /// room left under this process's cgroup v2 memory limit when it has one). Larger
+    /// room left under this process's cgroup memory limit, v1 or v2, when it has one). Larger
     /// stores are read as the batches ask: warming them would evict what it read before
     /// the epoch got there.
     #[default]
@@ -242,8 +242,8 @@ pub enum Warm {
 }
 
 /// Bytes of memory the page cache can use without pushing anything out: the kernel's
-/// `MemAvailable`, or less when this process's cgroup (v2) has a memory limit with less
-/// room left under it. `None` where neither can be read (not Linux).
+/// `MemAvailable`, or less when this process's memory cgroup has a limit with less room
+/// left under it. `None` where `MemAvailable` cannot be read (not Linux).
 fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: u64 = meminfo
@@ -255,14 +255,25 @@ fn available_memory() -> Option<u64> {
         .parse()
         .ok()?;
     let mut avail = kib.saturating_mul(1024);
-    // "0::/some/path" is this process's cgroup v2; its limit and usage are under /sys/fs/cgroup.
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok();
-    if let Some(path) = cgroup.as_deref().and_then(|c| c.lines().find_map(|l| l.strip_prefix("0::"))) {
-        let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim().trim_start_matches('/'));
-        let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok().and_then(|v| v.trim().parse::<u64>().ok());
-        // "max" (no limit) does not parse, and leaves `avail` as it is.
-        if let (Some(max), Some(current)) = (read("memory.max"), read("memory.current")) {
-            avail = avail.min(max.saturating_sub(current));
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok().and_then(|v| v.trim().parse::<u64>().ok());
+    for line in cgroups.lines() {
+        // "0::/path" is the cgroup v2 hierarchy; "N:memory:/path" (or "N:...,memory,...:")
+        // the v1 memory controller. "max", or v1's huge "no limit", leaves `avail` as is.
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let path = path.trim().trim_start_matches('/');
+        let (limit, usage) = if controllers.is_empty() {
+            let dir = std::path::Path::new("/sys/fs/cgroup").join(path);
+            (read(dir.join("memory.max")), read(dir.join("memory.current")))
+        } else if controllers.split(',').any(|c| c == "memory") {
+            let dir = std::path::Path::new("/sys/fs/cgroup/memory").join(path);
+            (read(dir.join("memory.limit_in_bytes")), read(dir.join("memory.usage_in_bytes")))
+        } else {
+            continue;
+        };
+        if let (Some(limit), Some(usage)) = (limit, usage) {
+            avail = avail.min(limit.saturating_sub(usage));
         }
     }
     Some(avail)

@@ -123,6 +123,34 @@ impl Zrecord {
         policy(codec, min_savings.unwrap_or(self.policy.min_savings()))
     }
 
+    /// `append` and `stage`: `n` records of `item_len` bytes from `src`, under the policy the
+    /// call names, appended or (`staged`) staged.
+    #[allow(clippy::too_many_arguments)]
+    fn write_fixed(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        n: i64,
+        item_len: i64,
+        codec: Option<&str>,
+        min_savings: Option<f64>,
+        staged: bool,
+    ) -> PyResult<u32> {
+        let n = buffers::size(n, "n")?;
+        let item_len = buffers::size(item_len, "item_len")?;
+        let policy = self.policy_for(codec, min_savings)?;
+        let region = buffers::readable(src, "src")?;
+        let store = self.handle(py)?;
+        let src = region.bytes();
+        store_call(py, move || {
+            if staged {
+                store.stage_with(src, n, item_len, policy)
+            } else {
+                store.append_with(src, n, item_len, policy)
+            }
+        })
+    }
+
     /// Runs `f` with the store exclusively (for delete and compact).
     fn exclusive(
         &self,
@@ -384,13 +412,41 @@ impl Zrecord {
         codec: Option<&str>,
         min_savings: Option<f64>,
     ) -> PyResult<u32> {
-        let n = buffers::size(n, "n")?;
-        let item_len = buffers::size(item_len, "item_len")?;
-        let policy = self.policy_for(codec, min_savings)?;
-        let region = buffers::readable(src, "src")?;
+        self.write_fixed(py, src, n, item_len, codec, min_savings, false)
+    }
+
+    /// Write `n` records as :meth:`append` does, after those already staged, but leave them
+    /// neither durable nor visible until :meth:`commit` (or :meth:`sync`, or an append).
+    ///
+    /// A bulk write that stages its blocks and commits once pays one sync instead of one
+    /// per block and adds all of its records or none: what is staged when the handle
+    /// closes, or after :meth:`discard`, is lost, and nothing else is. ``delete``,
+    /// ``compact`` and ``seal`` refuse to run while records are staged. Returns the index
+    /// the first record will have.
+    #[pyo3(signature = (src, n, item_len, codec = None, *, min_savings = None))]
+    fn stage(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        n: i64,
+        item_len: i64,
+        codec: Option<&str>,
+        min_savings: Option<f64>,
+    ) -> PyResult<u32> {
+        self.write_fixed(py, src, n, item_len, codec, min_savings, true)
+    }
+
+    /// Make the staged records durable, then visible (see :meth:`stage`).
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
         let store = self.handle(py)?;
-        let src = region.bytes();
-        store_call(py, move || store.append_with(src, n, item_len, policy))
+        store_call(py, move || store.commit())
+    }
+
+    /// Forget the staged records: the store stays as last committed.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        let store = self.handle(py)?;
+        py.detach(move || store.discard());
+        Ok(())
     }
 
     /// Append ragged records: record `i` is `src[offsets[i]:][:lens[i]]` (bytes).

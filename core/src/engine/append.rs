@@ -37,8 +37,32 @@ impl<B: Backend> Store<B> {
     /// Appends `batch`, compressing as `policy` says (a [`Codec`] converts to its default
     /// policy; records the codec does not shrink by the policy's `min_savings` are stored
     /// raw), and returns the index of its first record. The batch becomes visible to readers
-    /// all at once, after its bytes and entries are written.
+    /// all at once, after its bytes and entries are written. Records staged before
+    /// ([`Store::stage`]) are committed with it.
     pub fn append<P: Parallel>(
+        &self,
+        w: &mut Writer,
+        batch: &Batch<'_>,
+        policy: impl Into<CodecPolicy>,
+        par: &P,
+    ) -> Result<u32> {
+        let first = self.stage(w, batch, policy, par)?;
+        self.commit(w, par)?;
+        Ok(first)
+    }
+
+    /// The first half of [`Store::append`]: compresses, places and writes `batch` (payloads,
+    /// table entries, checksums) after what is already staged, and returns the index of its
+    /// first record; but neither syncs nor writes the header, so the records are neither
+    /// durable nor visible until [`Store::commit`] (or an append, or [`Store::sync`]). The
+    /// disk starts writing the payloads back meanwhile ([`StorageFile::start_writeback`]).
+    ///
+    /// A bulk write stages its blocks and commits once: one barrier instead of one per
+    /// block, the disk busy while later blocks compress, and all of the write or none of it
+    /// after a crash or an error. Staged records that are never committed (the handle is
+    /// dropped, [`Store::discard`]) leave the store as it was: their bytes lie past the
+    /// published frontier and the next append writes over them.
+    pub fn stage<P: Parallel>(
         &self,
         w: &mut Writer,
         batch: &Batch<'_>,
@@ -51,14 +75,18 @@ impl<B: Backend> Store<B> {
         batch.validate()?;
         let count = batch.len();
         if count == 0 {
-            return Ok(w.header.length);
+            return Ok(w.frontier().length);
         }
-        // Taken on every call (a no-op while held): a handle inherited through fork() must
-        // win the lock in its own process before it writes. Under it, the header on disk is
-        // the truth: another handle may have appended since this one last looked.
-        self.backend.lock(LockMode::Appender)?;
-        self.reload(w)?;
-        let first = w.header.length;
+        if w.staged.is_none() {
+            // Taken on every call (a no-op while held): a handle inherited through fork()
+            // must win the lock in its own process before it writes. Under it, the header on
+            // disk is the truth: another handle may have appended since this one last
+            // looked. While records are staged, the lock has been held since the first.
+            self.backend.lock(LockMode::Appender)?;
+            self.reload(w)?;
+        }
+        let base = w.frontier();
+        let first = base.length;
         if u64::from(first) + count as u64 > u64::from(MAX_RECORDS) {
             return Err(Error::StoreFull("the 2^24 record limit would be exceeded"));
         }
@@ -103,7 +131,10 @@ impl<B: Backend> Store<B> {
                     }
                 }
                 Some(encoder) => {
-                    shard.packed.resize(bytes, 0);
+                    // Zeroed by the allocator (fresh pages come zeroed from the kernel, and
+                    // only the pages compressed bytes land on are ever touched), not by a
+                    // pass over the whole window.
+                    shard.packed = alloc::vec![0u8; bytes];
                     let mut used = 0;
                     for i in shard.records.clone() {
                         let rec = &src[batch.range(i)];
@@ -139,7 +170,7 @@ impl<B: Backend> Store<B> {
 
         // 2. Place serially: dense from the frontier, rolling over to a fresh chunk when a
         //    record would cross the capacity. Nothing is changed yet.
-        let mut h = w.header;
+        let mut h = base;
         for shard in &mut work {
             shard.placed.reserve(shard.stored.len());
             for &(phys, _, _) in &shard.stored {
@@ -158,7 +189,7 @@ impl<B: Backend> Store<B> {
             }
         }
         h.length = first + count as u32;
-        for id in w.header.tail_chunk + 1..=h.tail_chunk {
+        for id in base.tail_chunk + 1..=h.tail_chunk {
             self.create_chunk(w, id)?;
         }
 
@@ -170,7 +201,16 @@ impl<B: Backend> Store<B> {
             par.for_each(&mut work, write)?;
         }
 
-        // 4. Entries, then the header, then publish.
+        // The disk may start on the payloads now; `commit`'s barrier waits for what is left.
+        for id in base.tail_chunk..=h.tail_chunk {
+            let start = if id == base.tail_chunk { u64::from(base.tail_offset) } else { 0 };
+            let end = if id == h.tail_chunk { u64::from(h.tail_offset) } else { self.capacity };
+            if end > start {
+                self.chunk(id)?.start_writeback(start, end - start);
+            }
+        }
+
+        // 4. Entries and checksums; the header waits for `commit`.
         let mut entries = Vec::with_capacity(count);
         for shard in &work {
             for (k, (&(phys, codec, _), &(chunk_id, offset))) in shard.stored.iter().zip(&shard.placed).enumerate() {
@@ -189,14 +229,30 @@ impl<B: Backend> Store<B> {
             let sums: Vec<u64> = work.iter().flat_map(|s| s.sums.iter().copied()).collect();
             self.write_sums(f, first, &entries, &sums)?;
         }
+        w.staged = Some(h);
+        w.encoders.extend(work.into_iter().filter_map(|s| s.encoder));
+        Ok(first)
+    }
+
+    /// Makes the staged records ([`Store::stage`]) durable, then visible: syncs the chunk
+    /// files they went to, the checksums and meta.zr, writes the header and publishes it.
+    /// Nothing staged: nothing to do.
+    pub fn commit<P: Parallel>(&self, w: &mut Writer, par: &P) -> Result<()> {
+        let Some(h) = w.staged else { return Ok(()) };
+        w.check_writable()?;
         // Barrier: the payloads, entries and checksums must be durable before the header
         // that makes them visible, or a power cut could keep the header and lose what it
         // points at (or keep an older checksum in a slot the header now publishes).
         self.sync_files_with(w, w.header.tail_chunk..=h.tail_chunk, par)?;
         self.write_header(w, h)?;
         self.publish(&h);
-        w.encoders.extend(work.into_iter().filter_map(|s| s.encoder));
-        Ok(first)
+        w.staged = None;
+        Ok(())
+    }
+
+    /// Forgets the staged records ([`Store::stage`]): the store stays as last committed.
+    pub fn discard(&self, w: &mut Writer) {
+        w.staged = None;
     }
 
     pub(super) fn write_entries(&self, first: u32, entries: &[RecordLoc]) -> Result<()> {
@@ -257,6 +313,7 @@ impl<B: Backend> Store<B> {
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use alloc::vec;
+    use alloc::vec::Vec;
 
     use crate::codec::{Codec, CodecPolicy, Encoder};
     use crate::engine::{Batch, Options, Store};
@@ -333,6 +390,131 @@ mod tests {
                 assert_eq!(s.entry(i as u32).unwrap().codec == codec.tag(), keep, "{codec} {i}");
             }
         }
+    }
+
+    /// Token-like records of `len` bytes that DEFLATE shrinks, some kept raw by the policy.
+    fn mixed_records(count: usize, len: usize) -> Vec<u8> {
+        let mut x = 0x9e37_79b9_u32;
+        (0..count * len)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                if (i / len).is_multiple_of(3) {
+                    x as u8
+                } else {
+                    (x % 7) as u8
+                }
+            })
+            .collect()
+    }
+
+    /// The first 256 KiB of every file of a store (all these tests write), by name, for
+    /// byte comparisons; the files themselves are sparse and gigabytes long.
+    fn files(b: &MemBackend) -> Vec<(alloc::string::String, Vec<u8>)> {
+        use crate::io::StorageFile;
+        b.names()
+            .into_iter()
+            .map(|n| {
+                let f = b.file(&n).unwrap();
+                let mut head = vec![0u8; f.len().unwrap().min(256 << 10) as usize];
+                f.read_at(0, &mut head).unwrap();
+                (n, head)
+            })
+            .collect()
+    }
+
+    /// Staging is an append in pieces: blocks staged and committed once leave the same
+    /// bytes in every file as one append of all their records (across a chunk rollover),
+    /// and nothing of them is visible, to this handle or on disk, before the commit.
+    #[test]
+    fn staged_blocks_then_commit_equal_one_append_and_stay_hidden_until_then() {
+        const LEN: usize = 3000;
+        let src = mixed_records(40, LEN);
+        let opts = Options { chunk_capacity: 40_000, ..Options::default() };
+        let once = MemBackend::new();
+        {
+            let (s, mut w) = Store::open(once.clone(), opts).unwrap();
+            s.append(&mut w, &Batch::Fixed { src: &src[..LEN], count: 1, item_len: LEN }, Codec::Flate, &Serial)
+                .unwrap();
+            s.append(&mut w, &Batch::Fixed { src: &src[LEN..], count: 39, item_len: LEN }, Codec::Flate, &Serial)
+                .unwrap();
+        }
+        let staged = MemBackend::new();
+        let (s, mut w) = Store::open(staged.clone(), opts).unwrap();
+        s.append(&mut w, &Batch::Fixed { src: &src[..LEN], count: 1, item_len: LEN }, Codec::Flate, &Serial).unwrap();
+        let mut first = Vec::new();
+        for block in [1..10, 10..11, 11..40] {
+            let batch =
+                Batch::Fixed { src: &src[block.start * LEN..block.end * LEN], count: block.len(), item_len: LEN };
+            first.push(s.stage(&mut w, &batch, Codec::Flate, &Serial).unwrap());
+            assert_eq!(s.len(), 1, "staged records are not visible");
+            let (reopened, _) = Store::open(staged.clone(), Options { read_only: true, ..opts }).unwrap();
+            assert_eq!(reopened.len(), 1, "nor on disk");
+        }
+        assert_eq!(first, [1, 10, 11], "each block's first index");
+        assert!(w.has_staged());
+        s.commit(&mut w, &Serial).unwrap();
+        assert!(!w.has_staged());
+        assert_eq!(s.len(), 40);
+        assert!(s.header().tail_chunk > 0, "the blocks crossed into another chunk");
+        for i in 0..40 {
+            assert_eq!(s.read(i as u64).unwrap(), &src[i * LEN..][..LEN], "record {i}");
+        }
+        drop((s, w));
+        assert!(files(&staged) == files(&once), "staged and committed = one append, byte for byte");
+    }
+
+    /// Discarded (or never committed) records leave the store as it was, and the next
+    /// append writes over their bytes; delete, compact and seal refuse to run past staged
+    /// records, and sync commits them.
+    #[test]
+    fn discarded_stages_leave_the_store_as_it_was() {
+        const LEN: usize = 3000;
+        let src = mixed_records(20, LEN);
+        let fixed = |r: core::ops::Range<usize>| Batch::Fixed {
+            src: &src[r.start * LEN..r.end * LEN],
+            count: r.len(),
+            item_len: LEN,
+        };
+        let backend = MemBackend::new();
+        let (mut s, mut w) = Store::open(backend.clone(), Options::default()).unwrap();
+        s.append(&mut w, &fixed(0..5), Codec::Flate, &Serial).unwrap();
+        let before = files(&backend);
+        s.stage(&mut w, &fixed(5..15), Codec::Flate, &Serial).unwrap();
+        for refused in [
+            s.delete(&mut w, &[0]).err(),
+            s.compact(&mut w, &mut |_, _| {}).err(),
+            s.seal(&mut w, &mut |_, _| {}).err(),
+        ] {
+            match refused {
+                Some(crate::Error::InvalidArgument(msg)) => assert!(msg.contains("staged"), "{msg}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        s.discard(&mut w);
+        assert_eq!(s.len(), 5);
+        let (reopened, _) = Store::open(backend.clone(), Options { read_only: true, ..Options::default() }).unwrap();
+        assert_eq!(reopened.len(), 5);
+        let header = |f: &[(alloc::string::String, Vec<u8>)]| {
+            f.iter().find(|(n, _)| n == "meta.zr").map(|(_, b)| b[..crate::format::HEADER_LEN].to_vec())
+        };
+        assert!(header(&files(&backend)) == header(&before), "the header on disk did not move");
+        // A later append goes where the discarded records were.
+        assert_eq!(s.append(&mut w, &fixed(15..20), Codec::Flate, &Serial).unwrap(), 5);
+        for (k, i) in (0..5).chain(15..20).enumerate() {
+            assert_eq!(s.read(k as u64).unwrap(), &src[i * LEN..][..LEN]);
+        }
+        // Never committed: a handle dropped with staged records.
+        s.stage(&mut w, &fixed(0..20), Codec::Flate, &Serial).unwrap();
+        drop((s, w));
+        let (s, mut w) = Store::open(backend.clone(), Options::default()).unwrap();
+        assert_eq!(s.len(), 10);
+        // Sync commits.
+        s.stage(&mut w, &fixed(0..3), Codec::Flate, &Serial).unwrap();
+        s.sync(&mut w).unwrap();
+        assert_eq!(s.len(), 13);
+        assert_eq!(s.read(12).unwrap(), &src[2 * LEN..][..LEN]);
     }
 
     /// Appends alternating codecs through one writer: each reuses its own pooled

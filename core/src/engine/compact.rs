@@ -50,6 +50,7 @@ impl<B: Backend> Store<B> {
     /// finishes the job. `progress(done, total)` is called as records are visited.
     pub fn compact(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
         w.check_writable()?;
+        w.check_nothing_staged()?;
         self.backend.lock(LockMode::Exclusive)?;
         let result = self.reload(w).and_then(|()| self.bumped_compact(w, progress));
         self.backend.unlock(LockMode::Exclusive);

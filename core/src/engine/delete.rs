@@ -24,6 +24,7 @@ impl<B: Backend> Store<B> {
     /// fails the whole call before anything changes. Record bytes stay until compact.
     pub fn delete(&mut self, w: &mut Writer, idxs: &[u64]) -> Result<()> {
         w.check_writable()?;
+        w.check_nothing_staged()?;
         let length = w.header.length;
         let mut sorted: Vec<u64> = idxs.to_vec();
         sorted.sort_unstable_by(|a, b| b.cmp(a));

@@ -263,9 +263,32 @@ pub struct Writer {
     poisoned: bool,
     /// Compressors kept between appends, any codec (a compressor is costly to build).
     encoders: Vec<Encoder>,
+    /// The header the staged records ([`Store::stage`]) would publish; `None` when nothing
+    /// is staged.
+    staged: Option<Header>,
 }
 
 impl Writer {
+    /// Where the next staged record goes: after the staged ones, else after the store.
+    fn frontier(&self) -> Header {
+        self.staged.unwrap_or(self.header)
+    }
+
+    /// Records are staged and not committed ([`Store::stage`]).
+    pub fn has_staged(&self) -> bool {
+        self.staged.is_some()
+    }
+
+    /// Delete, compact and seal work on committed records only.
+    fn check_nothing_staged(&self) -> Result<()> {
+        if self.staged.is_some() {
+            return Err(Error::InvalidArgument(
+                "records are staged and not committed: commit or discard them first".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn check_writable(&self) -> Result<()> {
         if self.read_only {
             return Err(Error::InvalidArgument("store was opened read-only".into()));

@@ -106,7 +106,7 @@ impl<B: Backend> Store<B> {
         if !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
             tail.set_len(CHUNK_FILE_LEN)?;
         }
-        let writer = Writer { header, read_only: opts.read_only, poisoned: false, encoders: Vec::new() };
+        let writer = Writer { header, read_only: opts.read_only, poisoned: false, encoders: Vec::new(), staged: None };
         Ok((store, writer))
     }
 
@@ -138,6 +138,9 @@ impl<B: Backend> Store<B> {
     /// writer that takes no locks, such as loaderx): the handle's view is stale, and using
     /// it could write over live records, so it is refused.
     pub fn reload(&self, w: &mut Writer) -> Result<()> {
+        // Staged records belong to the handle that held the appender lock when it staged
+        // them; a handle that has to look at the disk again (after fork) forgets them.
+        w.staged = None;
         let mut raw = [0u8; HEADER_LEN];
         self.meta.read_at(0, &mut raw)?;
         let disk = Header::decode(&raw)?;
@@ -164,6 +167,9 @@ impl<B: Backend> Store<B> {
     pub fn sync(&self, w: &mut Writer) -> Result<()> {
         if w.poisoned {
             w.check_writable()?;
+        }
+        if w.staged.is_some() {
+            return self.commit(w, &crate::io::Serial);
         }
         self.sync_files(w, 0..=w.header.tail_chunk)
     }

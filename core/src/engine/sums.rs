@@ -322,6 +322,7 @@ impl<B: Backend> Store<B> {
     /// table meanwhile. `progress(done, total)` is called as records are visited.
     pub fn seal(&self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<Sealing> {
         w.check_writable()?;
+        w.check_nothing_staged()?;
         self.backend.lock(LockMode::Appender)?;
         self.reload(w)?;
         let Some(sums) = self.ensure_sums()? else {

@@ -76,6 +76,13 @@ class Zrecord:
         """Decode records ``idxs`` into ``dst``, record ``i`` at byte ``offsets[i]``."""
     def append(self, src: _Buffer, n: int, item_len: int, codec: Optional[str] = None) -> int:
         """Append ``n`` records of ``item_len`` bytes; returns the first new index."""
+    def stage(self, src: _Buffer, n: int, item_len: int, codec: Optional[str] = None) -> int:
+        """Write records as ``append`` does but leave them invisible and not durable until
+        ``commit()``; returns the index the first will have."""
+    def commit(self) -> None:
+        """Make the staged records durable, then visible."""
+    def discard(self) -> None:
+        """Forget the staged records."""
     def append_var(
         self, src: _Buffer, offsets: "npt.ArrayLike", lens: "npt.ArrayLike", codec: Optional[str] = None
     ) -> int:

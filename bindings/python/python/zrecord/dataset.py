@@ -270,13 +270,18 @@ class Dataset:
         never read into memory whole. If ``path`` already holds a dataset of the same
         per-sample dtype and shape, the samples are appended to it (in its codec).
 
+        The write is all or nothing: the blocks are staged (:meth:`Zrecord.stage`) and
+        committed once at the end, so readers see every new sample at once, and a write that
+        fails or is interrupted (an exception, ``KeyboardInterrupt``, a crash) adds none of
+        them: running it again does not duplicate part of the first attempt.
+
         Args:
             path: destination directory (created if missing).
             array: samples stacked along axis 0.
             codec: "flate" (compressed; records that do not shrink by ``min_savings`` are
                 stored raw), "raw", or "zstd" (compressed the same way, faster to read, but
                 loaderx 0.5.4 cannot read a zstd dataset).
-            chunk_bytes: upper bound on the source bytes submitted per append.
+            chunk_bytes: upper bound on the source bytes compressed and written at a time.
             progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
                 ``callable(done, total)`` called after each block, in samples.
             min_savings: the least fraction of a sample compression must save for it to be
@@ -342,19 +347,27 @@ class Dataset:
         with reporter(progress, "write", "sample") as report, Zrecord(path, codec=schema["codec"]) as store:
             if report is not None:
                 report(0, total)
-            for start in range(0, total, step):
-                # A view when the source is already C-contiguous in this dtype (an mmap'd
-                # .npy usually is): the store then reads the file's pages directly.
-                block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
-                store.append(block, len(block), itemsize, **append_kw)
-                del block
-                if source_map is not None:
-                    # Pages of a file mapping stay in this process's resident set once read;
-                    # drop them (the page cache keeps the data) so memory stays bounded by
-                    # chunk_bytes rather than growing to the size of the file.
-                    _release(source_map)
-                if report is not None:
-                    report(min(start + step, total), total)
+            # Every block is staged and the whole write committed once at the end: one sync
+            # instead of one per block, and a write that fails or is interrupted half-way
+            # adds nothing (re-running it does not duplicate a partial first attempt).
+            try:
+                for start in range(0, total, step):
+                    # A view when the source is already C-contiguous in this dtype (an mmap'd
+                    # .npy usually is): the store then reads the file's pages directly.
+                    block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
+                    store.stage(block, len(block), itemsize, **append_kw)
+                    del block
+                    if source_map is not None:
+                        # Pages of a file mapping stay in this process's resident set once
+                        # read; drop them (the page cache keeps the data) so memory stays
+                        # bounded by chunk_bytes rather than growing to the file's size.
+                        _release(source_map)
+                    if report is not None:
+                        report(min(start + step, total), total)
+                store.commit()
+            except BaseException:
+                store.discard()
+                raise
             store.sync()
         return cls(path)
 
