@@ -3,7 +3,8 @@
 //! pipe; the parent kills it at a random moment, reopens the store and checks it against a
 //! model. Appends: length ≥ last acknowledged and every record byte-identical to the
 //! regenerated data. Delete: the state after the acknowledged deletes or after the next
-//! one. Compact: the contents unchanged, and compact run again converges.
+//! one. Compact: the contents unchanged, and compact run again converges. Staged writes:
+//! the length is the end of a commit, never part of one.
 //!
 //! `ZR_KILL_TRIALS` sets the trials per mode (default 8 here; the long run uses 500).
 
@@ -13,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use zrecord::{Codec, OpenOptions, Zrecord};
+use zrecord::{Codec, CodecPolicy, OpenOptions, Zrecord};
 
 const CHILD_ENV: &str = "ZR_CRASH_CHILD";
 /// Small chunks so appends roll over to new chunk files often.
@@ -39,6 +40,23 @@ fn record(seed: u64, i: u64) -> Vec<u8> {
         let b = r(256) as u8;
         (0..len).map(|k| b.wrapping_add((k / 11) as u8)).collect()
     }
+}
+
+/// Length of the records the stage mode writes.
+const FIXED: usize = 4096;
+
+/// Record `i` of stream `seed` cut or zero-padded to [`FIXED`] bytes.
+fn fixed_record(seed: u64, i: u64) -> Vec<u8> {
+    let mut r = record(seed, i);
+    r.resize(FIXED, 0);
+    r
+}
+
+/// The stage mode's commits: each a few staged blocks of a few records; 10,000 commits,
+/// more than a child gets through before it is killed.
+fn commit_groups(seed: u64) -> impl Iterator<Item = Vec<u64>> {
+    let mut r = rng(seed ^ 0x5354_4147_4544);
+    (0..10_000).map(move |_| (0..1 + r(4)).map(|_| 1 + r(40)).collect())
 }
 
 fn open(dir: &Path) -> Zrecord {
@@ -103,6 +121,20 @@ fn crash_child() {
                 let count = 1 + r(20);
                 append_range(&zr, seed, n..n + count);
                 n += count;
+                ack(n);
+            }
+        }
+        "stage" => {
+            let zr = open(dir);
+            let mut n = 0;
+            for group in commit_groups(seed) {
+                for block in group {
+                    let src: Vec<u8> = (n..n + block).flat_map(|i| fixed_record(seed, i)).collect();
+                    let first = zr.stage_with(&src, block as usize, FIXED, CodecPolicy::from(Codec::Flate)).unwrap();
+                    assert_eq!(u64::from(first), n);
+                    n += block;
+                }
+                zr.commit().unwrap();
                 ack(n);
             }
         }
@@ -203,6 +235,41 @@ fn kill_during_appends_loses_nothing_acknowledged() {
         total_acked += acked;
     }
     eprintln!("append: {} kills, {total_acked} acknowledged records all present", trials());
+}
+
+#[test]
+fn kill_during_staged_writes_leaves_whole_commits_only() {
+    let mut total_acked = 0;
+    for t in 0..trials() {
+        let dir = tempfile::tempdir().unwrap();
+        let seed = 3000 + t;
+        let wait = Duration::from_millis(20 + rng(seed)(200));
+        let acked = run_child("stage", dir.path(), seed, wait).unwrap_or(0);
+        let zr = open(dir.path());
+        let len = u64::from(zr.len());
+        // Every length a commit can leave: the staged blocks of a commit are all there or
+        // none of them is.
+        let mut ends = vec![0u64];
+        for group in commit_groups(seed) {
+            let end = ends.last().unwrap() + group.iter().sum::<u64>();
+            ends.push(end);
+            if end > len {
+                break;
+            }
+        }
+        assert!(ends.contains(&len), "trial {t}: {len} records is not the end of a commit ({acked} acknowledged)");
+        assert!(len >= acked, "trial {t}: {len} records after a kill, {acked} acknowledged");
+        for i in 0..len {
+            assert_eq!(zr.read(i).unwrap(), fixed_record(seed, i), "trial {t}: record {i}");
+        }
+        assert_eq!(zr.stats().unwrap().unchecked, 0, "trial {t}");
+        // The store goes on over the bytes of the commit the kill cut short.
+        let src: Vec<u8> = (len..len + 5).flat_map(|i| fixed_record(seed, i)).collect();
+        assert_eq!(u64::from(zr.append(&src, 5, FIXED, Some(Codec::Flate)).unwrap()), len);
+        assert_eq!(zr.read(len + 4).unwrap(), fixed_record(seed, len + 4));
+        total_acked += acked;
+    }
+    eprintln!("stage: {} kills, {total_acked} acknowledged records all present, no partial commit", trials());
 }
 
 #[test]
