@@ -832,6 +832,10 @@ def bench_checksums(args):
 
 # ----------------------------------------------------------------------------- loader
 
+#: Rounds of every loader per data set; the median counts.
+LOADER_ROUNDS = 3
+
+
 def bench_loader(args):
     import zrecord
     loaderx = optional("loaderx")
@@ -864,8 +868,8 @@ def bench_loader(args):
                 t = time.perf_counter()
                 for _ in range(steps):
                     b = next(it)
-                res[name] = (time.perf_counter() - t) / steps
-                return loader, b
+                elapsed = (time.perf_counter() - t) / steps
+                return loader, b, elapsed
 
             # (package, module, codec, Dataset.write keywords, DataLoader keywords)
             variants = [("zrecord", zrecord, "flate", {}, {}), ("zrecord", zrecord, "raw", {}, {})]
@@ -879,26 +883,34 @@ def bench_loader(args):
                 variants.insert(1, ("zrecord", zrecord, "flate", {}, {"warm": False}))
             if loaderx is not None:
                 variants += [("loaderx", loaderx, "flate", {}, {}), ("loaderx", loaderx, "raw", {}, {})]
+            # Every store is written first; then each loader runs once per round, in turn,
+            # and its median round counts: a loader's figure moved by a third between runs
+            # when each ran once, so one slow spell of the machine could decide a ratio.
+            contenders = []  # (name, make, files, close)
+            written = {}
             for label, mod, codec, kw, loader_kw in variants:
                 tag = f"{label} {codec}" + (", min_savings=0" if kw else "") + (", warm=False" if loader_kw else "")
                 if args.only_loader and args.only_loader not in tag:
                     continue
-                dpath, lpath = work / f"{tag}-d", work / f"{tag}-l"
-                d = mod.Dataset.write(dpath, data, codec=codec, **kw)
-                l = mod.Dataset.write(lpath, labels, codec=codec)
-                d.close()
-                l.close()
+                key = (label, codec, tuple(sorted(kw.items())))
+                if key not in written:
+                    dpath, lpath = work / f"{len(written)}-d", work / f"{len(written)}-l"
+                    mod.Dataset.write(dpath, data, codec=codec, **kw).close()
+                    mod.Dataset.write(lpath, labels, codec=codec).close()
+                    written[key] = (dpath, lpath)
+                dpath, lpath = written[key]
                 holder = {}
 
                 def make(mod=mod, dpath=dpath, lpath=lpath, holder=holder, loader_kw=loader_kw):
                     holder["d"], holder["l"] = mod.Dataset(dpath), mod.Dataset(lpath)
                     return mod.DataLoader(holder["d"], holder["l"], num_workers=workers, batch_size=batch, **loader_kw)
 
-                loader, b = run_loader(tag, make, [dpath, lpath])
-                assert b["data"].shape == (batch, *data.shape[1:])
-                loader.close()
-                holder["d"].close()
-                holder["l"].close()
+                def close(loader, holder=holder):
+                    loader.close()
+                    holder["d"].close()
+                    holder["l"].close()
+
+                contenders.append((tag, make, [dpath, lpath], close))
             if torch is not None and not args.only_loader:
                 np.save(work / "d.npy", data)
                 np.save(work / "l.npy", labels)
@@ -911,8 +923,18 @@ def bench_loader(args):
                     return TorchLoader(ds, batch_sampler=sampler, num_workers=4, collate_fn=_identity,
                                        prefetch_factor=4, persistent_workers=True)
 
-                loader, _ = run_loader("torch (npy memmap, 4 procs)", make_torch, [work / "d.npy", work / "l.npy"])
-                del loader
+                contenders.append(("torch (npy memmap, 4 procs)", make_torch, [work / "d.npy", work / "l.npy"],
+                                   lambda loader: None))
+            rounds = {name: [] for name, *_ in contenders}
+            for _ in range(LOADER_ROUNDS if not args.quick else 1):
+                for name, make, files, close in contenders:
+                    loader, b, elapsed = run_loader(name, make, files)
+                    if "torch" not in name:
+                        assert b["data"].shape == (batch, *data.shape[1:])
+                    close(loader)
+                    del loader
+                    rounds[name].append(elapsed)
+            res = {name: float(np.median(times)) for name, times in rounds.items()}
         finally:
             shutil.rmtree(work, ignore_errors=True)
         RESULTS[("loader-cold" if args.cold else "loader", set_name)] = res
@@ -924,7 +946,9 @@ def bench_loader(args):
             rows.append([name, f"{1 / dt:.1f}", f"{dt * 1e3:.2f} ms", f"{batch / dt:,.0f}", f"{batch_mib / dt:.0f} MiB/s",
                          f"{ref / dt:.2f}x" if ref else "-", f"{torch_t / dt:.2f}x" if torch_t else "-"])
         cache = "cold page cache (files evicted before each loader starts)" if args.cold else "warm page cache"
-        table(f"Loader [{set_name}]: {desc}, batches of {batch} with labels, {workers} workers, {steps} steps, {cache}",
+        rounds_note = f"median of {LOADER_ROUNDS} rounds" if not args.quick else "one round"
+        table(f"Loader [{set_name}]: {desc}, batches of {batch} with labels, {workers} workers, {steps} steps "
+              f"({rounds_note}), {cache}",
               ["loader", "batches/s", "per batch", "samples/s", "throughput", "vs loaderx (same codec)", "vs torch"],
               rows)
 

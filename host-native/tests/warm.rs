@@ -126,10 +126,17 @@ fn warm_brings_every_used_page_of_an_evicted_store_into_memory() {
     assert_eq!(covered, footprint);
     assert_eq!(last, (footprint, footprint));
     let (resident, pages) = chunk_residency(&path);
-    assert_eq!(resident, pages, "every page of the used chunk bytes is in memory");
+    assert!(mostly(resident, pages), "{resident} of {pages} pages of the used chunk bytes in memory");
     let table = 16 + 16 * RECORDS as u64;
     let (resident, pages) = resident_pages(&path.join("meta.zr"), table);
-    assert_eq!(resident, pages, "and the record table");
+    assert!(mostly(resident, pages), "{resident} of {pages} pages of the record table in memory");
+}
+
+/// Nearly every page: the kernel (or a reclaimer of the machine, such as DAMON) may take
+/// back a few freshly read pages at any time, so "all of them" would fail now and then
+/// without anything wrong. Evicted, fewer than a quarter were resident.
+fn mostly(resident: usize, pages: usize) -> bool {
+    resident * 100 >= pages * 95
 }
 
 fn loader_over(path: &Path, warm: Warm) -> Loader {
@@ -171,7 +178,7 @@ fn a_loader_warms_its_stores_when_told_to_and_not_when_told_not_to() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let (resident, pages) = chunk_residency(&path);
-    assert_eq!(resident, pages);
+    assert!(mostly(resident, pages), "{resident} of {pages} pages in memory after warming");
     loader.close();
     assert_eq!(loader.threads_alive(), 0);
 

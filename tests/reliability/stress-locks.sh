@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs the native host's lock, concurrency, loader and CLI tests RUNS times (default 20), two suites
+# Runs the native host's lock, concurrency, loader, warming and CLI tests RUNS times (default 20), two suites
 # at a time so each runs under the other's load: a lock or timing test that fails one run in
 # twenty fails here, not later in CI. Part of `make test`.
 set -euo pipefail
 runs="${1:-20}"
 cd "$(dirname "$0")/../.."
-suites=(native locks concurrency loader)
+suites=(native locks concurrency loader warm)
 args=()
 for s in "${suites[@]}"; do args+=(--test "$s"); done
 mapfile -t bins < <(cargo test -q -p zrecord --no-run --message-format=json "${args[@]}" | python3 -c '
