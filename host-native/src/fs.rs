@@ -149,18 +149,7 @@ impl StorageFile for NativeFile {
 
     #[cfg(unix)]
     fn resident(&self, offset: u64) -> bool {
-        let Some(map) = self.map.as_deref() else { return true };
-        if offset >= map.len() as u64 {
-            return true;
-        }
-        let page = page_size();
-        let start = (offset as usize) & !(page - 1);
-        let mut vec = 0u8;
-        // SAFETY: `start` is page-aligned and inside our live mapping (checked above), and
-        // mincore writes one byte per page of the one-page range into `vec`. It reads no
-        // mapped memory and cannot fault.
-        let rc = unsafe { libc::mincore(map.as_ptr().add(start) as *mut libc::c_void, 1, &mut vec) };
-        rc != 0 || vec & 1 == 1
+        self.residency(offset, 1).unwrap_or(true)
     }
 
     #[cfg(unix)]
@@ -192,7 +181,7 @@ impl StorageFile for NativeFile {
     /// `POSIX_FADV_WILLNEED` is capped by the kernel at the readahead window.
     #[cfg(unix)]
     fn warm(&self, offset: u64, len: u64) {
-        if len == 0 || self.all_resident(offset, len) {
+        if len == 0 || self.residency(offset, len).unwrap_or(false) {
             return;
         }
         std::thread_local! {
@@ -219,24 +208,31 @@ impl StorageFile for NativeFile {
 }
 
 impl NativeFile {
-    /// True when every page of the mapped range is in memory (mincore); false when the
-    /// file is not mapped or the kernel cannot say.
+    /// Whether every page of the mapped range `offset..offset + len` (clamped to the map)
+    /// is in memory, by mincore; `None` when the file is not mapped or the kernel cannot say.
     #[cfg(unix)]
-    fn all_resident(&self, offset: u64, len: u64) -> bool {
-        let Some(map) = self.map.as_deref() else { return false };
+    fn residency(&self, offset: u64, len: u64) -> Option<bool> {
+        let map = self.map.as_deref()?;
         let end = offset.saturating_add(len).min(map.len() as u64) as usize;
         let page = page_size();
-        let start = (offset as usize) & !(page - 1);
-        if start >= end {
-            return true;
+        let mut start = (offset.min(end as u64) as usize) & !(page - 1);
+        let mut pages = [0u8; 256];
+        while start < end {
+            let n = (end - start).min(pages.len() * page);
+            // SAFETY: `start` is page-aligned and `start..start + n` lies inside our live
+            // mapping (`end` is clamped to it); mincore writes one byte per page of that
+            // range, at most `pages.len()` of them. It reads no mapped memory and cannot
+            // fault.
+            let rc = unsafe { libc::mincore(map.as_ptr().add(start) as *mut libc::c_void, n, pages.as_mut_ptr()) };
+            if rc != 0 {
+                return None;
+            }
+            if !pages[..n.div_ceil(page)].iter().all(|p| p & 1 == 1) {
+                return Some(false);
+            }
+            start += n;
         }
-        let mut pages = vec![0u8; (end - start).div_ceil(page)];
-        // SAFETY: `start` is page-aligned and `start..end` lies inside our live mapping
-        // (clamped above); mincore writes one byte per page of that range, and `pages` has
-        // exactly that many. It reads no mapped memory and cannot fault.
-        let rc =
-            unsafe { libc::mincore(map.as_ptr().add(start) as *mut libc::c_void, end - start, pages.as_mut_ptr()) };
-        rc == 0 && pages.iter().all(|p| p & 1 == 1)
+        Some(true)
     }
 }
 

@@ -279,12 +279,12 @@ fn available_memory() -> Option<u64> {
     Some(avail)
 }
 
-/// Progress of a loader's warming ([`Loader::warm_progress`]).
+/// Progress of a loader's warming ([`Loader::warm_progress`]): bytes read (set to `total`
+/// when done) and bytes to read.
 #[derive(Debug, Default)]
 struct WarmProgress {
     done: AtomicU64,
     total: AtomicU64,
-    finished: AtomicBool,
 }
 
 /// The default [`LoaderOptions::pool`]: rayon's global pool.
@@ -537,7 +537,6 @@ impl Loader {
             job_queues.push(job_tx);
             batch_queues.push(out_rx);
         }
-        let shared_for_warm = shared;
         let stop = Arc::clone(&self.stop);
         let mixture = self.stream.mixture_sources().is_some();
         let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
@@ -555,7 +554,7 @@ impl Loader {
         })?;
         threads.push(handle);
         drop(threads);
-        self.start_warming(&shared_for_warm)?;
+        self.start_warming(&shared)?;
         Ok(batch_queues)
     }
 
@@ -565,7 +564,7 @@ impl Loader {
         let mut stores: Vec<Arc<Zrecord>> = Vec::new();
         for source in &shared.sources {
             for (store, _) in &source.fields {
-                if !stores.iter().any(|s| Arc::ptr_eq(s, store) || s.path() == store.path()) {
+                if !stores.iter().any(|s| s.path() == store.path()) {
                     stores.push(Arc::clone(store));
                 }
             }
@@ -597,7 +596,7 @@ impl Loader {
                     return;
                 }
             }
-            shown.finished.store(true, Ordering::Release);
+            shown.done.store(total, Ordering::Release);
         })?;
         *lock(&self.warming) = Some(progress);
         *lock(&self.warmer) = Some(handle);
@@ -610,9 +609,6 @@ impl Loader {
     pub fn warm_progress(&self) -> Option<(u64, u64)> {
         let progress = lock(&self.warming).clone()?;
         let total = progress.total.load(Ordering::Acquire);
-        if progress.finished.load(Ordering::Acquire) {
-            return Some((total, total));
-        }
         Some((progress.done.load(Ordering::Acquire).min(total), total))
     }
 
