@@ -19,7 +19,9 @@
 //! - [`engine`]: the store itself, one submodule per ordering rule of `docs/format.md`:
 //!   open (creation, recovery, publication, durability), read (gather, stats), append,
 //!   delete, compact.
-//! - [`npy`] and [`schema`]: the `.npy` container and the Dataset `schema.json`.
+//! - [`npy`] and [`schema`]: the `.npy` container and a store's `schema.json`.
+//! - [`dataset`]: the dataset manifest `dataset.json` (named fixed and ragged fields over
+//!   shards of stores) and the layout of its one index space.
 //! - [`tools`]: inspect, verify, convert and export, shared by the `zr` and `zr-wasm` CLIs.
 //! - [`cli`]: the `zr` command line itself (parsing, output, messages, exit codes), which
 //!   the native `zr` and the wasm guest run through a small [`cli::Host`] of their own.
@@ -31,6 +33,7 @@ extern crate alloc;
 
 pub mod cli;
 pub mod codec;
+pub mod dataset;
 pub mod engine;
 pub mod error;
 pub mod format;

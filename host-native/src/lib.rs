@@ -35,6 +35,7 @@
 
 #![warn(missing_docs)]
 
+pub mod dataset;
 mod fs;
 pub mod loader;
 mod lock;
@@ -44,7 +45,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use rayon::prelude::*;
 
+pub use dataset::{Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
 pub use fs::{DirBackend, NativeFile};
+pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
 pub use loader::{global_pool, BufferPool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source, Warm};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::engine::{Sealing, Stats, Verify};
@@ -269,6 +272,14 @@ impl Zrecord {
     pub fn stage_with(&self, src: &[u8], n: usize, item_len: usize, policy: CodecPolicy) -> Result<u32> {
         self.current()?;
         let batch = Batch::Fixed { src, count: n, item_len };
+        self.store.stage(&mut self.writer(), &batch, policy, &Rayon)
+    }
+
+    /// Stages ragged records (record `i` is `src[offsets[i]..][..lens[i]]`), like
+    /// [`Zrecord::stage_with`] does fixed ones.
+    pub fn stage_var_with(&self, src: &[u8], offsets: &[u64], lens: &[u32], policy: CodecPolicy) -> Result<u32> {
+        self.current()?;
+        let batch = Batch::Ragged { src, offsets, lens };
         self.store.stage(&mut self.writer(), &batch, policy, &Rayon)
     }
 

@@ -86,6 +86,28 @@ pub struct DatasetId {
     pub generation: u64,
 }
 
+impl DatasetId {
+    /// The identity of a dataset made of several stores (fields, shards): its length, and
+    /// the stores' generations folded in order with [`combine_generations`], so that a
+    /// change to any store changes it. One store keeps its own generation.
+    pub fn of_stores(length: u64, generations: impl IntoIterator<Item = u64>) -> DatasetId {
+        let mut generation = 0;
+        for (i, g) in generations.into_iter().enumerate() {
+            generation = if i == 0 { g } else { combine_generations(generation, g) };
+        }
+        DatasetId { length, generation }
+    }
+}
+
+/// Folds another store's generation into a dataset's (SplitMix64's finaliser over both):
+/// order-sensitive, so swapping two stores' data changes the identity.
+pub fn combine_generations(a: u64, b: u64) -> u64 {
+    let z = (a ^ b.rotate_left(29)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Why a stream or shard cannot be built.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]

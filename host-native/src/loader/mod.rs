@@ -80,9 +80,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use zrecord_core::stream::{DatasetId, Shard, StateError, Stream, StreamError, StreamState};
+use zrecord_core::stream::{Shard, StateError, Stream, StreamError, StreamState};
 
-use crate::{Error, Zrecord};
+mod gather;
+mod source;
+
+pub use gather::{RaggedBatch, RaggedField};
+pub use source::Source;
+
+use crate::{DatasetError, Error, Zrecord};
 
 /// How often a waiting [`Loader::next`] checks whether another thread closed the loader.
 const CONSUMER_POLL: Duration = Duration::from_millis(50);
@@ -94,6 +100,9 @@ pub enum LoaderError {
     /// A store failed (reading a record, or an allocation).
     #[error(transparent)]
     Store(#[from] Error),
+    /// A dataset's store failed: the error names the store's path and the field.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
     /// The stream or the shard cannot be built (empty dataset, batch larger than an epoch,
     /// a world size that does not divide the global batch, ...).
     #[error(transparent)]
@@ -135,70 +144,11 @@ impl LoaderError {
     pub fn code(&self) -> Option<i32> {
         match self {
             LoaderError::Store(e) => Some(e.code()),
+            LoaderError::Dataset(e) => Some(e.code()),
             LoaderError::Stopped { code, .. } => *code,
             _ => None,
         }
     }
-}
-
-/// One source of a loader: the stores of its fields (images, labels, ...), all of the same
-/// length, and the size in bytes of one sample of each. A mixture has one source per
-/// dataset, all with the same fields and sample sizes.
-#[derive(Clone)]
-pub struct Source {
-    fields: Vec<(Arc<Zrecord>, usize)>,
-    id: DatasetId,
-}
-
-impl Source {
-    /// A source of `fields`, each a store and the bytes of one of its samples.
-    ///
-    /// Fails when there is no field, a sample size is zero, or the stores differ in length.
-    /// Records shorter than the sample size are read zero-padded and longer ones fail,
-    /// as [`Zrecord::gather`] does.
-    pub fn new(fields: Vec<(Arc<Zrecord>, usize)>) -> Result<Source, LoaderError> {
-        let Some((first, _)) = fields.first() else {
-            return Err(LoaderError::Sources("a source needs at least one field".into()));
-        };
-        let length = first.len();
-        if let Some((store, _)) = fields.iter().find(|(s, _)| s.len() != length) {
-            return Err(LoaderError::Sources(format!(
-                "the stores of a source must have the same length: {} has {} records, {} has {length}",
-                store.path().display(),
-                store.len(),
-                first.path().display(),
-            )));
-        }
-        if fields.iter().any(|&(_, n)| n == 0) {
-            return Err(LoaderError::Sources("a sample size must be at least one byte".into()));
-        }
-        let mut generation = 0;
-        for (i, (store, _)) in fields.iter().enumerate() {
-            let g = store.generation()?;
-            generation = if i == 0 { g } else { combine(generation, g) };
-        }
-        Ok(Source { fields, id: DatasetId { length: u64::from(length), generation } })
-    }
-
-    /// The dataset this source is, for [`Stream::new`] and [`zrecord_core::Mixture::new`]:
-    /// its length, and its store's [`Zrecord::generation`] (with several fields, the
-    /// fields' generations combined, so that a change to any of them changes it).
-    pub fn id(&self) -> DatasetId {
-        self.id
-    }
-
-    /// The fields' sample sizes, in bytes.
-    pub fn sample_sizes(&self) -> Vec<usize> {
-        self.fields.iter().map(|&(_, n)| n).collect()
-    }
-}
-
-/// Folds another field's generation into a source's (SplitMix64's finaliser over both).
-fn combine(a: u64, b: u64) -> u64 {
-    let z = (a ^ b.rotate_left(29)).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// How a loader reads its stream.
@@ -307,8 +257,11 @@ pub struct LoaderBatch {
     pub indices: Vec<u64>,
     /// The source number of each slot (always 0 outside a mixture).
     pub sources: Vec<u32>,
-    /// One buffer per field: slot `i` holds the field's record at `i * sample_size`.
+    /// One buffer per field: for a fixed field, slot `i` holds the sample at
+    /// `i * sample_size`; a ragged field's layout is in [`LoaderBatch::ragged`].
     pub fields: Vec<Vec<u8>>,
+    /// Per field: `None` for a fixed field, where each sample of a ragged one lies.
+    pub ragged: RaggedBatch,
 }
 
 /// What a worker is asked to gather.
@@ -375,17 +328,6 @@ impl BufferPool {
     /// True when no buffer waits to be reused.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Zeroes the bytes of each slot past its record, in a reused buffer whose slots hold an
-/// earlier batch's bytes: `lengths[i]` is the record length of the slot at `slots[i]`.
-fn clear_slack(buf: &mut [u8], size: usize, slots: impl Iterator<Item = usize>, lengths: &[u32]) {
-    for (slot, &len) in slots.zip(lengths) {
-        let len = len as usize;
-        if len < size {
-            buf[slot * size + len..(slot + 1) * size].fill(0);
-        }
     }
 }
 
@@ -563,7 +505,7 @@ impl Loader {
     fn start_warming(&self, shared: &Shared) -> std::io::Result<()> {
         let mut stores: Vec<Arc<Zrecord>> = Vec::new();
         for source in &shared.sources {
-            for (store, _) in &source.fields {
+            for store in source.data().stores() {
                 if !stores.iter().any(|s| s.path() == store.path()) {
                     stores.push(Arc::clone(store));
                 }
@@ -811,6 +753,13 @@ fn check_sources(stream: &Stream, sources: &[Source]) -> Result<(), LoaderError>
             sources[s].sample_sizes()
         )));
     }
+    let shape = sources[0].shape();
+    if let Some(s) = sources.iter().position(|src| src.shape() != shape) {
+        return Err(LoaderError::Sources(format!(
+            "the sources of a loader must have the same fields: source {s}'s kinds, element sizes or padding \
+             differ from source 0's"
+        )));
+    }
     Ok(())
 }
 
@@ -838,13 +787,13 @@ fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Job>, out: SyncSend
 
 /// Gathers every field of a job, on the loader's pool, with panics caught.
 fn make_batch(shared: &Shared, job: Job) -> Produced {
-    let run = || gather(&shared.sources, &shared.buffers, job);
+    let run = || gather::gather(&shared.sources, &shared.buffers, job);
     let result = match (shared.pool)() {
         Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
         None => catch_unwind(AssertUnwindSafe(run)),
     };
     match result {
-        Ok(r) => r.map_err(LoaderError::Store),
+        Ok(r) => r.map_err(LoaderError::Dataset),
         Err(p) => Err(LoaderError::Panic(
             p.downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
@@ -852,62 +801,4 @@ fn make_batch(shared: &Shared, job: Job) -> Produced {
                 .unwrap_or_else(|| "unknown panic".into()),
         )),
     }
-}
-
-fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Result<LoaderBatch, Error> {
-    let n = job.indices.len();
-    let mut fields = Vec::with_capacity(sources[0].fields.len());
-    let mut lengths = Vec::new();
-    if sources.len() == 1 {
-        for (store, size) in &sources[0].fields {
-            let (mut buf, reused) = buffers.take(n * size)?;
-            store.gather(&job.indices, &mut buf, *size)?;
-            if reused {
-                // A record shorter than its slot leaves the rest of the slot as it was: zero
-                // it, as in a fresh buffer.
-                lengths.clear();
-                lengths.resize(n, 0u32);
-                store.lengths(&job.indices, &mut lengths)?;
-                clear_slack(&mut buf, *size, 0..n, &lengths);
-            }
-            fields.push(buf);
-        }
-    } else {
-        // A mixture: each source's slots, gathered into place with per-slot offsets.
-        let mut groups: Vec<(Vec<u64>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); sources.len()];
-        for (slot, (&index, &s)) in job.indices.iter().zip(&job.sources).enumerate() {
-            let (indices, slots) = &mut groups[s as usize];
-            indices.push(index);
-            slots.push(slot);
-        }
-        for f in 0..sources[0].fields.len() {
-            let size = sources[0].fields[f].1;
-            let (mut buf, reused) = buffers.take(n * size)?;
-            for (source, (indices, slots)) in sources.iter().zip(&groups) {
-                if indices.is_empty() {
-                    continue;
-                }
-                let store = &source.fields[f].0;
-                // A record longer than its slot fails, as it does in a fixed-stride gather.
-                lengths.clear();
-                lengths.resize(indices.len(), 0u32);
-                store.lengths(indices, &mut lengths)?;
-                if let Some(k) = lengths.iter().position(|&len| len as usize > size) {
-                    return Err(Error::BufferTooSmall(format!(
-                        "record {} ({} bytes) of {} does not fit a sample of {size} bytes",
-                        indices[k],
-                        lengths[k],
-                        store.path().display()
-                    )));
-                }
-                let offsets: Vec<u64> = slots.iter().map(|&slot| (slot * size) as u64).collect();
-                store.gather_var(indices, &mut buf, &offsets)?;
-                if reused {
-                    clear_slack(&mut buf, size, slots.iter().copied(), &lengths);
-                }
-            }
-            fields.push(buf);
-        }
-    }
-    Ok(LoaderBatch { step: job.step, indices: job.indices, sources: job.sources, fields })
 }

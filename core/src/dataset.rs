@@ -1,0 +1,435 @@
+//! The dataset manifest `dataset.json`: named fields over shards of stores, and the one
+//! index space `0..N` that spans them.
+//!
+//! A dataset directory holds the manifest and one folder per shard; each shard holds one
+//! store per field (`<shard>/<field>/`). A fixed field's store is a plain loaderx 0.5.4
+//! dataset (its `schema.json` included), so loaderx opens any one of them; a ragged field's
+//! records are the raw little-endian bytes of a variable-length 1-D sequence. Sample `i` of
+//! the dataset is record `i - start(s)` of every field store of the shard `s` whose range
+//! holds `i` ([`Layout::locate`]). `docs/format.md` ("Datasets") has the byte-level rules.
+//!
+//! The manifest is the commit point of a write: shards are written and synced first, the
+//! manifest replaces the old one last (write beside, rename), so a reader sees either the
+//! old dataset or the new one, and a shard folder the manifest does not list is leftover
+//! work of an interrupted write that the next write removes.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::FormatError;
+use crate::{Codec, MAX_RECORDS};
+
+/// File name of the manifest inside a dataset directory.
+pub const MANIFEST_FILE: &str = "dataset.json";
+/// The manifest's `format` value.
+pub const FORMAT: &str = "zrecord-dataset";
+/// The manifest version this build writes and reads. A reader refuses a higher version
+/// (it could not know what changed) instead of misreading it.
+pub const VERSION: u32 = 1;
+/// The most samples a dataset may hold (2^62): the stream's position limit.
+pub const MAX_SAMPLES: u64 = crate::stream::MAX_POSITION;
+/// Upper bound on a manifest's size; a larger file is refused before it is parsed.
+pub const MAX_MANIFEST_LEN: u64 = 64 << 20;
+
+/// The shape of one field's samples.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldKind {
+    /// Every sample has the same shape (empty for scalars); one record per sample, exactly
+    /// `itemsize * prod(shape)` bytes.
+    Fixed,
+    /// Every sample is a 1-D sequence of its own length (at least one element).
+    Ragged,
+}
+
+/// One named field of a dataset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Field {
+    /// The field's name: the batch key and the store folder's name.
+    pub name: String,
+    /// Fixed or ragged.
+    pub kind: FieldKind,
+    /// NumPy `dtype.str` of one element (`|u1`, `<i8`, `<u2`, ...).
+    pub dtype: String,
+    /// The shape of one sample of a fixed field; empty for a ragged one.
+    #[serde(default)]
+    pub shape: Vec<u64>,
+    /// The codec new records of this field are written with.
+    pub codec: String,
+}
+
+impl Field {
+    /// A fixed-shape field.
+    pub fn fixed(name: &str, dtype: &str, shape: &[u64], codec: Codec) -> Self {
+        Field { name: name.into(), kind: FieldKind::Fixed, dtype: dtype.into(), shape: shape.to_vec(), codec: codec.name().into() }
+    }
+
+    /// A ragged (variable-length 1-D) field.
+    pub fn ragged(name: &str, dtype: &str, codec: Codec) -> Self {
+        Field { name: name.into(), kind: FieldKind::Ragged, dtype: dtype.into(), shape: Vec::new(), codec: codec.name().into() }
+    }
+
+    /// True for a ragged field.
+    pub fn is_ragged(&self) -> bool {
+        self.kind == FieldKind::Ragged
+    }
+
+    /// Bytes of one element.
+    pub fn itemsize(&self) -> Result<u64, FormatError> {
+        crate::npy::itemsize(&self.dtype)
+    }
+
+    /// Bytes of one sample of a fixed field (`None` for a ragged one).
+    pub fn sample_len(&self) -> Result<Option<u64>, FormatError> {
+        if self.is_ragged() {
+            return Ok(None);
+        }
+        let item = self.itemsize()?;
+        self.shape
+            .iter()
+            .try_fold(item, |acc, &d| acc.checked_mul(d))
+            .map(Some)
+            .ok_or_else(|| FormatError::Container(format!("field {:?}: sample size overflows", self.name)))
+    }
+
+    /// The codec named by [`Field::codec`].
+    pub fn codec(&self) -> Result<Codec, FormatError> {
+        Codec::from_name(&self.codec)
+            .ok_or_else(|| FormatError::Container(format!("field {:?} names unknown codec {:?}", self.name, self.codec)))
+    }
+
+    /// The loaderx `schema.json` of this field's stores (fixed fields only).
+    pub fn schema(&self) -> Option<crate::schema::Schema> {
+        let codec = self.codec().ok()?;
+        (!self.is_ragged()).then(|| crate::schema::Schema::new(&self.dtype, &self.shape, codec))
+    }
+
+    /// Checks the name, dtype, shape and codec.
+    pub fn check(&self) -> Result<(), FormatError> {
+        check_name(&self.name)?;
+        let item = self.itemsize()?;
+        if !numeric(&self.dtype) {
+            return Err(FormatError::Container(format!(
+                "field {:?}: dtype {:?} is not a numeric dtype (bool, integer, float or complex)",
+                self.name, self.dtype
+            )));
+        }
+        self.codec()?;
+        match self.kind {
+            FieldKind::Ragged if !self.shape.is_empty() => Err(FormatError::Container(format!(
+                "field {:?}: a ragged field has no fixed shape, found {:?}",
+                self.name, self.shape
+            ))),
+            FieldKind::Ragged if item as u32 > crate::MAX_RECORD_LEN => {
+                Err(FormatError::Container(format!("field {:?}: elements too large", self.name)))
+            }
+            FieldKind::Ragged => Ok(()),
+            FieldKind::Fixed => match self.sample_len()? {
+                Some(0) => Err(FormatError::Container(format!(
+                    "field {:?}: samples of shape {:?} hold 0 bytes; a record must hold at least one",
+                    self.name, self.shape
+                ))),
+                Some(n) if n > u64::from(crate::MAX_RECORD_LEN) => Err(FormatError::Container(format!(
+                    "field {:?}: a sample of {n} bytes exceeds the {} byte record limit",
+                    self.name,
+                    crate::MAX_RECORD_LEN
+                ))),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// True for the numeric NumPy type codes a field may hold: bool, signed and unsigned
+/// integers, floats and complex numbers.
+fn numeric(dtype: &str) -> bool {
+    matches!(dtype.as_bytes().get(1), Some(b'b' | b'i' | b'u' | b'f' | b'c'))
+}
+
+/// A field name is a batch key and a folder name: 1 to 64 of `[A-Za-z0-9_.-]`, not
+/// starting with `.` or `-`, and not ending in `_offsets` or `_lengths` (the keys a batch
+/// adds next to a ragged field).
+pub fn check_name(name: &str) -> Result<(), FormatError> {
+    let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    let reserved = name.ends_with("_offsets") || name.ends_with("_lengths") || name == "source";
+    if name.is_empty() || name.len() > 64 || !ok_chars || name.starts_with(['.', '-']) || reserved {
+        return Err(FormatError::Container(format!(
+            "field name {name:?} is not allowed: use 1-64 of A-Z a-z 0-9 _ . - (not starting with . or -), \
+             not \"source\" and not ending in _offsets or _lengths"
+        )));
+    }
+    Ok(())
+}
+
+/// One shard: a folder of one store per field, all holding `records` records.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardEntry {
+    /// The folder's name, relative to the dataset directory.
+    pub dir: String,
+    /// Records in each of its field stores.
+    pub records: u64,
+}
+
+/// The shard folder name of the `k`-th shard a dataset ever created.
+pub fn shard_dir(k: u64) -> String {
+    format!("shard-{k:06}")
+}
+
+/// The contents of `dataset.json`. Field order is the serialised order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`VERSION`].
+    pub version: u32,
+    /// The fields, in the order batches list them.
+    pub fields: Vec<Field>,
+    /// The shards, in index order.
+    pub shards: Vec<ShardEntry>,
+    /// The number of the next shard folder a write creates (never reused, so a leftover
+    /// folder of an interrupted write is never mistaken for a listed one).
+    pub next_shard: u64,
+}
+
+impl Manifest {
+    /// An empty dataset of `fields`.
+    pub fn new(fields: Vec<Field>) -> Result<Self, FormatError> {
+        let m = Manifest { format: FORMAT.into(), version: VERSION, fields, shards: Vec::new(), next_shard: 0 };
+        m.check()?;
+        Ok(m)
+    }
+
+    /// The file's bytes.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a manifest always serialises");
+        s.push('\n');
+        s
+    }
+
+    /// Parses and checks a manifest; errors name the file.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, FormatError> {
+        let bad = |what: String| FormatError::Container(format!("{MANIFEST_FILE}: {what}"));
+        if bytes.len() as u64 > MAX_MANIFEST_LEN {
+            return Err(bad(format!("{} bytes is over the {MAX_MANIFEST_LEN}-byte limit", bytes.len())));
+        }
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(bad(format!("not a {FORMAT} manifest")));
+        }
+        match v.get("version").and_then(|f| f.as_u64()) {
+            Some(n) if n == u64::from(VERSION) => {}
+            Some(n) => return Err(bad(format!("version {n} is newer than this build reads ({VERSION})"))),
+            None => return Err(bad("no version".into())),
+        }
+        let m: Manifest = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+        m.check().map_err(|e| bad(e.to_string()))?;
+        Ok(m)
+    }
+
+    /// Checks the fields (at least one, unique names) and the shards (unique folders,
+    /// each within the store's limits, the total within [`MAX_SAMPLES`]).
+    pub fn check(&self) -> Result<(), FormatError> {
+        if self.fields.is_empty() {
+            return Err(FormatError::Container("a dataset needs at least one field".into()));
+        }
+        for (i, f) in self.fields.iter().enumerate() {
+            f.check()?;
+            if self.fields[..i].iter().any(|g| g.name == f.name) {
+                return Err(FormatError::Container(format!("field {:?} is named twice", f.name)));
+            }
+        }
+        let mut total: u64 = 0;
+        for (i, s) in self.shards.iter().enumerate() {
+            check_name(&s.dir)?;
+            if self.shards[..i].iter().any(|t| t.dir == s.dir) {
+                return Err(FormatError::Container(format!("shard {:?} is listed twice", s.dir)));
+            }
+            if s.records > u64::from(MAX_RECORDS) {
+                return Err(FormatError::Container(format!(
+                    "shard {:?} claims {} records, over the store's {MAX_RECORDS}",
+                    s.dir, s.records
+                )));
+            }
+            total = total.checked_add(s.records).filter(|&t| t <= MAX_SAMPLES).ok_or_else(|| {
+                FormatError::Container(format!("the shards hold more than {MAX_SAMPLES} samples"))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The position of the field called `name`.
+    pub fn field_index(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.name == name)
+    }
+
+    /// Total samples.
+    pub fn len(&self) -> u64 {
+        self.shards.iter().map(|s| s.records).sum()
+    }
+
+    /// True when the dataset holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The layout of the index space over the shards.
+    pub fn layout(&self) -> Layout {
+        Layout::new(self.shards.iter().map(|s| s.records))
+    }
+
+    /// True if samples of `fields` may be added to this dataset: the same names, kinds,
+    /// dtypes and shapes, in the same order (codecs may differ; the dataset's win).
+    pub fn accepts(&self, fields: &[Field]) -> bool {
+        self.fields.len() == fields.len()
+            && self.fields.iter().zip(fields).all(|(a, b)| {
+                a.name == b.name && a.kind == b.kind && a.dtype == b.dtype && a.shape == b.shape
+            })
+    }
+}
+
+/// Where each shard's samples start in the dataset's index space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// `starts[s]` is the first index of shard `s`; the last entry is the total.
+    starts: Vec<u64>,
+}
+
+impl Layout {
+    /// The layout of shards of the given record counts.
+    pub fn new(records: impl IntoIterator<Item = u64>) -> Self {
+        let mut starts = Vec::from([0u64]);
+        let mut at = 0u64;
+        for n in records {
+            at = at.saturating_add(n);
+            starts.push(at);
+        }
+        Layout { starts }
+    }
+
+    /// Total samples.
+    pub fn len(&self) -> u64 {
+        *self.starts.last().unwrap_or(&0)
+    }
+
+    /// True when no shard holds a sample.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// The first index of shard `s`.
+    pub fn start(&self, s: usize) -> u64 {
+        self.starts[s]
+    }
+
+    /// The shard holding sample `index` and its record there, or `None` past the end.
+    /// Empty shards never hold a sample.
+    pub fn locate(&self, index: u64) -> Option<(usize, u64)> {
+        if index >= self.len() {
+            return None;
+        }
+        // The last start <= index that begins a non-empty range.
+        let s = self.starts.partition_point(|&start| start <= index) - 1;
+        Some((s, index - self.starts[s]))
+    }
+
+    /// Splits `indices` by shard: for each shard that holds any, `(shard, local records,
+    /// slots in `indices`)`, in shard order. `Err(k)` names the first index out of range.
+    #[allow(clippy::type_complexity)]
+    pub fn group(&self, indices: &[u64]) -> Result<Vec<(usize, Vec<u64>, Vec<usize>)>, usize> {
+        let mut groups: Vec<(usize, Vec<u64>, Vec<usize>)> = Vec::new();
+        if self.shards() == 1 {
+            if let Some(k) = indices.iter().position(|&i| i >= self.len()) {
+                return Err(k);
+            }
+            return Ok(Vec::from([(0, indices.to_vec(), (0..indices.len()).collect())]));
+        }
+        for (slot, &index) in indices.iter().enumerate() {
+            let (s, local) = self.locate(index).ok_or(slot)?;
+            match groups.iter_mut().find(|g| g.0 == s) {
+                Some(g) => {
+                    g.1.push(local);
+                    g.2.push(slot);
+                }
+                None => groups.push((s, Vec::from([local]), Vec::from([slot]))),
+            }
+        }
+        groups.sort_unstable_by_key(|g| g.0);
+        Ok(groups)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn sample() -> Manifest {
+        let mut m = Manifest::new(vec![
+            Field::fixed("image", "|u1", &[3, 4, 4], Codec::Flate),
+            Field::fixed("label", "<i8", &[], Codec::Raw),
+            Field::ragged("tokens", "<u2", Codec::Flate),
+        ])
+        .unwrap();
+        m.shards = vec![ShardEntry { dir: shard_dir(0), records: 1000 }, ShardEntry { dir: shard_dir(1), records: 24 }];
+        m.next_shard = 2;
+        m
+    }
+
+    #[test]
+    fn round_trips_and_names_the_file_in_errors() {
+        let m = sample();
+        let text = m.to_json();
+        assert_eq!(Manifest::from_json(text.as_bytes()).unwrap(), m);
+        assert_eq!(m.len(), 1024);
+        let truncated = &text.as_bytes()[..text.len() / 2];
+        let e = Manifest::from_json(truncated).unwrap_err().to_string();
+        assert!(e.contains(MANIFEST_FILE), "{e}");
+        let newer = text.replace("\"version\": 1", "\"version\": 2");
+        let e = Manifest::from_json(newer.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("newer"), "{e}");
+    }
+
+    #[test]
+    fn refuses_bad_fields_and_shards() {
+        let bad = |f: Field| Manifest::new(vec![f]).unwrap_err().to_string();
+        assert!(bad(Field::fixed("a/b", "|u1", &[1], Codec::Raw)).contains("not allowed"));
+        assert!(bad(Field::fixed("x_offsets", "|u1", &[1], Codec::Raw)).contains("not allowed"));
+        assert!(bad(Field::fixed("x", "|O", &[1], Codec::Raw)).contains("x"));
+        assert!(bad(Field::fixed("x", "|u1", &[0], Codec::Raw)).contains("0 bytes"));
+        assert!(bad(Field::fixed("x", "|u1", &[2 << 20], Codec::Raw)).contains("record limit"));
+        let mut twice = Field::ragged("t", "<u2", Codec::Raw);
+        twice.shape = vec![3];
+        assert!(bad(twice).contains("no fixed shape"));
+        let dup = Manifest::new(vec![Field::ragged("t", "<u2", Codec::Raw), Field::ragged("t", "<u2", Codec::Raw)]);
+        assert!(dup.unwrap_err().to_string().contains("twice"));
+        let mut m = sample();
+        m.shards[1].records = u64::from(MAX_RECORDS) + 1;
+        assert!(m.check().is_err());
+    }
+
+    #[test]
+    fn locates_and_groups_across_shards() {
+        let layout = Layout::new([3, 0, 2, 5]);
+        assert_eq!(layout.len(), 10);
+        assert_eq!(layout.locate(0), Some((0, 0)));
+        assert_eq!(layout.locate(2), Some((0, 2)));
+        assert_eq!(layout.locate(3), Some((2, 0)));
+        assert_eq!(layout.locate(5), Some((3, 0)));
+        assert_eq!(layout.locate(9), Some((3, 4)));
+        assert_eq!(layout.locate(10), None);
+        let groups = layout.group(&[9, 0, 4, 1]).unwrap();
+        assert_eq!(groups, vec![(0, vec![0, 1], vec![1, 3]), (2, vec![1], vec![2]), (3, vec![4], vec![0])]);
+        assert_eq!(layout.group(&[1, 10]), Err(1));
+        let one = Layout::new([4]);
+        assert_eq!(one.group(&[3, 1]).unwrap(), vec![(0, vec![3, 1], vec![0, 1])]);
+        assert_eq!(one.group(&[4]), Err(0));
+    }
+}

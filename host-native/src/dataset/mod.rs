@@ -1,0 +1,510 @@
+//! Datasets: named fields (fixed-shape or ragged) over one index space that may span many
+//! shards, each field of each shard a store ([`Zrecord`]).
+//!
+//! The layout and its rules (names, kinds, limits, the manifest) are the core's
+//! ([`zrecord_core::dataset`]); this module opens the stores a manifest lists, maps a
+//! dataset index to its shard's record and gathers across shards. A directory that holds
+//! one store and a loaderx `schema.json` (what loaderx 0.5.4 and `zr convert` write) opens
+//! as a dataset of one fixed field, [`LEGACY_FIELD`], so every loaderx dataset is a dataset
+//! here too. Writing is [`DatasetWriter`] (`write.rs`).
+//!
+//! Access: a dataset opened for reading never needs the right to write. The stores of a
+//! multi-field dataset are always opened read-only; a single loaderx store is opened
+//! writable when the user may write it (so that delete and compact work) and read-only
+//! when the system refuses (EACCES, EROFS), unless [`DatasetOptions::read_only`] says which.
+
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use zrecord_core::dataset::{Field, Layout, Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use zrecord_core::error::{Error, FormatError, IoError, IoErrorKind};
+use zrecord_core::schema::{Schema, SCHEMA_FILE};
+use zrecord_core::stream::DatasetId;
+
+pub use write::{Column, DatasetWriter, WriteOptions};
+
+use crate::{OpenOptions, Verify, Zrecord};
+
+/// The field name of a single-store (loaderx) dataset.
+pub const LEGACY_FIELD: &str = "data";
+
+/// A failure of a dataset operation, naming the store (the shard's field folder, or the
+/// dataset directory) and the field it happened in. [`DatasetError::code`] is the inner
+/// store error's stable code.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {source}", .path.display(), field_note(.field))]
+pub struct DatasetError {
+    /// The store directory (or the dataset directory, for errors above the stores).
+    pub path: PathBuf,
+    /// The field, when the error belongs to one.
+    pub field: Option<String>,
+    /// What went wrong.
+    #[source]
+    pub source: Error,
+}
+
+fn field_note(field: &Option<String>) -> String {
+    field.as_ref().map(|f| format!(" (field {f:?})")).unwrap_or_default()
+}
+
+impl DatasetError {
+    /// The stable numeric code of the inner error ([`Error::code`]).
+    pub fn code(&self) -> i32 {
+        self.source.code()
+    }
+
+    pub(crate) fn at(path: &Path, field: Option<&str>, source: impl Into<Error>) -> Self {
+        DatasetError { path: path.to_path_buf(), field: field.map(str::to_owned), source: source.into() }
+    }
+}
+
+/// How to open a dataset.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DatasetOptions {
+    /// `Some(true)`: refuse every change; `Some(false)`: open a single store writable (an
+    /// error when that is not allowed); `None` (default): writable when allowed.
+    pub read_only: Option<bool>,
+    /// When reads check checksums (default [`Verify::Auto`]).
+    pub verify: Verify,
+}
+
+/// One shard: where it lives, and one store per field.
+struct Shard {
+    dir: PathBuf,
+    stores: Vec<Arc<Zrecord>>,
+}
+
+/// An open dataset: fields, shards, and the index space `0..len()` over them.
+pub struct Dataset {
+    path: PathBuf,
+    fields: Vec<Field>,
+    /// Bytes per sample of each fixed field (0 for a ragged one).
+    sample_lens: Vec<usize>,
+    /// Bytes per element of each field.
+    itemsizes: Vec<usize>,
+    shards: Vec<Shard>,
+    layout: Layout,
+    /// `None` for a single store (a loaderx dataset) or stores handed over by the caller.
+    manifest: Option<Manifest>,
+    read_only: bool,
+}
+
+/// Reads a small metadata file, refusing anything but a regular file of at most `cap`
+/// bytes (a FIFO, a device or a huge file is an error, not a hang).
+pub(crate) fn read_meta_file(path: &Path, cap: u64) -> Result<Vec<u8>, Error> {
+    use std::io::Read;
+    let io = |e: std::io::Error| Error::Io(IoError::from_std(e, format!("read {}", path.display())));
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(FormatError::Container(format!("{} is not a regular file", path.display())).into());
+    }
+    if meta.len() > cap {
+        return Err(FormatError::Container(format!("{} is {} bytes, over the {cap}-byte limit", path.display(), meta.len()))
+            .into());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).map_err(io)?.take(cap + 1).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
+fn permission_denied(e: &Error) -> bool {
+    matches!(e, Error::Io(IoError { kind: IoErrorKind::PermissionDenied, .. }))
+}
+
+impl Dataset {
+    /// Opens the dataset in `path` for reading (see the module docs for what is locked).
+    pub fn open(path: impl AsRef<Path>) -> Result<Dataset, DatasetError> {
+        Self::open_with(path, DatasetOptions::default())
+    }
+
+    /// Opens with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, opts: DatasetOptions) -> Result<Dataset, DatasetError> {
+        let path = path.as_ref().to_path_buf();
+        let manifest_path = path.join(MANIFEST_FILE);
+        if manifest_path.exists() {
+            let bytes = read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e))?;
+            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::at(&path, None, e))?;
+            if opts.read_only == Some(false) {
+                return Err(DatasetError::at(
+                    &path,
+                    None,
+                    Error::InvalidArgument(
+                        "a multi-field dataset is opened read-only; add samples with DatasetWriter".into(),
+                    ),
+                ));
+            }
+            return Self::from_manifest(path, manifest, opts.verify);
+        }
+        Self::open_single(path, opts)
+    }
+
+    fn from_manifest(path: PathBuf, manifest: Manifest, verify: Verify) -> Result<Dataset, DatasetError> {
+        let mut shards = Vec::with_capacity(manifest.shards.len());
+        for entry in &manifest.shards {
+            let dir = path.join(&entry.dir);
+            let mut stores = Vec::with_capacity(manifest.fields.len());
+            for field in &manifest.fields {
+                let store_dir = dir.join(&field.name);
+                let at = |e: Error| DatasetError::at(&store_dir, Some(&field.name), e);
+                let options = OpenOptions {
+                    create: false,
+                    read_only: true,
+                    codec: field.codec().map_err(|e| at(e.into()))?,
+                    verify,
+                    ..OpenOptions::default()
+                };
+                let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
+                if u64::from(store.len()) < entry.records {
+                    return Err(at(FormatError::Container(format!(
+                        "holds {} records but {MANIFEST_FILE} lists {} for shard {:?}",
+                        store.len(),
+                        entry.records,
+                        entry.dir
+                    ))
+                    .into()));
+                }
+                stores.push(Arc::new(store));
+            }
+            shards.push(Shard { dir, stores });
+        }
+        let layout = manifest.layout();
+        Self::assemble(path, manifest.fields.clone(), shards, layout, Some(manifest), true)
+    }
+
+    fn open_single(path: PathBuf, opts: DatasetOptions) -> Result<Dataset, DatasetError> {
+        let schema_path = path.join(SCHEMA_FILE);
+        let at = |e: Error| DatasetError::at(&path, Some(LEGACY_FIELD), e);
+        if !schema_path.exists() {
+            let what = if path.is_dir() {
+                format!("holds neither {MANIFEST_FILE} nor {SCHEMA_FILE}: not a dataset")
+            } else {
+                "no such dataset directory".into()
+            };
+            return Err(at(Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", path.display()), what))));
+        }
+        let bytes = read_meta_file(&schema_path, MAX_MANIFEST_LEN).map_err(at)?;
+        let schema = Schema::from_json(&bytes).map_err(|e| at(e.into()))?;
+        let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
+        let options = |read_only| OpenOptions { create: false, read_only, codec, verify: opts.verify, ..OpenOptions::default() };
+        let (store, read_only) = match opts.read_only {
+            Some(ro) => (Zrecord::open_with(&path, options(ro)).map_err(at)?, ro),
+            None => match Zrecord::open_with(&path, options(false)) {
+                Ok(store) => (store, false),
+                Err(e) if permission_denied(&e) => (Zrecord::open_with(&path, options(true)).map_err(at)?, true),
+                Err(e) => return Err(at(e)),
+            },
+        };
+        let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
+        let layout = Layout::new([u64::from(store.len())]);
+        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };
+        Self::assemble(path, vec![field], vec![shard], layout, None, read_only)
+    }
+
+    /// A dataset over stores the caller opened: one shard, one store per field. Fixed
+    /// fields read records zero-padded to their sample size (as loaderx does for records
+    /// shorter than the schema says), and fail on longer ones.
+    pub fn from_stores(fields: Vec<(Field, Arc<Zrecord>)>) -> Result<Dataset, DatasetError> {
+        let Some((_, first)) = fields.first() else {
+            return Err(DatasetError::at(Path::new("."), None, Error::InvalidArgument("a dataset needs a field".into())));
+        };
+        let length = first.len();
+        let path = first.path().to_path_buf();
+        for (field, store) in &fields {
+            if store.len() != length {
+                return Err(DatasetError::at(
+                    store.path(),
+                    Some(&field.name),
+                    Error::InvalidArgument(format!(
+                        "the fields of a dataset must have the same length: {} has {} records, {} has {length}",
+                        store.path().display(),
+                        store.len(),
+                        first.path().display()
+                    )),
+                ));
+            }
+        }
+        let (defs, stores): (Vec<Field>, Vec<Arc<Zrecord>>) = fields.into_iter().unzip();
+        let read_only = true;
+        let shard = Shard { dir: path.clone(), stores };
+        Self::assemble(path, defs, vec![shard], Layout::new([u64::from(length)]), None, read_only)
+    }
+
+    fn assemble(
+        path: PathBuf,
+        fields: Vec<Field>,
+        shards: Vec<Shard>,
+        layout: Layout,
+        manifest: Option<Manifest>,
+        read_only: bool,
+    ) -> Result<Dataset, DatasetError> {
+        let mut sample_lens = Vec::with_capacity(fields.len());
+        let mut itemsizes = Vec::with_capacity(fields.len());
+        for f in &fields {
+            let at = |e: FormatError| DatasetError::at(&path, Some(&f.name), e);
+            sample_lens.push(f.sample_len().map_err(at)?.unwrap_or(0) as usize);
+            itemsizes.push(f.itemsize().map_err(at)? as usize);
+        }
+        Ok(Dataset { path, fields, sample_lens, itemsizes, shards, layout, manifest, read_only })
+    }
+
+    /// The dataset directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The fields, in batch order.
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    /// The position of the field called `name`.
+    pub fn field_index(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.name == name)
+    }
+
+    /// Bytes of one sample of fixed field `f` (0 for a ragged field).
+    pub fn sample_len(&self, f: usize) -> usize {
+        self.sample_lens[f]
+    }
+
+    /// Bytes of one element of field `f`.
+    pub fn itemsize(&self, f: usize) -> usize {
+        self.itemsizes[f]
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> u64 {
+        self.layout.len()
+    }
+
+    /// True when the dataset holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The manifest, for a multi-field (or sharded) dataset.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// True when this handle may not change the dataset.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The folder of shard `s` (the dataset directory itself for a single store).
+    pub fn shard_dir(&self, s: usize) -> &Path {
+        &self.shards[s].dir
+    }
+
+    /// The first dataset index of shard `s`.
+    pub fn shard_start(&self, s: usize) -> u64 {
+        self.layout.start(s)
+    }
+
+    /// The store of field `f` in shard `s`.
+    pub fn store(&self, s: usize, f: usize) -> &Arc<Zrecord> {
+        &self.shards[s].stores[f]
+    }
+
+    /// Every store, shard by shard, field by field.
+    pub fn stores(&self) -> impl Iterator<Item = &Arc<Zrecord>> {
+        self.shards.iter().flat_map(|s| s.stores.iter())
+    }
+
+    /// The dataset as a stream's input: its length and every store's generation combined
+    /// ([`DatasetId::of_stores`]), so that a change to any store invalidates saved states.
+    pub fn id(&self) -> Result<DatasetId, DatasetError> {
+        let mut generations = Vec::new();
+        for (shard, store, field) in self.each_store() {
+            generations.push(store.generation().map_err(|e| self.error(shard, field, e))?);
+        }
+        Ok(DatasetId::of_stores(self.len(), generations))
+    }
+
+    fn each_store(&self) -> impl Iterator<Item = (usize, &Arc<Zrecord>, usize)> {
+        self.shards.iter().enumerate().flat_map(|(s, shard)| shard.stores.iter().enumerate().map(move |(f, st)| (s, st, f)))
+    }
+
+    /// An error of field `f`'s store in shard `s`.
+    pub(crate) fn error(&self, s: usize, f: usize, e: Error) -> DatasetError {
+        DatasetError::at(self.shards[s].stores[f].path(), Some(&self.fields[f].name), e)
+    }
+
+    fn out_of_range(&self, index: u64) -> DatasetError {
+        // Store errors carry a u32 length; a dataset's may be larger, so say it in words.
+        DatasetError::at(
+            &self.path,
+            None,
+            Error::InvalidArgument(format!("index {index} is out of range for a dataset of {} samples", self.len())),
+        )
+        .with_code_of_index_error(index, self.len())
+    }
+
+    fn group(&self, indices: &[u64]) -> Result<Vec<(usize, Vec<u64>, Vec<usize>)>, DatasetError> {
+        self.layout.group(indices).map_err(|k| self.out_of_range(indices[k]))
+    }
+
+    /// Decodes fixed field `f` of sample `indices[k]` into `dst[slot(k) * sample_len..]`,
+    /// where `slot(k)` is `slots[k]`, or `k` when `slots` is `None`.
+    ///
+    /// Records shorter than the sample (stores written by others) are zero-padded when
+    /// `dirty` says `dst` may hold old bytes; a fresh zeroed buffer needs no padding.
+    pub fn gather_fixed(
+        &self,
+        f: usize,
+        indices: &[u64],
+        dst: &mut [u8],
+        slots: Option<&[usize]>,
+        dirty: bool,
+    ) -> Result<(), DatasetError> {
+        let size = self.sample_lens[f];
+        if self.fields[f].is_ragged() {
+            return Err(DatasetError::at(
+                &self.path,
+                Some(&self.fields[f].name),
+                Error::InvalidArgument("a ragged field has no fixed sample size: gather it with gather_ragged".into()),
+            ));
+        }
+        let slots_len = slots.map_or(indices.len(), |s| s.iter().max().map_or(0, |&m| m + 1));
+        if dst.len() < slots_len * size {
+            return Err(DatasetError::at(
+                &self.path,
+                Some(&self.fields[f].name),
+                Error::BufferTooSmall(format!("{} samples of {size} bytes into {} bytes", slots_len, dst.len())),
+            ));
+        }
+        let groups = self.group(indices)?;
+        let mut lengths: Vec<u32> = Vec::new();
+        for (s, local, group_slots) in groups {
+            let store = self.store(s, f);
+            let contiguous = slots.is_none() && groups_is_whole(&group_slots, indices.len());
+            if contiguous {
+                // One shard, every slot in order: the store's strided gather (which checks
+                // that each record fits its slot), then the slack of short records cleared.
+                store.gather(&local, dst, size).map_err(|e| self.error(s, f, e))?;
+                if dirty {
+                    lengths.clear();
+                    lengths.resize(local.len(), 0);
+                    store.lengths(&local, &mut lengths).map_err(|e| self.error(s, f, e))?;
+                    for (k, &len) in lengths.iter().enumerate() {
+                        dst[k * size + len as usize..(k + 1) * size].fill(0);
+                    }
+                }
+                continue;
+            }
+            lengths.clear();
+            lengths.resize(local.len(), 0);
+            store.lengths(&local, &mut lengths).map_err(|e| self.error(s, f, e))?;
+            if let Some(k) = lengths.iter().position(|&len| len as usize > size) {
+                return Err(self.error(
+                    s,
+                    f,
+                    Error::BufferTooSmall(format!(
+                        "record {} ({} bytes) does not fit a sample of {size} bytes",
+                        local[k], lengths[k]
+                    )),
+                ));
+            }
+            let place = |k: usize| slots.map_or(group_slots[k], |sl| sl[group_slots[k]]);
+            let offsets: Vec<u64> = (0..local.len()).map(|k| (place(k) * size) as u64).collect();
+            store.gather_var(&local, dst, &offsets).map_err(|e| self.error(s, f, e))?;
+            if dirty {
+                for (k, &len) in lengths.iter().enumerate() {
+                    let at = place(k) * size;
+                    dst[at + len as usize..at + size].fill(0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The byte length of field `f` of each sample in `indices`, into `out`.
+    pub fn byte_lengths(&self, f: usize, indices: &[u64], out: &mut [u64]) -> Result<(), DatasetError> {
+        let groups = self.group(indices)?;
+        let mut lengths: Vec<u32> = Vec::new();
+        for (s, local, slots) in groups {
+            lengths.clear();
+            lengths.resize(local.len(), 0);
+            self.store(s, f).lengths(&local, &mut lengths).map_err(|e| self.error(s, f, e))?;
+            for (&slot, &len) in slots.iter().zip(&lengths) {
+                out[slot] = u64::from(len);
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes field `f` of sample `indices[k]` into `dst` at byte `offsets[k]` (each must
+    /// have room for the sample's [`Dataset::byte_lengths`]): the ragged gather.
+    pub fn gather_at(&self, f: usize, indices: &[u64], dst: &mut [u8], offsets: &[u64]) -> Result<(), DatasetError> {
+        if offsets.len() != indices.len() {
+            return Err(DatasetError::at(
+                &self.path,
+                Some(&self.fields[f].name),
+                Error::InvalidArgument(format!("{} offsets for {} indices", offsets.len(), indices.len())),
+            ));
+        }
+        for (s, local, slots) in self.group(indices)? {
+            let at: Vec<u64> = slots.iter().map(|&k| offsets[k]).collect();
+            self.store(s, f).gather_var(&local, dst, &at).map_err(|e| self.error(s, f, e))?;
+        }
+        Ok(())
+    }
+
+    /// Field `f` of the samples `indices`, ragged or fixed, as the flat bytes of all of
+    /// them and the byte offset of each (`indices.len() + 1` offsets, starting at 0).
+    pub fn gather_ragged(&self, f: usize, indices: &[u64]) -> Result<(Vec<u8>, Vec<u64>), DatasetError> {
+        let mut lengths = vec![0u64; indices.len()];
+        self.byte_lengths(f, indices, &mut lengths)?;
+        let mut offsets = Vec::with_capacity(indices.len() + 1);
+        let mut total = 0u64;
+        offsets.push(0);
+        for &len in &lengths {
+            total += len;
+            offsets.push(total);
+        }
+        let mut values = vec![0u8; total as usize];
+        self.gather_at(f, indices, &mut values, &offsets[..indices.len()])?;
+        Ok((values, offsets))
+    }
+
+    /// Footprint of every store in bytes ([`Zrecord::footprint`]).
+    pub fn footprint(&self) -> u64 {
+        self.stores().map(|s| s.footprint()).sum()
+    }
+}
+
+/// True when a group's slots are `0..n`, in order: the whole batch, from one shard.
+fn groups_is_whole(slots: &[usize], n: usize) -> bool {
+    slots.len() == n && slots.iter().enumerate().all(|(k, &s)| k == s)
+}
+
+impl DatasetError {
+    /// An index past the end is `IndexOutOfRange` (code -3, loaderx's) when the numbers
+    /// fit the store error; otherwise the invalid-argument error as built.
+    fn with_code_of_index_error(mut self, index: u64, length: u64) -> Self {
+        if let Ok(length) = u32::try_from(length) {
+            self.source = Error::IndexOutOfRange { index, length };
+        }
+        self
+    }
+}
+
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("path", &self.path)
+            .field("fields", &self.fields.iter().map(|f| &f.name).collect::<Vec<_>>())
+            .field("len", &self.len())
+            .field("shards", &self.shards.len())
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}

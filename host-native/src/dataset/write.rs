@@ -1,0 +1,412 @@
+//! Writing a dataset: samples staged into the stores of new shards, rolled over at
+//! [`WriteOptions::shard_records`], and published all at once by replacing the manifest.
+//!
+//! Order (what makes a crash or an error leave the old dataset intact):
+//! 1. take the dataset's writer lock (`.zrecord-write.lock`, an exclusive `flock`); remove
+//!    shard folders the manifest does not list (an earlier interrupted write's);
+//! 2. create each new shard folder and its stores, stage every block into them;
+//! 3. [`DatasetWriter::commit`]: commit (sync) every new store, then write the manifest
+//!    beside its final name, sync it, rename it over `dataset.json`, sync the directory.
+//!
+//! Until step 3 renames, readers see the old dataset. A writer dropped without a commit
+//! (an error, a panic, `KeyboardInterrupt` in Python) removes its new shard folders.
+//! Samples are only ever added in new shards: a shard a manifest lists is never written
+//! again, so a reader holding the old manifest reads exactly what it listed.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use zrecord_core::dataset::{shard_dir, Field, Manifest, ShardEntry, MANIFEST_FILE};
+use zrecord_core::error::{Error, FormatError, IoError};
+use zrecord_core::schema::SCHEMA_FILE;
+use zrecord_core::{CodecPolicy, MAX_RECORDS, MAX_RECORD_LEN};
+
+use super::{Dataset, DatasetError, DatasetOptions};
+use crate::{OpenOptions, Zrecord};
+
+/// The writer lock's file name inside a dataset directory.
+pub const WRITE_LOCK_FILE: &str = ".zrecord-write.lock";
+
+/// How a dataset is written.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteOptions {
+    /// Samples per shard; a write rolls to a new shard when one is full (default and most:
+    /// 2^24, the store's record limit).
+    pub shard_records: u64,
+    /// The least fraction compression must save for a record to be stored compressed
+    /// ([`CodecPolicy`]; default [`zrecord_core::DEFAULT_MIN_SAVINGS`]).
+    pub min_savings: f64,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions { shard_records: u64::from(MAX_RECORDS), min_savings: zrecord_core::DEFAULT_MIN_SAVINGS }
+    }
+}
+
+/// One field's samples for [`DatasetWriter::write`].
+#[derive(Clone, Copy, Debug)]
+pub enum Column<'a> {
+    /// The samples of a fixed field, back to back (`n * sample_len` bytes).
+    Fixed(&'a [u8]),
+    /// The samples of a ragged field: sample `k` is `values[offsets[k]..offsets[k + 1]]`
+    /// (byte offsets, `n + 1` of them, Arrow's list layout).
+    Ragged {
+        /// Every sample's elements, back to back.
+        values: &'a [u8],
+        /// Byte offsets, `n + 1`, non-decreasing.
+        offsets: &'a [u64],
+    },
+}
+
+struct OpenShard {
+    entry: ShardEntry,
+    stores: Vec<Zrecord>,
+}
+
+/// Adds samples to a dataset (creating it if needed); see the module docs.
+pub struct DatasetWriter {
+    path: PathBuf,
+    manifest: Manifest,
+    /// Shards listed when the writer opened; later entries are this writer's.
+    listed: usize,
+    current: Option<OpenShard>,
+    policies: Vec<CodecPolicy>,
+    sample_lens: Vec<Option<u64>>,
+    itemsizes: Vec<u64>,
+    options: WriteOptions,
+    _lock: File,
+    done: bool,
+    /// A block failed half-staged: the stores may disagree, so nothing more is written.
+    failed: bool,
+}
+
+fn io_at<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> DatasetError + 'a {
+    let what = what.to_owned();
+    move |e| DatasetError::at(path, None, Error::Io(IoError::from_std(e, format!("{what} {}", path.display()))))
+}
+
+impl DatasetWriter {
+    /// A writer adding samples of `fields` to the dataset in `path`: a new dataset when
+    /// `path` holds none (the directory is created), or the existing one when its fields
+    /// have the same names, kinds, dtypes and shapes (its codecs are kept).
+    pub fn open(path: impl AsRef<Path>, fields: Vec<Field>, options: WriteOptions) -> Result<Self, DatasetError> {
+        let path = path.as_ref().to_path_buf();
+        let bad = |e: Error| DatasetError::at(&path, None, e);
+        if options.shard_records == 0 || options.shard_records > u64::from(MAX_RECORDS) {
+            return Err(bad(Error::InvalidArgument(format!(
+                "shard_records must be in 1..={MAX_RECORDS}, got {}",
+                options.shard_records
+            ))));
+        }
+        let fresh = Manifest::new(fields).map_err(|e| bad(e.into()))?;
+        if path.join(SCHEMA_FILE).exists() || path.join(zrecord_core::format::META_FILE).exists() {
+            return Err(bad(Error::InvalidArgument(format!(
+                "{} holds a single-store (loaderx) dataset; write a multi-field dataset to another directory",
+                path.display()
+            ))));
+        }
+        std::fs::create_dir_all(&path).map_err(io_at(&path, "create"))?;
+        let lock_path = path.join(WRITE_LOCK_FILE);
+        let lock = File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(io_at(&lock_path, "open"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(bad(Error::Locked(format!("another writer is adding to {}", path.display()))));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_at(&lock_path, "lock")(e)),
+        }
+        let manifest_path = path.join(MANIFEST_FILE);
+        let manifest = if manifest_path.exists() {
+            let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN).map_err(bad)?;
+            let existing = Manifest::from_json(&bytes).map_err(|e| bad(e.into()))?;
+            if !existing.accepts(&fresh.fields) {
+                return Err(bad(Error::InvalidArgument(format!(
+                    "{} holds fields {}, cannot add samples of {}",
+                    path.display(),
+                    describe(&existing.fields),
+                    describe(&fresh.fields)
+                ))));
+            }
+            existing
+        } else {
+            fresh
+        };
+        remove_unlisted(&path, &manifest)?;
+        let mut policies = Vec::new();
+        let mut sample_lens = Vec::new();
+        let mut itemsizes = Vec::new();
+        for f in &manifest.fields {
+            let codec = f.codec().map_err(|e| bad(e.into()))?;
+            policies.push(CodecPolicy::new(codec, options.min_savings).map_err(bad)?);
+            sample_lens.push(f.sample_len().map_err(|e| bad(e.into()))?);
+            itemsizes.push(f.itemsize().map_err(|e| bad(e.into()))?);
+        }
+        let listed = manifest.shards.len();
+        Ok(DatasetWriter {
+            path,
+            manifest,
+            listed,
+            current: None,
+            policies,
+            sample_lens,
+            itemsizes,
+            options,
+            _lock: lock,
+            done: false,
+            failed: false,
+        })
+    }
+
+    /// The dataset's fields.
+    pub fn fields(&self) -> &[Field] {
+        &self.manifest.fields
+    }
+
+    /// Samples the dataset will hold once committed (those already there included).
+    pub fn len(&self) -> u64 {
+        self.manifest.len() + self.current.as_ref().map_or(0, |c| c.entry.records)
+    }
+
+    /// True when the dataset will hold no sample.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stages one block of samples: one column per field, in field order, all with the
+    /// same number of samples. Nothing is visible to readers before [`DatasetWriter::commit`].
+    /// Fails, naming the field (and sample), on a column of another length or kind, a
+    /// ragged sample that is empty, not a whole number of elements, or over the 1 MiB
+    /// record limit; the writer is then still usable (the block was not staged).
+    pub fn write(&mut self, columns: &[Column<'_>]) -> Result<u64, DatasetError> {
+        if self.failed {
+            return Err(DatasetError::at(
+                &self.path,
+                None,
+                Error::InvalidArgument("an earlier block failed to stage; discard this writer and write again".into()),
+            ));
+        }
+        let n = self.check(columns)?;
+        let mut done = 0u64;
+        while done < n {
+            if self.current.is_none() {
+                self.start_shard()?;
+            }
+            let shard_room = self.options.shard_records - self.current.as_ref().map_or(0, |c| c.entry.records);
+            let k = shard_room.min(n - done);
+            if let Err(e) = self.stage(columns, done as usize, (done + k) as usize) {
+                self.failed = true;
+                return Err(e);
+            }
+            done += k;
+            let current = self.current.as_mut().expect("a shard was started above");
+            current.entry.records += k;
+            if current.entry.records == self.options.shard_records {
+                self.finish_shard()?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The number of samples in `columns`, after checking every one.
+    fn check(&self, columns: &[Column<'_>]) -> Result<u64, DatasetError> {
+        let fields = &self.manifest.fields;
+        if columns.len() != fields.len() {
+            return Err(DatasetError::at(
+                &self.path,
+                None,
+                Error::InvalidArgument(format!("{} columns for {} fields ({})", columns.len(), fields.len(), describe(fields))),
+            ));
+        }
+        let mut n: Option<(u64, &str)> = None;
+        for (f, (field, column)) in fields.iter().zip(columns).enumerate() {
+            let bad = |what: String| DatasetError::at(&self.path, Some(&field.name), Error::InvalidArgument(what));
+            let count = match (*column, self.sample_lens[f]) {
+                (Column::Fixed(bytes), Some(size)) => {
+                    if bytes.len() as u64 % size != 0 {
+                        return Err(bad(format!("{} bytes is not a whole number of {size}-byte samples", bytes.len())));
+                    }
+                    bytes.len() as u64 / size
+                }
+                (Column::Ragged { values, offsets }, None) => {
+                    let Some(count) = offsets.len().checked_sub(1) else {
+                        return Err(bad("a ragged column needs n + 1 offsets, got none".into()));
+                    };
+                    let item = self.itemsizes[f];
+                    for (k, w) in offsets.windows(2).enumerate() {
+                        let sample = self.len() + k as u64;
+                        if w[1] < w[0] || w[1] > values.len() as u64 {
+                            return Err(bad(format!(
+                                "sample {sample}: offsets {}..{} are outside the {} value bytes",
+                                w[0],
+                                w[1],
+                                values.len()
+                            )));
+                        }
+                        let len = w[1] - w[0];
+                        if len == 0 {
+                            return Err(bad(format!(
+                                "sample {sample} is empty; a ragged sample needs at least one element"
+                            )));
+                        }
+                        if len % item != 0 {
+                            return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
+                        }
+                        if len > u64::from(MAX_RECORD_LEN) {
+                            return Err(bad(format!(
+                                "sample {sample} holds {} elements ({len} bytes), over the {MAX_RECORD_LEN}-byte record limit",
+                                len / item
+                            )));
+                        }
+                    }
+                    count as u64
+                }
+                (Column::Fixed(_), None) => return Err(bad("a ragged field needs values and offsets".into())),
+                (Column::Ragged { .. }, Some(_)) => return Err(bad("a fixed field needs an array of samples".into())),
+            };
+            match n {
+                None => n = Some((count, &field.name)),
+                Some((m, first)) if m != count => {
+                    return Err(bad(format!("{count} samples, but field {first:?} has {m}")));
+                }
+                _ => {}
+            }
+        }
+        let n = n.map_or(0, |(n, _)| n);
+        if self.len().checked_add(n).is_none_or(|t| t > zrecord_core::dataset::MAX_SAMPLES) {
+            return Err(DatasetError::at(&self.path, None, Error::StoreFull("a dataset holds at most 2^62 samples")));
+        }
+        Ok(n)
+    }
+
+    fn stage(&mut self, columns: &[Column<'_>], from: usize, to: usize) -> Result<(), DatasetError> {
+        let current = self.current.as_ref().expect("a shard is open");
+        for (f, (column, store)) in columns.iter().zip(&current.stores).enumerate() {
+            let policy = self.policies[f];
+            let at = |e: Error| DatasetError::at(store.path(), Some(&self.manifest.fields[f].name), e);
+            match *column {
+                Column::Fixed(bytes) => {
+                    let size = self.sample_lens[f].expect("checked: a fixed field") as usize;
+                    let src = &bytes[from * size..to * size];
+                    store.stage_with(src, to - from, size, policy).map_err(at)?;
+                }
+                Column::Ragged { values, offsets } => {
+                    let starts = &offsets[from..to];
+                    let lens: Vec<u32> = offsets[from..=to].windows(2).map(|w| (w[1] - w[0]) as u32).collect();
+                    store.stage_var_with(values, starts, &lens, policy).map_err(at)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_shard(&mut self) -> Result<(), DatasetError> {
+        let dir_name = shard_dir(self.manifest.next_shard);
+        self.manifest.next_shard += 1;
+        let dir = self.path.join(&dir_name);
+        let mut stores = Vec::with_capacity(self.manifest.fields.len());
+        for (f, field) in self.manifest.fields.iter().enumerate() {
+            let store_dir = dir.join(&field.name);
+            let at = |e: Error| DatasetError::at(&store_dir, Some(&field.name), e);
+            let options = OpenOptions { codec: self.policies[f].codec, ..OpenOptions::default() };
+            let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
+            if let Some(schema) = field.schema() {
+                // A fixed field's store is a loaderx dataset on its own.
+                let schema_path = store_dir.join(SCHEMA_FILE);
+                std::fs::write(&schema_path, schema.to_json()).map_err(io_at(&schema_path, "write"))?;
+            }
+            stores.push(store);
+        }
+        self.current = Some(OpenShard { entry: ShardEntry { dir: dir_name, records: 0 }, stores });
+        Ok(())
+    }
+
+    /// Commits the open shard's stores (durable, not yet listed) and lists it.
+    fn finish_shard(&mut self) -> Result<(), DatasetError> {
+        let Some(shard) = self.current.take() else { return Ok(()) };
+        for (f, store) in shard.stores.iter().enumerate() {
+            store.commit().map_err(|e| DatasetError::at(store.path(), Some(&self.manifest.fields[f].name), e))?;
+        }
+        if shard.entry.records > 0 {
+            self.manifest.shards.push(shard.entry);
+        }
+        Ok(())
+    }
+
+    /// Publishes every staged sample at once (see the module docs) and opens the result.
+    pub fn commit(mut self) -> Result<Dataset, DatasetError> {
+        if self.failed {
+            return Err(DatasetError::at(&self.path, None, Error::InvalidArgument("a block failed to stage: nothing was committed".into())));
+        }
+        self.finish_shard()?;
+        let text = self.manifest.to_json();
+        let final_path = self.path.join(MANIFEST_FILE);
+        let tmp = self.path.join(format!(".{MANIFEST_FILE}.tmp"));
+        let mut file = File::create(&tmp).map_err(io_at(&tmp, "create"))?;
+        file.write_all(text.as_bytes()).map_err(io_at(&tmp, "write"))?;
+        file.sync_all().map_err(io_at(&tmp, "sync"))?;
+        drop(file);
+        std::fs::rename(&tmp, &final_path).map_err(io_at(&final_path, "rename into"))?;
+        File::open(&self.path).and_then(|d| d.sync_all()).map_err(io_at(&self.path, "sync"))?;
+        self.done = true;
+        let path = self.path.clone();
+        drop(self);
+        Dataset::open_with(&path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })
+    }
+
+    /// Drops every staged sample and removes the new shard folders.
+    pub fn discard(self) {}
+}
+
+impl Drop for DatasetWriter {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(shard) = self.current.take() {
+            for store in &shard.stores {
+                store.discard();
+            }
+            drop(shard.stores);
+            let _ = std::fs::remove_dir_all(self.path.join(&shard.entry.dir));
+        }
+        for entry in &self.manifest.shards[self.listed..] {
+            let _ = std::fs::remove_dir_all(self.path.join(&entry.dir));
+        }
+    }
+}
+
+/// Removes `shard-*` folders that `manifest` does not list: what an interrupted write
+/// left (the writer lock is held, so no other writer is filling them).
+fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
+    let entries = match std::fs::read_dir(path) {
+        Ok(e) => e,
+        Err(e) => return Err(io_at(path, "list")(e)),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("shard-") && !manifest.shards.iter().any(|s| s.dir == name) {
+            let leftover = entry.path();
+            std::fs::remove_dir_all(&leftover).map_err(io_at(&leftover, "remove leftover shard"))?;
+        }
+    }
+    let tmp = path.join(format!(".{MANIFEST_FILE}.tmp"));
+    let _ = std::fs::remove_file(tmp);
+    Ok(())
+}
+
+fn describe(fields: &[Field]) -> String {
+    let parts: Vec<String> = fields
+        .iter()
+        .map(|f| if f.is_ragged() { format!("{}: ragged {}", f.name, f.dtype) } else { format!("{}: {}{:?}", f.name, f.dtype, f.shape) })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+impl From<FormatError> for DatasetError {
+    fn from(e: FormatError) -> Self {
+        DatasetError::at(Path::new("."), None, e)
+    }
+}

@@ -1,0 +1,131 @@
+//! A worker's gather: every field of one batch, from one source or a mixture's several,
+//! into buffers from the [`BufferPool`].
+//!
+//! A fixed field is one `(batch, sample)` block. A ragged field is either its samples back
+//! to back with `batch + 1` offsets (Arrow's list layout) or, padded, one
+//! `(batch, longest)` block filled with the pad value past each sample, with the lengths.
+
+use super::{BufferPool, Job, LoaderBatch, Source};
+use crate::{DatasetError, Error};
+
+/// How a ragged field of a batch is laid out (offsets and lengths count elements).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RaggedField {
+    /// Sample `i` is elements `offsets[i]..offsets[i + 1]` of the field's buffer.
+    Offsets(Vec<u64>),
+    /// Sample `i` is the first `lengths[i]` elements of row `i` of a `(batch, width)` block.
+    Padded {
+        /// Elements of each sample.
+        lengths: Vec<u64>,
+        /// Elements per row: the batch's longest sample.
+        width: usize,
+    },
+}
+
+/// Per field of a batch: `None` for a fixed field, the layout of a ragged one.
+pub type RaggedBatch = Vec<Option<RaggedField>>;
+
+/// The slots of a batch each source fills: `(indices, slots)` per source.
+fn by_source(job: &Job, sources: usize) -> Vec<(Vec<u64>, Vec<usize>)> {
+    let mut groups: Vec<(Vec<u64>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); sources];
+    for (slot, (&index, &s)) in job.indices.iter().zip(&job.sources).enumerate() {
+        let (indices, slots) = &mut groups[s as usize];
+        indices.push(index);
+        slots.push(slot);
+    }
+    groups
+}
+
+pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Result<LoaderBatch, DatasetError> {
+    let n = job.indices.len();
+    let first = &sources[0];
+    let field_count = first.dataset.fields().len();
+    let groups = if sources.len() == 1 { Vec::new() } else { by_source(&job, sources.len()) };
+    let oom = |e: Error| DatasetError::at(first.dataset.path(), None, e);
+    let mut fields = Vec::with_capacity(field_count);
+    let mut ragged = Vec::with_capacity(field_count);
+    for f in 0..field_count {
+        if !first.dataset.fields()[f].is_ragged() {
+            let size = first.dataset.sample_len(f);
+            let (mut buf, reused) = buffers.take(n * size).map_err(oom)?;
+            if sources.len() == 1 {
+                first.dataset.gather_fixed(f, &job.indices, &mut buf, None, reused)?;
+            } else {
+                for (source, (indices, slots)) in sources.iter().zip(&groups) {
+                    if !indices.is_empty() {
+                        source.dataset.gather_fixed(f, indices, &mut buf, Some(slots), reused)?;
+                    }
+                }
+            }
+            fields.push(buf);
+            ragged.push(None);
+            continue;
+        }
+        let item = first.dataset.itemsize(f);
+        let mut lengths = vec![0u64; n];
+        if sources.len() == 1 {
+            first.dataset.byte_lengths(f, &job.indices, &mut lengths)?;
+        } else {
+            let mut part = Vec::new();
+            for (source, (indices, slots)) in sources.iter().zip(&groups) {
+                part.clear();
+                part.resize(indices.len(), 0);
+                source.dataset.byte_lengths(f, indices, &mut part)?;
+                for (&slot, &len) in slots.iter().zip(&part) {
+                    lengths[slot] = len;
+                }
+            }
+        }
+        let (buf, layout) = match &first.pads[f] {
+            None => {
+                let mut offsets = Vec::with_capacity(n + 1);
+                let mut total = 0u64;
+                for &len in &lengths {
+                    offsets.push(total);
+                    total += len;
+                }
+                let (mut buf, _) = buffers.take(total as usize).map_err(oom)?;
+                put(sources, &groups, f, &job.indices, &mut buf, &offsets)?;
+                offsets.push(total);
+                offsets.iter_mut().for_each(|o| *o /= item as u64);
+                (buf, RaggedField::Offsets(offsets))
+            }
+            Some(pad) => {
+                let width = lengths.iter().max().map_or(0, |&m| m as usize / item);
+                let row = width * item;
+                let (mut buf, _) = buffers.take(n * row).map_err(oom)?;
+                for chunk in buf.chunks_exact_mut(item) {
+                    chunk.copy_from_slice(pad);
+                }
+                let offsets: Vec<u64> = (0..n).map(|slot| (slot * row) as u64).collect();
+                put(sources, &groups, f, &job.indices, &mut buf, &offsets)?;
+                let lengths = lengths.iter().map(|&len| len / item as u64).collect();
+                (buf, RaggedField::Padded { lengths, width })
+            }
+        };
+        fields.push(buf);
+        ragged.push(Some(layout));
+    }
+    Ok(LoaderBatch { step: job.step, indices: job.indices, sources: job.sources, fields, ragged })
+}
+
+/// Decodes field `f` of each slot at its byte offset, from its source.
+fn put(
+    sources: &[Source],
+    groups: &[(Vec<u64>, Vec<usize>)],
+    f: usize,
+    indices: &[u64],
+    buf: &mut [u8],
+    offsets: &[u64],
+) -> Result<(), DatasetError> {
+    if sources.len() == 1 {
+        return sources[0].dataset.gather_at(f, indices, buf, offsets);
+    }
+    for (source, (indices, slots)) in sources.iter().zip(groups) {
+        if !indices.is_empty() {
+            let at: Vec<u64> = slots.iter().map(|&slot| offsets[slot]).collect();
+            source.dataset.gather_at(f, indices, buf, &at)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! What a loader reads: a [`Source`] is one dataset (fields over shards), and how its
+//! ragged fields are handed out (flat with offsets, or padded).
+
+use std::sync::Arc;
+
+use zrecord_core::dataset::Field;
+use zrecord_core::stream::DatasetId;
+
+use super::LoaderError;
+use crate::{Dataset, Zrecord};
+
+/// One source of a loader: a dataset, read field by field. A mixture has one source per
+/// dataset, all with the same fields.
+#[derive(Clone)]
+pub struct Source {
+    pub(super) dataset: Arc<Dataset>,
+    /// Per field: `Some(one element's bytes)` to hand a ragged field out padded to the
+    /// longest sample of each batch, `None` for flat values and offsets.
+    pub(super) pads: Vec<Option<Vec<u8>>>,
+    /// Per field: records shorter than the sample are zero-padded (stores the caller
+    /// handed over, which loaderx may have written so); a manifest dataset's are exact.
+    id: DatasetId,
+}
+
+impl Source {
+    /// A source of `fields`, each a store and the bytes of one of its samples (loaderx's
+    /// data and label stores).
+    ///
+    /// Fails when there is no field, a sample size is zero, or the stores differ in length.
+    /// Records shorter than the sample size are read zero-padded and longer ones fail,
+    /// as [`Zrecord::gather`] does.
+    pub fn new(fields: Vec<(Arc<Zrecord>, usize)>) -> Result<Source, LoaderError> {
+        let Some((first, _)) = fields.first() else {
+            return Err(LoaderError::Sources("a source needs at least one field".into()));
+        };
+        let length = first.len();
+        if let Some((store, _)) = fields.iter().find(|(s, _)| s.len() != length) {
+            return Err(LoaderError::Sources(format!(
+                "the stores of a source must have the same length: {} has {} records, {} has {length}",
+                store.path().display(),
+                store.len(),
+                first.path().display(),
+            )));
+        }
+        if fields.iter().any(|&(_, n)| n == 0) {
+            return Err(LoaderError::Sources("a sample size must be at least one byte".into()));
+        }
+        let defs = fields
+            .into_iter()
+            .enumerate()
+            .map(|(i, (store, size))| (Field::fixed(&format!("field{i}"), "|u1", &[size as u64], store.codec()), store))
+            .collect();
+        let dataset = Dataset::from_stores(defs).map_err(LoaderError::Dataset)?;
+        Self::dataset(Arc::new(dataset))
+    }
+
+    /// A source reading every field of `dataset`; ragged fields come as flat values and
+    /// offsets until [`Source::padded`] says otherwise.
+    pub fn dataset(dataset: Arc<Dataset>) -> Result<Source, LoaderError> {
+        let id = dataset.id().map_err(LoaderError::Dataset)?;
+        let pads = vec![None; dataset.fields().len()];
+        Ok(Source { dataset, pads, id })
+    }
+
+    /// Hands ragged field `name` out padded: each batch a `(batch, longest)` block filled
+    /// with `pad` (one element's bytes, in the field's dtype) past each sample's end, with
+    /// the samples' lengths beside it.
+    pub fn padded(mut self, name: &str, pad: Vec<u8>) -> Result<Source, LoaderError> {
+        let Some(f) = self.dataset.field_index(name) else {
+            return Err(LoaderError::Sources(format!("pad names field {name:?}, which the dataset does not have")));
+        };
+        if !self.dataset.fields()[f].is_ragged() {
+            return Err(LoaderError::Sources(format!("pad names field {name:?}, which is not ragged")));
+        }
+        if pad.len() != self.dataset.itemsize(f) {
+            return Err(LoaderError::Sources(format!(
+                "the pad value of field {name:?} must be one element ({} bytes), got {} bytes",
+                self.dataset.itemsize(f),
+                pad.len()
+            )));
+        }
+        self.pads[f] = Some(pad);
+        Ok(self)
+    }
+
+    /// The dataset this source is, for [`crate::Stream::new`] and
+    /// [`zrecord_core::Mixture::new`]: its length, and its stores' generations combined
+    /// ([`DatasetId::of_stores`]), so that a change to any of them changes it.
+    pub fn id(&self) -> DatasetId {
+        self.id
+    }
+
+    /// The dataset read.
+    pub fn data(&self) -> &Arc<Dataset> {
+        &self.dataset
+    }
+
+    /// The fields' sample sizes, in bytes (0 for a ragged field).
+    pub fn sample_sizes(&self) -> Vec<usize> {
+        (0..self.dataset.fields().len()).map(|f| self.dataset.sample_len(f)).collect()
+    }
+
+    /// What a mixture's sources must share: each field's kind, element size, sample size
+    /// and padding.
+    pub(super) fn shape(&self) -> Vec<(bool, usize, usize, Option<Vec<u8>>)> {
+        let d = &self.dataset;
+        (0..d.fields().len()).map(|f| (d.fields()[f].is_ragged(), d.itemsize(f), d.sample_len(f), self.pads[f].clone())).collect()
+    }
+}
