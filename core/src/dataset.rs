@@ -64,12 +64,24 @@ pub struct Field {
 impl Field {
     /// A fixed-shape field.
     pub fn fixed(name: &str, dtype: &str, shape: &[u64], codec: Codec) -> Self {
-        Field { name: name.into(), kind: FieldKind::Fixed, dtype: dtype.into(), shape: shape.to_vec(), codec: codec.name().into() }
+        Field {
+            name: name.into(),
+            kind: FieldKind::Fixed,
+            dtype: dtype.into(),
+            shape: shape.to_vec(),
+            codec: codec.name().into(),
+        }
     }
 
     /// A ragged (variable-length 1-D) field.
     pub fn ragged(name: &str, dtype: &str, codec: Codec) -> Self {
-        Field { name: name.into(), kind: FieldKind::Ragged, dtype: dtype.into(), shape: Vec::new(), codec: codec.name().into() }
+        Field {
+            name: name.into(),
+            kind: FieldKind::Ragged,
+            dtype: dtype.into(),
+            shape: Vec::new(),
+            codec: codec.name().into(),
+        }
     }
 
     /// True for a ragged field.
@@ -97,8 +109,9 @@ impl Field {
 
     /// The codec named by [`Field::codec`].
     pub fn codec(&self) -> Result<Codec, FormatError> {
-        Codec::from_name(&self.codec)
-            .ok_or_else(|| FormatError::Container(format!("field {:?} names unknown codec {:?}", self.name, self.codec)))
+        Codec::from_name(&self.codec).ok_or_else(|| {
+            FormatError::Container(format!("field {:?} names unknown codec {:?}", self.name, self.codec))
+        })
     }
 
     /// The loaderx `schema.json` of this field's stores (fixed fields only).
@@ -253,9 +266,10 @@ impl Manifest {
                     s.dir, s.records
                 )));
             }
-            total = total.checked_add(s.records).filter(|&t| t <= MAX_SAMPLES).ok_or_else(|| {
-                FormatError::Container(format!("the shards hold more than {MAX_SAMPLES} samples"))
-            })?;
+            total = total
+                .checked_add(s.records)
+                .filter(|&t| t <= MAX_SAMPLES)
+                .ok_or_else(|| FormatError::Container(format!("the shards hold more than {MAX_SAMPLES} samples")))?;
         }
         Ok(())
     }
@@ -284,9 +298,11 @@ impl Manifest {
     /// dtypes and shapes, in the same order (codecs may differ; the dataset's win).
     pub fn accepts(&self, fields: &[Field]) -> bool {
         self.fields.len() == fields.len()
-            && self.fields.iter().zip(fields).all(|(a, b)| {
-                a.name == b.name && a.kind == b.kind && a.dtype == b.dtype && a.shape == b.shape
-            })
+            && self
+                .fields
+                .iter()
+                .zip(fields)
+                .all(|(a, b)| a.name == b.name && a.kind == b.kind && a.dtype == b.dtype && a.shape == b.shape)
     }
 }
 

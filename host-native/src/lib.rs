@@ -47,8 +47,10 @@ use rayon::prelude::*;
 
 pub use dataset::{Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
 pub use fs::{DirBackend, NativeFile};
+pub use loader::{
+    global_pool, BufferPool, Loader, LoaderBatch, LoaderError, LoaderOptions, RaggedBatch, RaggedField, Source, Warm,
+};
 pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
-pub use loader::{global_pool, BufferPool, Loader, LoaderBatch, LoaderError, LoaderOptions, Source, Warm};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::engine::{Sealing, Stats, Verify};
 pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind};

@@ -311,7 +311,9 @@ fn a_worker_error_reaches_next_and_stops_the_loader() {
         let stream = Stream::new(source.id(), Mode::Iid, 1, 5).unwrap();
         let loader = Loader::new(stream, vec![source], opts(0, 1, workers, 2)).unwrap();
         let e = loader.next().unwrap_err();
-        assert!(matches!(e, LoaderError::Store(Error::BufferTooSmall(_))), "{e}");
+        // The error names the store it happened in.
+        assert!(matches!(&e, LoaderError::Dataset(d) if matches!(d.source, Error::BufferTooSmall(_))), "{e}");
+        assert!(e.to_string().contains(&z.path().display().to_string()), "{e}");
         let again = loader.next().unwrap_err();
         assert!(matches!(&again, LoaderError::Stopped { code: Some(-6), .. }), "{again}");
         assert_eq!(again.to_string(), e.to_string());

@@ -101,8 +101,12 @@ pub(crate) fn read_meta_file(path: &Path, cap: u64) -> Result<Vec<u8>, Error> {
         return Err(FormatError::Container(format!("{} is not a regular file", path.display())).into());
     }
     if meta.len() > cap {
-        return Err(FormatError::Container(format!("{} is {} bytes, over the {cap}-byte limit", path.display(), meta.len()))
-            .into());
+        return Err(FormatError::Container(format!(
+            "{} is {} bytes, over the {cap}-byte limit",
+            path.display(),
+            meta.len()
+        ))
+        .into());
     }
     let mut bytes = Vec::new();
     std::fs::File::open(path).map_err(io)?.take(cap + 1).read_to_end(&mut bytes).map_err(io)?;
@@ -124,7 +128,8 @@ impl Dataset {
         let path = path.as_ref().to_path_buf();
         let manifest_path = path.join(MANIFEST_FILE);
         if manifest_path.exists() {
-            let bytes = read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e))?;
+            let bytes =
+                read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e))?;
             let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::at(&path, None, e))?;
             if opts.read_only == Some(false) {
                 return Err(DatasetError::at(
@@ -187,7 +192,8 @@ impl Dataset {
         let bytes = read_meta_file(&schema_path, MAX_MANIFEST_LEN).map_err(at)?;
         let schema = Schema::from_json(&bytes).map_err(|e| at(e.into()))?;
         let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
-        let options = |read_only| OpenOptions { create: false, read_only, codec, verify: opts.verify, ..OpenOptions::default() };
+        let options =
+            |read_only| OpenOptions { create: false, read_only, codec, verify: opts.verify, ..OpenOptions::default() };
         let (store, read_only) = match opts.read_only {
             Some(ro) => (Zrecord::open_with(&path, options(ro)).map_err(at)?, ro),
             None => match Zrecord::open_with(&path, options(false)) {
@@ -207,7 +213,11 @@ impl Dataset {
     /// shorter than the schema says), and fail on longer ones.
     pub fn from_stores(fields: Vec<(Field, Arc<Zrecord>)>) -> Result<Dataset, DatasetError> {
         let Some((_, first)) = fields.first() else {
-            return Err(DatasetError::at(Path::new("."), None, Error::InvalidArgument("a dataset needs a field".into())));
+            return Err(DatasetError::at(
+                Path::new("."),
+                None,
+                Error::InvalidArgument("a dataset needs a field".into()),
+            ));
         };
         let length = first.len();
         let path = first.path().to_path_buf();
@@ -330,7 +340,10 @@ impl Dataset {
     }
 
     fn each_store(&self) -> impl Iterator<Item = (usize, &Arc<Zrecord>, usize)> {
-        self.shards.iter().enumerate().flat_map(|(s, shard)| shard.stores.iter().enumerate().map(move |(f, st)| (s, st, f)))
+        self.shards
+            .iter()
+            .enumerate()
+            .flat_map(|(s, shard)| shard.stores.iter().enumerate().map(move |(f, st)| (s, st, f)))
     }
 
     /// An error of field `f`'s store in shard `s`.

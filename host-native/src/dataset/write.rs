@@ -109,7 +109,12 @@ impl DatasetWriter {
         }
         std::fs::create_dir_all(&path).map_err(io_at(&path, "create"))?;
         let lock_path = path.join(WRITE_LOCK_FILE);
-        let lock = File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(io_at(&lock_path, "open"))?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_at(&lock_path, "open"))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -216,7 +221,12 @@ impl DatasetWriter {
             return Err(DatasetError::at(
                 &self.path,
                 None,
-                Error::InvalidArgument(format!("{} columns for {} fields ({})", columns.len(), fields.len(), describe(fields))),
+                Error::InvalidArgument(format!(
+                    "{} columns for {} fields ({})",
+                    columns.len(),
+                    fields.len(),
+                    describe(fields)
+                )),
             ));
         }
         let mut n: Option<(u64, &str)> = None;
@@ -337,7 +347,11 @@ impl DatasetWriter {
     /// Publishes every staged sample at once (see the module docs) and opens the result.
     pub fn commit(mut self) -> Result<Dataset, DatasetError> {
         if self.failed {
-            return Err(DatasetError::at(&self.path, None, Error::InvalidArgument("a block failed to stage: nothing was committed".into())));
+            return Err(DatasetError::at(
+                &self.path,
+                None,
+                Error::InvalidArgument("a block failed to stage: nothing was committed".into()),
+            ));
         }
         self.finish_shard()?;
         let text = self.manifest.to_json();
@@ -400,7 +414,13 @@ fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError>
 fn describe(fields: &[Field]) -> String {
     let parts: Vec<String> = fields
         .iter()
-        .map(|f| if f.is_ragged() { format!("{}: ragged {}", f.name, f.dtype) } else { format!("{}: {}{:?}", f.name, f.dtype, f.shape) })
+        .map(|f| {
+            if f.is_ragged() {
+                format!("{}: ragged {}", f.name, f.dtype)
+            } else {
+                format!("{}: {}{:?}", f.name, f.dtype, f.shape)
+            }
+        })
         .collect();
     format!("[{}]", parts.join(", "))
 }

@@ -104,6 +104,8 @@ impl Source {
     /// and padding.
     pub(super) fn shape(&self) -> Vec<(bool, usize, usize, Option<Vec<u8>>)> {
         let d = &self.dataset;
-        (0..d.fields().len()).map(|f| (d.fields()[f].is_ragged(), d.itemsize(f), d.sample_len(f), self.pads[f].clone())).collect()
+        (0..d.fields().len())
+            .map(|f| (d.fields()[f].is_ragged(), d.itemsize(f), d.sample_len(f), self.pads[f].clone()))
+            .collect()
     }
 }

@@ -1,0 +1,270 @@
+//! Datasets of named fixed and ragged fields over shards: written by `DatasetWriter`, read
+//! by `Dataset` and the `Loader`, as one index space.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use zrecord::{
+    Codec, Column, Dataset, DatasetWriter, Error, Field, Loader, LoaderError, LoaderOptions, Mode, RaggedField, Source,
+    Stream, StreamState, WriteOptions,
+};
+
+/// Sample `i`: a 3x4 u8 image of `i % 251`, label `i` as i64, and `1 + i % 7` u16 tokens
+/// counting up from `i`.
+fn image(i: u64) -> Vec<u8> {
+    vec![(i % 251) as u8; 12]
+}
+fn tokens(i: u64) -> Vec<u16> {
+    (0..1 + i % 7).map(|k| (i + k) as u16).collect()
+}
+
+fn fields() -> Vec<Field> {
+    vec![
+        Field::fixed("image", "|u1", &[3, 4], Codec::Flate),
+        Field::fixed("label", "<i8", &[], Codec::Raw),
+        Field::ragged("tokens", "<u2", Codec::Flate),
+    ]
+}
+
+/// Writes samples `from..to` in blocks of `block`.
+fn write(path: &Path, from: u64, to: u64, shard_records: u64, block: u64) -> Dataset {
+    let options = WriteOptions { shard_records, ..WriteOptions::default() };
+    let mut w = DatasetWriter::open(path, fields(), options).unwrap();
+    let mut start = from;
+    while start < to {
+        let end = (start + block).min(to);
+        let images: Vec<u8> = (start..end).flat_map(image).collect();
+        let labels: Vec<u8> = (start..end).flat_map(|i| (i as i64).to_le_bytes()).collect();
+        let mut values = Vec::new();
+        let mut offsets = vec![0u64];
+        for i in start..end {
+            values.extend(tokens(i).iter().flat_map(|t| t.to_le_bytes()));
+            offsets.push(values.len() as u64);
+        }
+        w.write(&[
+            Column::Fixed(&images),
+            Column::Fixed(&labels),
+            Column::Ragged { values: &values, offsets: &offsets },
+        ])
+        .unwrap();
+        start = end;
+    }
+    w.commit().unwrap()
+}
+
+fn check_sample(ds: &Dataset, i: u64) {
+    let mut img = vec![0u8; 12];
+    ds.gather_fixed(0, &[i], &mut img, None, false).unwrap();
+    assert_eq!(img, image(i), "image of {i}");
+    let (values, offsets) = ds.gather_ragged(2, &[i]).unwrap();
+    let toks: Vec<u16> = values.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    assert_eq!(toks, tokens(i), "tokens of {i}");
+    assert_eq!(offsets, vec![0, values.len() as u64]);
+}
+
+#[test]
+fn a_sharded_dataset_is_one_index_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let ds = write(&path, 0, 2500, 1000, 700);
+    assert_eq!(ds.len(), 2500);
+    assert_eq!(ds.shard_count(), 3);
+    assert_eq!(ds.fields().iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["image", "label", "tokens"]);
+    for i in [0, 999, 1000, 1001, 1999, 2000, 2499] {
+        check_sample(&ds, i);
+    }
+    // A batch across shards, in any order, lands slot by slot.
+    let idx = [2499u64, 3, 1500, 999, 1000];
+    let mut labels = vec![0u8; idx.len() * 8];
+    ds.gather_fixed(1, &idx, &mut labels, None, false).unwrap();
+    let got: Vec<i64> = labels.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(got, idx.iter().map(|&i| i as i64).collect::<Vec<_>>());
+    // Past the end: an index error naming the dataset.
+    let e = ds.gather_ragged(2, &[2500]).unwrap_err();
+    assert!(matches!(e.source, Error::IndexOutOfRange { index: 2500, .. }), "{e}");
+    // Every fixed field store of every shard is a loaderx dataset of its own.
+    let schema = std::fs::read_to_string(path.join("shard-000001/image/schema.json")).unwrap();
+    assert!(schema.contains("\"|u1\"") && schema.contains("loaderx-zrecord"), "{schema}");
+    assert!(!path.join("shard-000001/tokens/schema.json").exists());
+    // Appending adds shards; the old ones are untouched.
+    drop(ds);
+    let ds = write(&path, 2500, 2600, 1000, 64);
+    assert_eq!((ds.len(), ds.shard_count()), (2600, 4));
+    check_sample(&ds, 2550);
+    check_sample(&ds, 10);
+}
+
+#[test]
+fn a_dropped_writer_leaves_the_dataset_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    write(&path, 0, 300, 100, 300);
+    {
+        let mut w =
+            DatasetWriter::open(&path, fields(), WriteOptions { shard_records: 100, ..Default::default() }).unwrap();
+        let images = vec![1u8; 250 * 12];
+        let labels = vec![0u8; 250 * 8];
+        let values = vec![0u8; 250 * 2];
+        let offsets: Vec<u64> = (0..=250u64).map(|k| 2 * k).collect();
+        w.write(&[
+            Column::Fixed(&images),
+            Column::Fixed(&labels),
+            Column::Ragged { values: &values, offsets: &offsets },
+        ])
+        .unwrap();
+        // Dropped without commit, as an exception or KeyboardInterrupt would.
+    }
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.len(), 300);
+    let mut dirs: Vec<String> =
+        std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    dirs.sort();
+    assert_eq!(dirs, [".zrecord-write.lock", "dataset.json", "shard-000000", "shard-000001", "shard-000002"]);
+}
+
+#[test]
+fn bad_columns_name_the_field_and_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = DatasetWriter::open(dir.path().join("ds"), fields(), WriteOptions::default()).unwrap();
+    let images = vec![0u8; 2 * 12];
+    let labels = vec![0u8; 2 * 8];
+    let empty_second = [0u64, 2, 2];
+    let values = [0u8; 2];
+    let e = w
+        .write(&[
+            Column::Fixed(&images),
+            Column::Fixed(&labels),
+            Column::Ragged { values: &values, offsets: &empty_second },
+        ])
+        .unwrap_err();
+    assert!(e.to_string().contains("tokens") && e.to_string().contains("sample 1 is empty"), "{e}");
+    let odd = [0u64, 1, 2];
+    let e =
+        w.write(&[Column::Fixed(&images), Column::Fixed(&labels), Column::Ragged { values: &values, offsets: &odd }]);
+    assert!(e.unwrap_err().to_string().contains("whole number of elements"));
+    let three_labels = vec![0u8; 3 * 8];
+    let ok = [0u64, 2, 2 + 0];
+    let e = w
+        .write(&[
+            Column::Fixed(&images),
+            Column::Fixed(&three_labels),
+            Column::Ragged { values: &values, offsets: &ok },
+        ])
+        .unwrap_err();
+    assert!(e.to_string().contains("label") && e.to_string().contains("3 samples"), "{e}");
+    // Another dataset's fields cannot be added.
+    drop(w);
+    write(&dir.path().join("ds2"), 0, 10, 100, 10);
+    let other = vec![Field::fixed("image", "|u1", &[3, 5], Codec::Flate)];
+    let e = DatasetWriter::open(dir.path().join("ds2"), other, WriteOptions::default()).err().unwrap();
+    assert!(e.to_string().contains("cannot add samples"), "{e}");
+}
+
+fn shuffle_loader(ds: &Arc<Dataset>, global: u64, rank: u64, world: u64, state: Option<&StreamState>) -> Loader {
+    let source = Source::dataset(Arc::clone(ds)).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 7, global).unwrap();
+    let options = LoaderOptions { rank, world_size: world, num_workers: 2, ..LoaderOptions::default() };
+    match state {
+        None => Loader::new(stream, vec![source], options).unwrap(),
+        Some(s) => Loader::resume(stream, vec![source], options, s).unwrap(),
+    }
+}
+
+/// The labels and token lists of a batch, checked against each other.
+fn batch_samples(batch: &zrecord::LoaderBatch) -> Vec<u64> {
+    let labels: Vec<u64> =
+        batch.fields[1].chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u64).collect();
+    assert_eq!(labels, batch.indices);
+    let Some(RaggedField::Offsets(offsets)) = &batch.ragged[2] else { panic!("tokens come flat") };
+    assert_eq!(offsets.len(), labels.len() + 1);
+    let toks: Vec<u16> = batch.fields[2].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    for (k, &i) in labels.iter().enumerate() {
+        assert_eq!(&toks[offsets[k] as usize..offsets[k + 1] as usize], &tokens(i)[..]);
+        assert_eq!(&batch.fields[0][k * 12..(k + 1) * 12], &image(i)[..]);
+    }
+    labels
+}
+
+#[test]
+fn a_shuffled_epoch_over_shards_visits_every_sample_once_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = Arc::new(write(&dir.path().join("ds"), 0, 2500, 1000, 1000));
+    let loader = shuffle_loader(&ds, 100, 0, 1, None);
+    assert_eq!(loader.steps_per_epoch(), Some(25));
+    let mut seen = HashSet::new();
+    let mut first_epoch = Vec::new();
+    for _ in 0..25 {
+        let labels = batch_samples(&loader.next().unwrap().unwrap());
+        first_epoch.push(labels.clone());
+        seen.extend(labels);
+    }
+    assert_eq!(seen.len(), 2500);
+    loader.close();
+
+    // Stop after 9 batches, resume on 4 ranks of 25: the same global batches.
+    let loader = shuffle_loader(&ds, 100, 0, 1, None);
+    for _ in 0..9 {
+        loader.next().unwrap().unwrap();
+    }
+    let state = StreamState::decode(&loader.state().encode()).unwrap();
+    loader.close();
+    let ranks: Vec<Loader> = (0..4).map(|r| shuffle_loader(&ds, 100, r, 4, Some(&state))).collect();
+    for expected in &first_epoch[9..] {
+        let mut global = Vec::new();
+        for r in &ranks {
+            global.extend(batch_samples(&r.next().unwrap().unwrap()));
+        }
+        assert_eq!(&global, expected);
+    }
+}
+
+#[test]
+fn a_padded_ragged_field_comes_as_rows_and_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = Arc::new(write(&dir.path().join("ds"), 0, 300, 128, 300));
+    let source = Source::dataset(Arc::clone(&ds)).unwrap().padded("tokens", 0xFFFFu16.to_le_bytes().to_vec()).unwrap();
+    let stream = Stream::new(source.id(), Mode::Sequential, 0, 16).unwrap();
+    let loader =
+        Loader::new(stream, vec![source], LoaderOptions { num_workers: 0, ..LoaderOptions::default() }).unwrap();
+    for _ in 0..20 {
+        let batch = loader.next().unwrap().unwrap();
+        let Some(RaggedField::Padded { lengths, width }) = &batch.ragged[2] else { panic!("padded") };
+        let toks: Vec<u16> = batch.fields[2].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        assert_eq!(toks.len(), 16 * width);
+        assert_eq!(*width as u64, lengths.iter().copied().max().unwrap());
+        for (k, &i) in batch.indices.iter().enumerate() {
+            let row = &toks[k * width..(k + 1) * width];
+            let want = tokens(i);
+            assert_eq!(lengths[k], want.len() as u64);
+            assert_eq!(&row[..want.len()], &want[..]);
+            assert!(row[want.len()..].iter().all(|&t| t == 0xFFFF));
+        }
+    }
+    let bad = Source::dataset(Arc::clone(&ds)).unwrap().padded("label", vec![0; 8]);
+    assert!(matches!(bad, Err(LoaderError::Sources(_))));
+}
+
+#[test]
+fn a_damaged_record_names_its_shard_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    drop(write(&path, 0, 300, 100, 300));
+    // Flip a byte in the middle of shard 1's image chunk file.
+    let chunk = path.join("shard-000001/image/0.zr");
+    let used = {
+        let ds = Dataset::open(&path).unwrap();
+        ds.store(1, 0).stats().unwrap().chunk_bytes
+    };
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[used as usize / 2] ^= 0x55;
+    std::fs::write(&chunk, &bytes[..used as usize]).unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let all: Vec<u64> = (100..200).collect();
+    let mut out = vec![0u8; all.len() * 12];
+    let e = ds.gather_fixed(0, &all, &mut out, None, false).unwrap_err();
+    assert_eq!(e.code(), -11, "{e}");
+    assert!(e.to_string().contains("shard-000001/image"), "{e}");
+    // Shards 0 and 2 still read.
+    ds.gather_fixed(0, &[5, 250], &mut out[..24], None, false).unwrap();
+}
