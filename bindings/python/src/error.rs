@@ -64,6 +64,12 @@ where
 /// The Python exception for a store error. A file error (a `StoreIOError`, also an
 /// `OSError`) gets the `errno` Python users test for, when its kind has one.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let message = e.to_string();
+    to_py_with_message(py, e, message)
+}
+
+/// [`to_py`] with another message (one that adds where the error happened).
+pub fn to_py_with_message(py: Python<'_>, e: Error, message: String) -> PyErr {
     let errno = match &e {
         Error::Io(io) => match io.kind {
             IoErrorKind::NotFound => Some("ENOENT"),
@@ -73,7 +79,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         },
         _ => None,
     };
-    let err = zrecord_error(py, e.code(), e.to_string());
+    let err = zrecord_error(py, e.code(), message);
     if let Some(name) = errno {
         // Only `errno` is set: with `strerror` also set, str() would become "[Errno N] ...".
         let set = || -> PyResult<()> {

@@ -6,6 +6,8 @@
 //!
 //! Module map, mirroring the Rust crates:
 //! - [`store`]: `Zrecord`, one open store (zrecord's `Zrecord`).
+//! - [`dataset`]: `_Dataset` and `_DatasetWriter`, named fields over shards (zrecord's
+//!   `dataset`).
 //! - [`sampler`]: `Sampler`, the endless index generator (zrecord-core's `sampler`).
 //! - [`loader`]: `_Pipeline`, the DataLoader's threads (the `zrecord` crate's `Loader`),
 //!   and `_StreamShard`, the stream for datasets served by Python threads.
@@ -21,6 +23,7 @@
 use pyo3::prelude::*;
 
 mod buffers;
+mod dataset;
 mod error;
 mod loader;
 mod pool;
@@ -46,7 +49,11 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     error::export_tables(m)?;
     m.add_class::<store::Zrecord>()?;
     m.add_class::<sampler::Sampler>()?;
+    m.add_class::<dataset::PyDataset>()?;
+    m.add_class::<dataset::PyDatasetWriter>()?;
+    m.add_function(wrap_pyfunction!(dataset::open_dataset_store, m)?)?;
     m.add_class::<loader::Pipeline>()?;
+    m.add_function(wrap_pyfunction!(loader::check_mixture_weights, m)?)?;
     m.add_class::<loader::StreamShard>()?;
     m.add_function(wrap_pyfunction!(tools::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(tools::verify, m)?)?;

@@ -15,9 +15,12 @@ use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
-use zrecord::{BufferPool, Loader, LoaderError, LoaderOptions, Mixture, Source, Stream, StreamState, Warm};
+use pyo3::types::{PyDict, PyList, PyTuple};
+use zrecord::{
+    BufferPool, Loader, LoaderError, LoaderOptions, Mixture, RaggedField, Source, Stream, StreamState, Warm,
+};
 
+use crate::dataset::PyDataset;
 use crate::error;
 use crate::pool::loader_pool;
 use crate::sampler::mode_from;
@@ -36,6 +39,20 @@ impl View {
     /// base is a [`BatchBuffer`], which gives the memory back to `pool` once the array and
     /// every view of it (a reshape, a slice, a torch tensor from `torch.from_numpy`) are gone.
     fn to_array<'py>(&self, py: Python<'py>, buf: Vec<u8>, pool: &Arc<BufferPool>) -> PyResult<Bound<'py, PyAny>> {
+        pooled_array(py, buf, pool, self.dtype.bind(py), self.shape.bind(py).as_any())
+    }
+}
+
+/// Hands `buf` to numpy as an array of `dtype` shaped `shape`, without copying it (see
+/// [`View::to_array`]).
+fn pooled_array<'py>(
+    py: Python<'py>,
+    buf: Vec<u8>,
+    pool: &Arc<BufferPool>,
+    dtype: &Bound<'py, PyAny>,
+    shape: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    {
         let owner = Bound::new(py, BatchBuffer { buf, pool: pool.clone() })?;
         let bytes: &[u8] = &owner.get().buf;
         let view = ArrayView1::from(bytes);
@@ -44,7 +61,7 @@ impl View {
         // changes: the class is frozen, so the Vec is neither reallocated nor written through
         // it, and its memory is only handed back (in `Drop`) once `owner` itself is freed.
         let array = unsafe { PyArray1::borrow_from_array(&view, owner.clone().into_any()) };
-        array.call_method1("view", (self.dtype.bind(py),))?.call_method1("reshape", (self.shape.bind(py),))
+        array.call_method1("view", (dtype,))?.call_method1("reshape", (shape,))
     }
 }
 
@@ -77,6 +94,7 @@ fn shaped(py: Python<'_>, batch_size: usize, shape: &Bound<'_, PyAny>) -> PyResu
 fn to_py(py: Python<'_>, e: LoaderError) -> PyErr {
     match e {
         LoaderError::Store(e) => error::to_py(py, e),
+        LoaderError::Dataset(e) => crate::dataset::to_py(py, e),
         LoaderError::Stopped { code: Some(code), message } => error::zrecord_error(py, code, message),
         LoaderError::Stream(_) | LoaderError::State(_) | LoaderError::Sources(_) => {
             PyValueError::new_err(e.to_string())
@@ -95,6 +113,15 @@ pub struct Pipeline {
     views: Vec<View>,
     /// True for a mixture: batches carry each sample's source.
     mixture: bool,
+    /// For datasets of named fields: each field's numpy dtype (views of fixed fields are in
+    /// `views`, ragged ones are shaped per batch) and the keys of the arrays `next()`
+    /// returns, in order.
+    named: Option<Named>,
+}
+
+struct Named {
+    dtypes: Vec<Py<PyAny>>,
+    keys: Vec<String>,
 }
 
 #[pymethods]
@@ -104,7 +131,7 @@ impl Pipeline {
     /// by every source. `state`: a saved state as JSON text, or None to start at step 0.
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
-                        world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None))]
+                        world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -122,6 +149,8 @@ impl Pipeline {
         prefetch_size: i64,
         state: Option<&str>,
         warm: Option<bool>,
+        datasets: Option<Vec<PyRef<'_, PyDataset>>>,
+        pads: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
@@ -141,21 +170,10 @@ impl Pipeline {
             PyValueError::new_err(format!("batch_size * world_size ({batch_size} * {world_size}) is too large"))
         })?;
         let mode = mode_from(mode)?;
-        if itemsizes.len() != dtypes.len() || itemsizes.len() != shapes.len() {
-            return Err(PyValueError::new_err("one itemsize, dtype and shape per field"));
-        }
-        let mut built = Vec::with_capacity(sources.len());
-        for source in sources.iter() {
-            let stores: Vec<Bound<'_, Zrecord>> = source.extract()?;
-            if stores.len() != itemsizes.len() {
-                return Err(PyValueError::new_err("every source needs one store per field"));
-            }
-            let mut fields = Vec::with_capacity(stores.len());
-            for (store, &size) in stores.iter().zip(&itemsizes) {
-                fields.push((store.get().handle(py)?, size));
-            }
-            built.push(py.detach(|| Source::new(fields)).map_err(|e| to_py(py, e))?);
-        }
+        let built = match &datasets {
+            Some(datasets) => dataset_sources(py, datasets, pads)?,
+            None => store_sources(py, sources, &itemsizes, &dtypes, shapes)?,
+        };
         let ids: Vec<_> = built.iter().map(Source::id).collect();
         let stream = match weights {
             None => {
@@ -189,12 +207,18 @@ impl Pipeline {
         }
         .map_err(|e| to_py(py, e))?;
         let per_rank = loader.batch_size();
-        let views = dtypes
-            .into_iter()
-            .zip(shapes.iter())
-            .map(|(dtype, shape)| Ok(View { dtype, shape: shaped(py, per_rank, &shape)? }))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(Pipeline { buffers: loader.buffers(), loader, views, mixture })
+        let (views, named) = match &datasets {
+            None => {
+                let views = dtypes
+                    .into_iter()
+                    .zip(shapes.iter())
+                    .map(|(dtype, shape)| Ok(View { dtype, shape: shaped(py, per_rank, &shape)? }))
+                    .collect::<PyResult<Vec<_>>>()?;
+                (views, None)
+            }
+            Some(datasets) => named_views(py, &datasets[0], per_rank, pads)?,
+        };
+        Ok(Pipeline { buffers: loader.buffers(), loader, views, mixture, named })
     }
 
     /// The next batch: a tuple of one array per field, and for a mixture the int32 array
@@ -206,8 +230,34 @@ impl Pipeline {
             Err(e) => return Err(to_py(py, e)),
         };
         let mut items = Vec::with_capacity(self.views.len() + 1);
-        for (view, buf) in self.views.iter().zip(batch.fields) {
-            items.push(view.to_array(py, buf, &self.buffers)?);
+        match &self.named {
+            None => {
+                for (view, buf) in self.views.iter().zip(batch.fields) {
+                    items.push(view.to_array(py, buf, &self.buffers)?);
+                }
+            }
+            Some(named) => {
+                let int64 = py.import("numpy")?.getattr("int64")?;
+                let mut fixed = self.views.iter();
+                for ((buf, layout), dtype) in batch.fields.into_iter().zip(batch.ragged).zip(&named.dtypes) {
+                    match layout {
+                        None => {
+                            let view = fixed.next().expect("one view per fixed field");
+                            items.push(view.to_array(py, buf, &self.buffers)?);
+                        }
+                        Some(RaggedField::Offsets(offsets)) => {
+                            let flat = PyTuple::new(py, [-1i64])?;
+                            items.push(pooled_array(py, buf, &self.buffers, dtype.bind(py), flat.as_any())?);
+                            items.push(PyArray1::from_vec(py, offsets).call_method1("view", (&int64,))?);
+                        }
+                        Some(RaggedField::Padded { lengths, width }) => {
+                            let rows = PyTuple::new(py, [lengths.len(), width])?;
+                            items.push(pooled_array(py, buf, &self.buffers, dtype.bind(py), rows.as_any())?);
+                            items.push(PyArray1::from_vec(py, lengths).call_method1("view", (&int64,))?);
+                        }
+                    }
+                }
+            }
         }
         if self.mixture {
             // Source numbers are below the number of sources, far below 2^31: the u32
@@ -216,6 +266,13 @@ impl Pipeline {
             items.push(PyArray1::from_vec(py, batch.sources).call_method1("view", (numpy.getattr("int32")?,))?);
         }
         PyTuple::new(py, items)
+    }
+
+    /// For datasets of named fields, the key of each array `next()` returns (before the
+    /// mixture's source array); None for the loaderx form.
+    #[getter]
+    fn keys(&self) -> Option<Vec<String>> {
+        self.named.as_ref().map(|n| n.keys.clone())
     }
 
     /// The resume state after the last batch `next()` returned, as one line of JSON.
@@ -265,6 +322,88 @@ impl Pipeline {
     fn warm_progress(&self) -> Option<(u64, u64)> {
         self.loader.warm_progress()
     }
+}
+
+/// Checks mixture weights as the stream will (`ValueError` saying what is wrong), so a
+/// `zrecord.Mixture` refuses them when it is made rather than when a loader reads it.
+#[pyfunction]
+#[pyo3(name = "_check_mixture_weights")]
+pub fn check_mixture_weights(weights: Vec<f64>) -> PyResult<()> {
+    Mixture::check_weights(&weights).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The loaderx form: one list of stores per source, one store per field.
+fn store_sources(
+    py: Python<'_>,
+    sources: &Bound<'_, PyList>,
+    itemsizes: &[usize],
+    dtypes: &[Py<PyAny>],
+    shapes: &Bound<'_, PyList>,
+) -> PyResult<Vec<Source>> {
+    if itemsizes.len() != dtypes.len() || itemsizes.len() != shapes.len() {
+        return Err(PyValueError::new_err("one itemsize, dtype and shape per field"));
+    }
+    let mut built = Vec::with_capacity(sources.len());
+    for source in sources.iter() {
+        let stores: Vec<Bound<'_, Zrecord>> = source.extract()?;
+        if stores.len() != itemsizes.len() {
+            return Err(PyValueError::new_err("every source needs one store per field"));
+        }
+        let mut fields = Vec::with_capacity(stores.len());
+        for (store, &size) in stores.iter().zip(itemsizes) {
+            fields.push((store.get().handle(py)?, size));
+        }
+        built.push(py.detach(|| Source::new(fields)).map_err(|e| to_py(py, e))?);
+    }
+    Ok(built)
+}
+
+/// Datasets of named fields, one source each, with `pads` (field name -> one element's
+/// bytes) applied to every source.
+fn dataset_sources(
+    py: Python<'_>,
+    datasets: &[PyRef<'_, PyDataset>],
+    pads: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<Source>> {
+    let mut built = Vec::with_capacity(datasets.len());
+    for ds in datasets {
+        let handle = ds.handle(py)?;
+        let mut source = py.detach(|| Source::dataset(handle)).map_err(|e| to_py(py, e))?;
+        if let Some(pads) = pads {
+            for (name, pad) in pads.iter() {
+                let name: String = name.extract()?;
+                let pad: Vec<u8> = pad.extract()?;
+                source = source.padded(&name, pad).map_err(|e| to_py(py, e))?;
+            }
+        }
+        built.push(source);
+    }
+    Ok(built)
+}
+
+/// The views of a dataset's fixed fields, each field's dtype and the batch keys.
+fn named_views(
+    py: Python<'_>,
+    dataset: &PyRef<'_, PyDataset>,
+    per_rank: usize,
+    pads: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(Vec<View>, Option<Named>)> {
+    let handle = dataset.handle(py)?;
+    let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
+    let (mut views, mut dtypes, mut keys) = (Vec::new(), Vec::new(), Vec::new());
+    for f in handle.fields() {
+        let dtype = numpy_dtype.call1((f.dtype.as_str(),))?.unbind();
+        keys.push(f.name.clone());
+        if f.is_ragged() {
+            let padded = pads.is_some_and(|p| p.contains(f.name.as_str()).unwrap_or(false));
+            keys.push(format!("{}{}", f.name, if padded { "_lengths" } else { "_offsets" }));
+        } else {
+            let shape = PyTuple::new(py, &f.shape)?;
+            views.push(View { dtype: dtype.clone_ref(py), shape: shaped(py, per_rank, shape.as_any())? });
+        }
+        dtypes.push(dtype);
+    }
+    Ok((views, Some(Named { dtypes, keys })))
 }
 
 impl Drop for Pipeline {

@@ -117,6 +117,18 @@ impl Zrecord {
         found.ok_or_else(|| error::closed(py))
     }
 
+    /// A Python handle over a store opened elsewhere (a dataset's), with its policy.
+    pub fn from_handle(store: Arc<zrecord::Zrecord>, read_only: bool) -> Self {
+        Zrecord {
+            codec: store.codec(),
+            policy: store.policy(),
+            path: store.path().to_path_buf(),
+            slot: Mutex::new(Slot::Open(store)),
+            freed: Condvar::new(),
+            read_only,
+        }
+    }
+
     /// The store's append policy with the codec and min_savings a call names, if any.
     fn policy_for(&self, codec: Option<&str>, min_savings: Option<f64>) -> PyResult<CodecPolicy> {
         let codec = codec.map(codec_named).transpose()?.unwrap_or(self.codec);

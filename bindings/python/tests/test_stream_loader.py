@@ -370,9 +370,9 @@ def test_mixture_arguments_are_checked(tmp_path):
         Mixture([], weights=[])
     with pytest.raises(TypeError):
         Mixture([(a.store, la.store)], weights=[1])
-    mix = Mixture([(a, la), (a, la)], weights=[1, 0])
+    # Bad weights are refused when the Mixture is made, not later by the DataLoader.
     with pytest.raises(ValueError, match="weight"):
-        DataLoader(mix, batch_size=4)
+        Mixture([(a, la), (a, la)], weights=[1, 0])
     mix = Mixture([(a, la)], weights=[1])
     with pytest.raises(ValueError, match="labelset"):
         DataLoader(mix, la, batch_size=4)

@@ -59,6 +59,16 @@ impl Mixture {
         Ok(Mixture { datasets, weights, bounds })
     }
 
+    /// Checks mixture weights on their own, before any dataset is known (the rule
+    /// [`Mixture::new`] applies): each a positive finite number, none so small next to the
+    /// total that its source would never be read.
+    pub fn check_weights(weights: &[f64]) -> Result<(), StreamError> {
+        if weights.is_empty() {
+            return Err(StreamError::NoSources);
+        }
+        bounds_of(weights).map(drop)
+    }
+
     /// The sources, in order.
     pub fn datasets(&self) -> &[DatasetId] {
         &self.datasets

@@ -113,6 +113,22 @@ pub(crate) fn read_meta_file(path: &Path, cap: u64) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
+/// Opens the existing store in `path` with `options`, read-only when `read_only` says so,
+/// writable when it says `Some(false)`, and when it is `None` writable if the system
+/// allows it and read-only if it refuses (EACCES, EROFS: another owner, `chmod -w`, a
+/// read-only mount). Returns the store and whether it is read-only.
+pub fn open_store(path: &Path, options: OpenOptions, read_only: Option<bool>) -> Result<(Zrecord, bool), Error> {
+    let with = |ro: bool| OpenOptions { read_only: ro, create: options.create && !ro, ..options };
+    match read_only {
+        Some(ro) => Ok((Zrecord::open_with(path, with(ro))?, ro)),
+        None => match Zrecord::open_with(path, with(false)) {
+            Ok(store) => Ok((store, false)),
+            Err(e) if permission_denied(&e) => Ok((Zrecord::open_with(path, with(true))?, true)),
+            Err(e) => Err(e),
+        },
+    }
+}
+
 fn permission_denied(e: &Error) -> bool {
     matches!(e, Error::Io(IoError { kind: IoErrorKind::PermissionDenied, .. }))
 }
@@ -192,16 +208,8 @@ impl Dataset {
         let bytes = read_meta_file(&schema_path, MAX_MANIFEST_LEN).map_err(at)?;
         let schema = Schema::from_json(&bytes).map_err(|e| at(e.into()))?;
         let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
-        let options =
-            |read_only| OpenOptions { create: false, read_only, codec, verify: opts.verify, ..OpenOptions::default() };
-        let (store, read_only) = match opts.read_only {
-            Some(ro) => (Zrecord::open_with(&path, options(ro)).map_err(at)?, ro),
-            None => match Zrecord::open_with(&path, options(false)) {
-                Ok(store) => (store, false),
-                Err(e) if permission_denied(&e) => (Zrecord::open_with(&path, options(true)).map_err(at)?, true),
-                Err(e) => return Err(at(e)),
-            },
-        };
+        let options = OpenOptions { create: false, codec, verify: opts.verify, ..OpenOptions::default() };
+        let (store, read_only) = open_store(&path, options, opts.read_only).map_err(at)?;
         let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
         let layout = Layout::new([u64::from(store.len())]);
         let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };

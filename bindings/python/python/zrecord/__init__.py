@@ -8,8 +8,10 @@ threads.
 Public names:
 
 - :class:`Zrecord`: a store of raw byte records (``append``, ``gather``, ``delete``, ...).
-- :class:`Dataset`: a numpy view of a store, with ``schema.json``; ``Dataset.write``.
-- :class:`DataLoader`: endless ``{"data", "label"}`` batches; ``rank``/``world_size``
+- :class:`Dataset`: named fixed and ragged fields over shards (``dataset.json``), or a
+  numpy view of one loaderx store (``schema.json``); ``Dataset.write``; :class:`Field`.
+- :class:`DataLoader`: endless batches, dicts of a Dataset's fields (or loaderx's
+  ``{"data", "label"}`` for a dataset and a labelset); ``rank``/``world_size``
   sharding, shuffled epochs, ``state_dict()``/``load_state_dict()`` exact resume.
 - :class:`Mixture`: weighted datasets read as one stream (batches gain ``"source"``).
 - :func:`resolve_world`: the ``(rank, world_size)`` a DataLoader would use.
@@ -30,7 +32,7 @@ Public names:
 
 from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
 from .dataloader import DataLoader, Mixture, resolve_world
-from .dataset import CODECS, Dataset
+from .dataset import CODECS, Dataset, Field
 from .errors import (
     BufferTooSmallError,
     ChecksumError,
@@ -69,6 +71,7 @@ __all__ = [
     "Conversion",
     "DataLoader",
     "Dataset",
+    "Field",
     "DEFAULT_MIN_SAVINGS",
     "DecodeError",
     "FormatError",

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._zrecord import _Pipeline, _StreamShard
+from ._zrecord import _Pipeline, _StreamShard, _check_mixture_weights
 from .dataset import Dataset
 from .sampler import Sampler, check_seed
 
@@ -253,16 +253,33 @@ class Mixture:
         TypeError: a source that is not a pair of zrecord Datasets.
     """
 
-    def __init__(self, sources: Sequence[Tuple[Dataset, Dataset]], weights: Sequence[float], seed: Any = None) -> None:
-        pairs = [tuple(p) for p in sources]
-        if not pairs:
-            raise ValueError("a Mixture needs at least one (data, label) source")
+    def __init__(self, sources: Sequence[Any], weights: Sequence[float], seed: Any = None) -> None:
+        sources = list(sources)
+        if not sources:
+            raise ValueError("a Mixture needs at least one source: a Dataset, or a (data, label) pair")
         weights = [float(w) for w in weights]
-        if len(weights) != len(pairs):
-            raise ValueError(f"a Mixture of {len(pairs)} sources needs {len(pairs)} weights, got {len(weights)}")
+        if len(weights) != len(sources):
+            raise ValueError(f"a Mixture of {len(sources)} sources needs {len(sources)} weights, got {len(weights)}")
+        _check_mixture_weights(weights)
+        self.weights = weights
+        self.seed = None if seed is None else check_seed(seed)
+        if all(isinstance(d, Dataset) for d in sources):
+            # Datasets of named fields (or single stores read as one field "data").
+            first = sources[0]
+            for i, d in enumerate(sources[1:], 1):
+                if _field_layout(d) != _field_layout(first):
+                    raise ValueError(
+                        f"mixture sources must have the same fields: source 0 has {_field_layout(first)}, "
+                        f"source {i} has {_field_layout(d)}"
+                    )
+            self.datasets: Optional[list] = sources
+            self.sources = []
+            return
+        self.datasets = None
+        pairs = [tuple(p) for p in sources]
         for i, pair in enumerate(pairs):
             if len(pair) != 2 or not all(isinstance(d, Dataset) for d in pair):
-                raise TypeError(f"source {i} must be a (data, label) pair of zrecord Datasets")
+                raise TypeError(f"source {i} must be a zrecord Dataset or a (data, label) pair of zrecord Datasets")
             if len(pair[0]) != len(pair[1]):
                 raise ValueError(f"source {i}: data has {len(pair[0])} samples but label has {len(pair[1])}")
         for side, name in ((0, "data"), (1, "label")):
@@ -275,17 +292,31 @@ class Mixture:
                         f"{first.dtype.str}{first.shape}, source {i}'s is {d.dtype.str}{d.shape}"
                     )
         self.sources = pairs
-        self.weights = weights
-        self.seed = None if seed is None else check_seed(seed)
 
     def __len__(self) -> int:
         raise TypeError("a Mixture has no length: it is read as an endless stream")
 
     def __repr__(self) -> str:
-        return f"Mixture({len(self.sources)} sources, weights={self.weights}, seed={self.seed})"
+        n = len(self.datasets) if self.datasets is not None else len(self.sources)
+        return f"Mixture({n} sources, weights={self.weights}, seed={self.seed})"
+
+
+def _field_layout(ds: Dataset) -> list:
+    return [(f.name, f.kind, f.dtype.str, f.shape) for f in ds.fields]
 
 
 State = Union[Mapping[str, Any], str]
+
+
+def _pad_bytes(dataset: Dataset, pad: Mapping[str, Any]) -> dict:
+    """``pad={"field": value}`` as one element's bytes per field, in the field's dtype."""
+    out = {}
+    for name, value in pad.items():
+        fields = {f.name: f for f in dataset.fields}
+        if name not in fields:
+            raise ValueError(f"pad names field {name!r}, which the dataset does not have; it has {sorted(fields)}")
+        out[name] = np.asarray(value, dtype=fields[name].dtype).tobytes()
+    return out
 
 
 def _state_text(state: State) -> str:
@@ -375,17 +406,28 @@ class DataLoader:
         world_size: Optional[int] = None,
         state: Optional[State] = None,
         warm: Optional[bool] = None,
+        pad: Optional[Mapping[str, Any]] = None,
     ) -> None:
         if warm is not None and not isinstance(warm, bool):
             raise TypeError(f"warm must be None, True or False, not {warm!r}")
         self.dataset = dataset
         self.labelset = labelset
         mixture = isinstance(dataset, Mixture)
+        # Named fields: one Dataset (or a Mixture of Datasets) and no labelset; batches are
+        # dicts of field -> array. The loaderx form (dataset, labelset) stays as it was.
+        named = (labelset is None and isinstance(dataset, Dataset)) or (mixture and dataset.datasets is not None)
+        if pad and not named:
+            raise ValueError("pad applies to the ragged fields of a Dataset read without a labelset")
         if mixture:
             if labelset is not None:
                 raise ValueError("a Mixture carries its own labels: pass no labelset")
+        elif named:
+            pass
         elif labelset is None:
-            raise TypeError("DataLoader needs a labelset (only a Mixture carries its own labels)")
+            raise TypeError(
+                "DataLoader needs a labelset for a dataset that is not a zrecord Dataset "
+                "(a zrecord Dataset is read alone, as a dict of its fields)"
+            )
         elif len(dataset) != len(labelset):
             raise ValueError("dataset and labelset must have the same length")
         if num_workers < 0:
@@ -404,38 +446,55 @@ class DataLoader:
         self.rank, self.world_size = resolve_world(rank, world_size)
         self._returned = False
         self._mixture = mixture
-        if mixture:
-            sources = [[d.store, l.store] for d, l in dataset.sources]
-            first_data, first_label = dataset.sources[0]
-            weights: Optional[list] = dataset.weights
-        elif isinstance(dataset, Dataset) and isinstance(labelset, Dataset):
-            sources = [[dataset.store, labelset.store]]
-            first_data, first_label = dataset, labelset
-            weights = None
-        else:
-            sources = None
-        if sources is not None:
+        self._named = named
+        common = dict(
+            batch_size=batch_size,
+            mode=self.mode,
+            seed=seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            num_workers=num_workers,
+            prefetch_size=prefetch_size,
+            warm=warm,
+        )
+        if named:
+            datasets = dataset.datasets if mixture else [dataset]
+            pads = _pad_bytes(datasets[0], pad or {})
+            natives = [d._loader_native() for d in datasets]
             spec = dict(
-                sources=sources,
-                itemsizes=[first_data._itemsize, first_label._itemsize],
-                dtypes=[first_data.dtype, first_label.dtype],
-                shapes=[list(first_data.shape), list(first_label.shape)],
-                batch_size=batch_size,
-                mode=self.mode,
-                seed=seed,
-                weights=weights,
-                rank=self.rank,
-                world_size=self.world_size,
-                num_workers=num_workers,
-                prefetch_size=prefetch_size,
-                warm=warm,
+                sources=[], itemsizes=[], dtypes=[], shapes=[],
+                weights=dataset.weights if mixture else None,
+                datasets=natives,
+                pads=pads,
+                **common,
             )
             self._make: Callable[[Optional[str]], Any] = lambda text: _Pipeline(**spec, state=text)
         else:
-            self._make = lambda text: _ThreadedPipeline(
-                dataset, labelset, num_workers, batch_size, prefetch_size, self.mode, seed,
-                self.rank, self.world_size, text,
-            )
+            if mixture:
+                sources = [[d.store, l.store] for d, l in dataset.sources]
+                first_data, first_label = dataset.sources[0]
+                weights: Optional[list] = dataset.weights
+            elif isinstance(dataset, Dataset) and isinstance(labelset, Dataset):
+                sources = [[dataset.store, labelset.store]]
+                first_data, first_label = dataset, labelset
+                weights = None
+            else:
+                sources = None
+            if sources is not None:
+                spec = dict(
+                    sources=sources,
+                    itemsizes=[first_data._itemsize, first_label._itemsize],
+                    dtypes=[first_data.dtype, first_label.dtype],
+                    shapes=[list(first_data.shape), list(first_label.shape)],
+                    weights=weights,
+                    **common,
+                )
+                self._make = lambda text: _Pipeline(**spec, state=text)
+            else:
+                self._make = lambda text: _ThreadedPipeline(
+                    dataset, labelset, num_workers, batch_size, prefetch_size, self.mode, seed,
+                    self.rank, self.world_size, text,
+                )
         self._pipeline: Any = self._make(None if state is None else _state_text(state))
         _LIVE.add(self)
 
@@ -448,6 +507,17 @@ class DataLoader:
     def __next__(self) -> dict:
         items = self._pipeline.next()
         self._returned = True
+        if self._named:
+            keys = self._pipeline.keys
+            batch = dict(zip(keys, items))
+            if self._mixture:
+                batch["source"] = items[len(keys)]
+            if self.transform is not None:
+                out = self.transform(batch)
+                if not isinstance(out, Mapping):
+                    raise TypeError(f"transform must return a dict of arrays, but returned {_describe(out)}")
+                batch = dict(out)
+            return batch
         data, label = items[0], items[1]
         if self.transform is not None:
             out = self.transform((data, label))

@@ -15,23 +15,46 @@ faults of a fresh multi-megabyte allocation per batch.
 
 from __future__ import annotations
 
+import errno
+import itertools
 import json
 import mmap
 import operator
 import os
 import sys
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
 from ._progress import Progress, reporter
 from . import _zrecord
 from ._zrecord import MAX_RECORD_LEN, Zrecord
-from .errors import IndexOutOfRangeError, StoreClosedError
+from .errors import IndexOutOfRangeError, StoreClosedError, StoreIOError
 
-__all__ = ["Dataset", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES", "POOL_ARRAYS", "POOL_BYTES"]
+__all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES", "POOL_ARRAYS", "POOL_BYTES"]
+
+
+class Field(NamedTuple):
+    """One field of a dataset: ``name``, ``kind`` ("fixed" or "ragged"), ``dtype`` of an
+    element, ``shape`` of a fixed sample (``()`` for a ragged one) and ``codec``."""
+
+    name: str
+    kind: str
+    dtype: np.dtype
+    shape: tuple
+    codec: str
+
+    @classmethod
+    def _from(cls, d: dict) -> "Field":
+        return cls(d["name"], d["kind"], np.dtype(d["dtype"]), tuple(int(x) for x in d["shape"]), d["codec"])
+
+    @property
+    def ragged(self) -> bool:
+        return self.kind == "ragged"
+
 
 #: File name of the schema inside a dataset directory.
 SCHEMA = "schema.json"
@@ -97,44 +120,106 @@ class Dataset:
     shape: tuple[int, ...]
     codec: str
 
-    def __init__(self, path: PathLike, *, verify: str = "auto") -> None:
+    def __init__(self, path: PathLike, *, verify: str = "auto", read_only: "bool | None" = None) -> None:
         self.path = Path(path)
-        schema_path = self.path / SCHEMA
-        if not schema_path.is_file():
-            raise FileNotFoundError(f"{schema_path} not found; {self.path} is not a loaderx dataset")
-        schema = json.loads(schema_path.read_text())
-        if not isinstance(schema, dict) or schema.get("format") != FORMAT:
-            raise ValueError(f"{schema_path} is not a {FORMAT} schema")
-        self.dtype = np.dtype(schema["dtype"])
-        self.shape = tuple(int(d) for d in schema["shape"])
-        self.codec = schema["codec"]
-        _check_codec(self.codec)
-        self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self._store: Zrecord | None = Zrecord(self.path, codec=self.codec, create=False, verify=verify)
+        self._verify = verify
+        self._read_only_arg = read_only
         self._pool: list[np.ndarray] = []
         self._pool_lock = threading.Lock()
+        try:
+            native = _zrecord._Dataset(self.path, read_only=read_only, verify=verify)
+        except StoreIOError as e:
+            if e.errno == errno.ENOENT:
+                raise FileNotFoundError(str(e)) from None
+            raise
+        self.fields: "tuple[Field, ...]" = tuple(Field._from(f) for f in native.fields)
+        if native.has_manifest:
+            # Named fields over shards: every read goes through the native dataset.
+            self._native = native
+            self._store: Zrecord | None = None
+            return
+        # One loaderx store: indexing gives arrays, as loaderx does. The store is reopened on
+        # its own (writable where allowed) so that delete and compact can have it alone.
+        native.close()
+        self._native = None
+        (field,) = self.fields
+        self.dtype, self.shape, self.codec = field.dtype, field.shape, field.codec
+        self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self._store = _zrecord.open_dataset_store(self.path, self.codec, read_only=read_only, verify=verify)
+
+    @property
+    def read_only(self) -> bool:
+        """True when this handle cannot change the dataset (asked for, or the files are not
+        writable by this process: another owner, ``chmod -w``, a read-only mount)."""
+        if self._native is not None:
+            return True
+        return self.store.read_only
+
+    @property
+    def is_multi_field(self) -> bool:
+        """True for a dataset of named fields (a ``dataset.json`` manifest); False for one
+        loaderx store, whose samples are plain arrays."""
+        return self._native is not None
+
+    @property
+    def shards(self) -> int:
+        """Number of shards (1 for a single store)."""
+        return self._native.shards if self._native is not None else 1
 
     # -- reading ---------------------------------------------------------------------------
 
     @property
     def store(self) -> Zrecord:
-        """The underlying :class:`Zrecord` (raises ``StoreClosedError`` once closed)."""
+        """The underlying :class:`Zrecord` of a single-store dataset (raises
+        ``StoreClosedError`` once closed, ``TypeError`` for a multi-field dataset, whose
+        stores are :meth:`field_store`)."""
+        if self._native is not None:
+            raise TypeError(f"{self.path} is a dataset of named fields over shards: it has no single store")
         if self._store is None:
             raise StoreClosedError("dataset is closed")
         return self._store
 
+    def field_store(self, field: str, shard: int = 0) -> Zrecord:
+        """The store of ``field`` in shard ``shard`` of a multi-field dataset (read-only)."""
+        return self._live().store(shard, self._field_index(field))
+
+    def _loader_native(self):
+        """The native dataset a DataLoader reads (a single store opens as field "data")."""
+        if self._native is not None:
+            return self._live()
+        self.store  # raises once closed
+        return _zrecord._Dataset(self.path, read_only=True, verify=self._verify)
+
+    def _live(self):
+        if getattr(self, "_native_closed", False) or self._native is None:
+            raise StoreClosedError("dataset is closed")
+        return self._native
+
+    def _field_index(self, name: str) -> int:
+        for i, f in enumerate(self.fields):
+            if f.name == name:
+                return i
+        raise KeyError(f"{self.path} has no field {name!r}; its fields are {[f.name for f in self.fields]}")
+
     def __len__(self) -> int:
         """Number of samples."""
+        if self._native is not None:
+            return len(self._live())
         return len(self.store)
 
     @property
     def generation(self) -> int:
         """The store's :attr:`Zrecord.generation`: changes when samples are deleted or
-        compacted, or appended (compare for equality only)."""
+        compacted, or appended (compare for equality only). For a multi-field dataset, every
+        store's generation combined."""
+        if self._native is not None:
+            return self._live().id[1]
         return self.store.generation
 
-    def __getitem__(self, idx: Any) -> np.ndarray:
+    def __getitem__(self, idx: Any) -> Any:
         """Numpy indexing over the samples (see the class docs)."""
+        if self._native is not None:
+            return self._fields_item(idx)
         if isinstance(idx, tuple):
             if not idx:
                 return self[:]
@@ -192,6 +277,8 @@ class Dataset:
         into its slot. Negative indices count from the end; an index out of range raises
         ``IndexOutOfRangeError`` (code -3) naming it.
         """
+        if self._native is not None:
+            return self._fields_batch(idxs)
         store = self.store
         idxs = np.asarray(idxs)
         # A boolean mask selects; cast to integers it would read records 0 and 1.
@@ -199,9 +286,54 @@ class Dataset:
             if idxs.shape != (len(store),):
                 raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
             idxs = np.flatnonzero(idxs)
-        idxs = _wrap_negative(idxs.reshape(-1), store)
+        idxs = _wrap_negative(idxs.reshape(-1), len(store))
         out = self._batch_array(idxs.size)
         store.gather(idxs, out, self._itemsize)
+        return out
+
+    def _fields_item(self, idx: Any) -> dict:
+        """``ds[idx]`` of a multi-field dataset: one sample as a dict for an integer, a
+        batch dict (see :meth:`__getitems__`) for a slice, mask or integer array."""
+        n = len(self)
+        if isinstance(idx, tuple):
+            raise IndexError("a multi-field dataset takes one index (an integer, slice, mask or integer array); "
+                             "index the fields of the result instead")
+        if _is_integer(idx):
+            i = operator.index(idx)
+            if not -n <= i < n:
+                raise IndexOutOfRangeError(f"index {i} is out of range for a dataset of {n} samples")
+            batch = self._fields_batch([i % n])
+            return {name: (value[0] if not isinstance(value, list) else value[0]) for name, value in batch.items()}
+        if isinstance(idx, slice):
+            return self._fields_batch(np.arange(*idx.indices(n)))
+        return self._fields_batch(idx)
+
+    def _fields_batch(self, idxs: Any) -> dict:
+        """A batch of a multi-field dataset: a fixed field is one ``(k, *shape)`` array; a
+        ragged field a list of ``k`` 1-D arrays (views of one buffer)."""
+        native = self._live()
+        n = len(native)
+        idxs = np.asarray(idxs)
+        if idxs.dtype == np.bool_:
+            if idxs.shape != (n,):
+                raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {n} samples")
+            idxs = np.flatnonzero(idxs)
+        if idxs.size == 0 and idxs.dtype.kind == "f":
+            idxs = idxs.astype(np.intp)
+        if idxs.dtype.kind not in "iu":
+            raise IndexError(f"arrays used as indices must be of integer (or boolean) type, not {idxs.dtype}")
+        idxs = _wrap_negative(idxs.reshape(-1), n)
+        out: dict = {}
+        for i, f in enumerate(self.fields):
+            if f.ragged:
+                values, offsets = native.gather_ragged(i, idxs)
+                flat = values.view(f.dtype)
+                bounds = offsets // f.dtype.itemsize
+                out[f.name] = [flat[bounds[k] : bounds[k + 1]] for k in range(idxs.size)]
+            else:
+                arr = np.empty((idxs.size, *f.shape), dtype=f.dtype)
+                native.gather(i, idxs, arr)
+                out[f.name] = arr
         return out
 
     def _batch_array(self, k: int) -> np.ndarray:
@@ -232,19 +364,6 @@ class Dataset:
                         pool[i] = arr
                         break
             return arr
-            arr = np.empty(shape, dtype=self.dtype)
-            held = sum(a.nbytes for a in pool)
-            if len(pool) < POOL_ARRAYS and held + nbytes <= POOL_BYTES:
-                pool.append(arr)
-            else:
-                # Full: drop a free array of another shape to make room, if there is one.
-                for i, old in enumerate(pool):
-                    if sys.getrefcount(old) == _FREE_REFS + 1 and old.shape != shape:
-                        if held - old.nbytes + nbytes <= POOL_BYTES:
-                            pool[i] = arr
-                        break
-                old = None
-            return arr
 
     def __iter__(self):
         """Samples in index order."""
@@ -262,8 +381,23 @@ class Dataset:
         chunk_bytes: int = WRITE_CHUNK_BYTES,
         progress: Progress = False,
         min_savings: float | None = None,
+        *,
+        shard_records: int | None = None,
     ) -> "Dataset":
-        """Persist ``array`` as a dataset, one record per slice along axis 0.
+        """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
+        dict of named fields, a dataset of those fields.
+
+        **Named fields** (``{"image": images, "label": labels, "tokens": docs}``): a fixed
+        field is an array (or ``np.memmap``) of samples stacked along axis 0; a ragged field
+        is a list or iterator of 1-D arrays, or a ``(values, offsets)`` pair (Arrow's list
+        layout: sample ``k`` is ``values[offsets[k]:offsets[k + 1]]``). Every field must hold
+        the same number of samples. Iterators are read ``chunk_bytes`` at a time, so an
+        unbounded stream of documents is written in bounded memory. The dataset is a
+        ``dataset.json`` manifest over shards of ``shard_records`` samples (default 2^24,
+        the most a store holds), each field of each shard a store; each fixed field's store
+        is also a loaderx 0.5.4 dataset on its own. Writing to a dataset of the same fields
+        adds shards to it. Nothing is visible until the whole write is committed; a write
+        that fails or is interrupted leaves the dataset as it was.
 
         A 1-D array becomes a dataset of scalars (the usual label set). The array is read
         in blocks of at most ``chunk_bytes``, so an ``np.load(..., mmap_mode="r")`` array is
@@ -304,6 +438,10 @@ class Dataset:
         _check_codec(codec)
         if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
             raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
+        if isinstance(array, Mapping):
+            return _write_fields(cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records)
+        if shard_records is not None:
+            raise TypeError("shard_records applies to a dataset of named fields: pass a dict of fields")
         append_kw = {} if min_savings is None else {"min_savings": float(min_savings)}
         array = np.asanyarray(array)
         if array.ndim < 1:
@@ -385,6 +523,7 @@ class Dataset:
         delete does not guess) or a boolean mask ``len(self)`` long (another length is an
         ``IndexError``, as in indexing).
         """
+        self._single_store_only("delete")
         store = self.store
         idxs = np.asarray(idxs)
         if idxs.dtype == np.bool_:
@@ -399,13 +538,30 @@ class Dataset:
         ``progress``: ``True`` for a tqdm bar (when tqdm is installed), or a
         ``callable(done, total)``, in records visited.
         """
+        self._single_store_only("compact")
         store = self.store
         with reporter(progress, "compact") as report:
             store.compact(report)
 
+    def _single_store_only(self, what: str) -> None:
+        if self._native is not None:
+            raise TypeError(
+                f"{what} applies to a single-store dataset; the shards of a multi-field dataset are never "
+                "rewritten (write a new dataset with the samples to keep)"
+            )
+
     def stats(self) -> dict:
-        """Storage usage; see :meth:`Zrecord.stats`."""
-        return self.store.stats()
+        """Storage usage; see :meth:`Zrecord.stats` (summed over every store of a
+        multi-field dataset)."""
+        if self._native is None:
+            return self.store.stats()
+        native = self._live()
+        total: dict = {}
+        for s in range(native.shards):
+            for f in range(len(self.fields)):
+                for key, value in native.store(s, f).stats().items():
+                    total[key] = total.get(key, 0) + value
+        return total
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -415,6 +571,10 @@ class Dataset:
         self._pool = []
         if store is not None:
             store.close()
+        native = getattr(self, "_native", None)
+        if native is not None:
+            self._native_closed = True
+            native.close()
 
     def __enter__(self) -> "Dataset":
         return self
@@ -424,11 +584,19 @@ class Dataset:
 
     def __reduce__(self):
         # Reopen by path in the receiving process (spawned DataLoader workers and the like).
-        return (type(self), (str(self.path),))
+        return (_reopen, (type(self), str(self.path), self._verify, self._read_only_arg))
 
     def __repr__(self) -> str:
+        if self._native is not None:
+            state = "closed" if getattr(self, "_native_closed", False) else f"{len(self)} samples in {self.shards} shard(s)"
+            fields = ", ".join(f"{f.name}: {'ragged ' if f.ragged else ''}{f.dtype.str}{'' if f.ragged else f.shape}" for f in self.fields)
+            return f"Dataset({str(self.path)!r}, fields=[{fields}], {state})"
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
+
+
+def _reopen(cls, path: str, verify: str, read_only: "bool | None") -> "Dataset":
+    return cls(path, verify=verify, read_only=read_only)
 
 
 _PAGE = mmap.PAGESIZE
@@ -481,12 +649,11 @@ def _is_integer(idx: Any) -> bool:
     )
 
 
-def _wrap_negative(idxs: np.ndarray, store: Zrecord) -> np.ndarray:
-    """``idxs`` with negative indices counted from the end of ``store``; one below
-    ``-len(store)`` is an ``IndexOutOfRangeError`` naming it as given."""
+def _wrap_negative(idxs: np.ndarray, n: int) -> np.ndarray:
+    """``idxs`` with negative indices counted from the end of a dataset of ``n`` samples;
+    one below ``-n`` is an ``IndexOutOfRangeError`` naming it as given."""
     if idxs.size == 0 or idxs.dtype.kind != "i" or idxs.min() >= 0:
         return idxs
-    n = len(store)
     below = idxs < -n
     if below.any():
         bad = int(idxs[np.argmax(below)])
@@ -518,3 +685,213 @@ def _release(mm: "mmap.mmap") -> None:
         mm.madvise(mmap.MADV_DONTNEED)
     except (AttributeError, OSError, ValueError):
         pass  # a platform without madvise, or a closed map: nothing to release
+
+
+# -- writing named fields --------------------------------------------------------------------
+
+#: Samples per block when no fixed field bounds it by ``chunk_bytes``.
+_RAGGED_BLOCK = 1 << 16
+
+
+class _FixedSource:
+    """A fixed field's samples: an array stacked along axis 0."""
+
+    ragged = False
+
+    def __init__(self, name: str, array: Any) -> None:
+        self.name = name
+        self.array = np.asanyarray(array)
+        if self.array.ndim < 1:
+            raise ValueError(f"field {name!r}: an array of samples needs a sample axis (a 0-d array has none)")
+        self.dtype = self.array.dtype
+        self.shape = tuple(int(d) for d in self.array.shape[1:])
+        self.sample_bytes = max(1, int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize)
+        self.mmap = _backing_mmap(self.array)
+        self.at = 0
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def take(self, k: int) -> np.ndarray:
+        block = np.ascontiguousarray(self.array[self.at : self.at + k], dtype=self.dtype)
+        self.at += len(block)
+        return block
+
+    def release(self) -> None:
+        if self.mmap is not None:
+            _release(self.mmap)
+
+
+class _RaggedPair:
+    """A ragged field as Arrow's list layout: ``(values, offsets)``."""
+
+    ragged = True
+
+    def __init__(self, name: str, values: Any, offsets: Any) -> None:
+        self.name = name
+        self.values = np.asanyarray(values)
+        self.offsets = np.asarray(offsets)
+        if self.values.ndim != 1:
+            raise ValueError(f"field {name!r}: ragged values must be 1-D, got shape {self.values.shape}")
+        if self.offsets.ndim != 1 or self.offsets.size < 1 or self.offsets.dtype.kind not in "iu":
+            raise ValueError(f"field {name!r}: offsets must be a 1-D integer array of n + 1 entries")
+        self.dtype = self.values.dtype
+        self.at = 0
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+    def take(self, k: int) -> "tuple[np.ndarray, np.ndarray]":
+        bounds = self.offsets[self.at : self.at + k + 1].astype(np.int64)
+        self.at += bounds.size - 1
+        values = np.ascontiguousarray(self.values[bounds[0] : bounds[-1]])
+        return values, bounds - bounds[0]
+
+
+class _RaggedIter:
+    """A ragged field as a list or iterator of 1-D arrays (a tokenizer's output)."""
+
+    ragged = True
+
+    def __init__(self, name: str, items: Iterable) -> None:
+        self.name = name
+        self.length = len(items) if hasattr(items, "__len__") else None
+        self.items = iter(items)
+        try:
+            first = np.asarray(next(self.items))
+        except StopIteration:
+            raise ValueError(f"field {name!r} holds no sample") from None
+        self.dtype = first.dtype
+        self.items = itertools.chain([first], self.items)
+        self.done = False
+
+    def __len__(self) -> int:
+        if self.length is None:
+            raise TypeError("an iterator has no length")
+        return self.length
+
+    def pull(self) -> "np.ndarray | None":
+        if self.done:
+            return None
+        try:
+            item = np.asarray(next(self.items))
+        except StopIteration:
+            self.done = True
+            return None
+        if item.ndim != 1:
+            raise ValueError(f"field {self.name!r}: a ragged sample must be 1-D, got shape {item.shape}")
+        if item.dtype != self.dtype:
+            item = item.astype(self.dtype)
+        return item
+
+
+def _field_source(name: str, value: Any):
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, np.ndarray) for v in value):
+        return _RaggedPair(name, *value)
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return _RaggedIter(name, value)
+        return _FixedSource(name, value)
+    if isinstance(value, (list, tuple)) or isinstance(value, Iterable):
+        return _RaggedIter(name, value)
+    raise TypeError(
+        f"field {name!r}: expected an array of samples, a (values, offsets) pair or a sequence/iterator "
+        f"of 1-D arrays, got {type(value).__name__}"
+    )
+
+
+def _write_fields(cls, path, fields: Mapping, codec, chunk_bytes, progress, min_savings, shard_records):
+    """``Dataset.write(path, {name: samples, ...})``: numpy blocks handed to the native
+    writer, which owns the fields' rules, the shards and the commit."""
+    if not fields:
+        raise ValueError("a dataset needs at least one field")
+    sources = [_field_source(str(name), value) for name, value in fields.items()]
+    specs = [
+        {
+            "name": src.name,
+            "kind": "ragged" if src.ragged else "fixed",
+            "dtype": src.dtype.str,
+            "shape": [] if src.ragged else list(src.shape),
+            "codec": codec,
+        }
+        for src in sources
+    ]
+    fixed = [s for s in sources if not s.ragged]
+    step = _RAGGED_BLOCK
+    if fixed:
+        step = max(1, int(chunk_bytes) // sum(s.sample_bytes for s in fixed))
+    total = None
+    try:
+        sizes = {s.name: len(s) for s in sources}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"the fields hold different numbers of samples: {sizes}")
+        total = next(iter(sizes.values()))
+    except TypeError:
+        pass  # an iterator: counted as it is read
+    writer = _zrecord._DatasetWriter(Path(path), specs, shard_records=shard_records, min_savings=min_savings)
+    written = 0
+    try:
+        with reporter(progress, "write", "sample") as report:
+            if report is not None:
+                report(0, total)
+            while True:
+                k = step if total is None else min(step, total - written)
+                if k <= 0:
+                    break
+                # Ragged iterators are read first, sample by sample and in step, up to k
+                # samples or chunk_bytes of values: their count sets the block's size.
+                pulled: dict = {s.name: [] for s in sources if isinstance(s, _RaggedIter)}
+                if pulled:
+                    nbytes = 0
+                    for _ in range(k):
+                        row = {name: src.pull() for name, src in ((s.name, s) for s in sources if isinstance(s, _RaggedIter))}
+                        ended = [name for name, item in row.items() if item is None]
+                        if ended:
+                            if len(ended) != len(row):
+                                raise ValueError(
+                                    f"the fields hold different numbers of samples: {ended} ended after "
+                                    f"{written + len(next(iter(pulled.values())))} samples, the others go on"
+                                )
+                            break
+                        for name, item in row.items():
+                            pulled[name].append(item)
+                            nbytes += item.nbytes
+                        if nbytes >= chunk_bytes:
+                            break
+                    k = len(next(iter(pulled.values())))
+                if k == 0:
+                    for s in sources:
+                        if not isinstance(s, _RaggedIter) and s.at < len(s):
+                            raise ValueError(
+                                f"the fields hold different numbers of samples: the iterators ended after "
+                                f"{written}, field {s.name!r} holds {len(s)}"
+                            )
+                    break
+                columns = []
+                for s in sources:
+                    if isinstance(s, _RaggedIter):
+                        items = pulled[s.name]
+                        offsets = np.zeros(len(items) + 1, dtype=np.int64)
+                        np.cumsum([item.size for item in items], out=offsets[1:])
+                        values = np.concatenate(items) if items else np.empty(0, s.dtype)
+                        columns.append((values, offsets))
+                    else:
+                        block = s.take(k)
+                        if (len(block[1]) - 1 if isinstance(block, tuple) else len(block)) != k:
+                            raise ValueError(
+                                f"the fields hold different numbers of samples: field {s.name!r} ended after "
+                                f"{written + (len(block[1]) - 1 if isinstance(block, tuple) else len(block))}"
+                            )
+                        columns.append(block)
+                writer.write(columns)
+                del columns
+                for s in fixed:
+                    s.release()
+                written += k
+                if report is not None:
+                    report(written, total)
+            writer.commit()
+    except BaseException:
+        writer.discard()
+        raise
+    return cls(path)

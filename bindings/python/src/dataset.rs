@@ -1,0 +1,306 @@
+//! `zrecord._Dataset` and `zrecord._DatasetWriter`: the `zrecord` crate's [`zrecord::Dataset`]
+//! and [`zrecord::DatasetWriter`] (named fixed and ragged fields over shards).
+//!
+//! Nothing about fields, shards or manifests is decided here: this file converts numpy
+//! arguments into byte slices and the crate's answers into numpy arrays, with the GIL
+//! released around every store call. `zrecord/dataset.py` adds numpy indexing on top.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use numpy::PyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use zrecord::{Codec, Column, DatasetError, DatasetOptions, DatasetWriter, Field, OpenOptions, WriteOptions};
+
+use crate::buffers::{self, indices};
+use crate::error;
+use crate::pool::on_pool;
+use crate::store::{codec_named, verify_named, Zrecord};
+
+/// A dataset error as the exception of its code, with `path` and `field` attributes.
+pub fn to_py(py: Python<'_>, e: DatasetError) -> PyErr {
+    let path = e.path.display().to_string();
+    let field = e.field.clone();
+    let message = e.to_string();
+    let err = error::to_py_with_message(py, e.source, message);
+    let value = err.value(py);
+    // ValueError (invalid argument) instances take attributes as well.
+    let _ = value.setattr("path", path);
+    let _ = value.setattr("field", field);
+    err
+}
+
+/// Runs a dataset call without the GIL, on the loader's rayon pool in forked children.
+fn call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, DatasetError> + Send) -> PyResult<T> {
+    match py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_pool(f)))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_py(py, e)),
+        Err(payload) => Err(error::panicked(py, payload)),
+    }
+}
+
+fn field_dict<'py>(py: Python<'py>, f: &Field) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &f.name)?;
+    d.set_item("kind", if f.is_ragged() { "ragged" } else { "fixed" })?;
+    d.set_item("dtype", &f.dtype)?;
+    d.set_item("shape", PyTuple::new(py, &f.shape)?)?;
+    d.set_item("codec", &f.codec)?;
+    Ok(d)
+}
+
+/// An open dataset (internal: `zrecord.Dataset` wraps it).
+#[pyclass(module = "zrecord", name = "_Dataset", frozen)]
+pub struct PyDataset {
+    pub inner: Mutex<Option<Arc<zrecord::Dataset>>>,
+}
+
+impl PyDataset {
+    pub fn handle(&self, py: Python<'_>) -> PyResult<Arc<zrecord::Dataset>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| error::closed(py))
+    }
+}
+
+#[pymethods]
+impl PyDataset {
+    /// `read_only`: None (writable where allowed), True or False; `verify`: "auto",
+    /// "always" or "never".
+    #[new]
+    #[pyo3(signature = (path, *, read_only = None, verify = "auto"))]
+    fn new(py: Python<'_>, path: PathBuf, read_only: Option<bool>, verify: &str) -> PyResult<Self> {
+        let verify = verify_named(verify)?;
+        let options = DatasetOptions { read_only, verify };
+        let ds = call(py, move || zrecord::Dataset::open_with(path, options))?;
+        Ok(PyDataset { inner: Mutex::new(Some(Arc::new(ds))) })
+    }
+
+    /// True for a dataset with a manifest (named fields, shards); False for one loaderx store.
+    #[getter]
+    fn has_manifest(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.manifest().is_some())
+    }
+
+    #[getter]
+    fn read_only(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.is_read_only())
+    }
+
+    /// A list of dicts: name, kind ("fixed" or "ragged"), dtype, shape, codec.
+    #[getter]
+    fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let ds = self.handle(py)?;
+        let items = ds.fields().iter().map(|f| field_dict(py, f)).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        // At most 2^62 samples: a usize on every 64-bit host this builds for.
+        Ok(self.handle(py)?.len() as usize)
+    }
+
+    #[getter]
+    fn shards(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.handle(py)?.shard_count())
+    }
+
+    /// The dataset's identity as a stream sees it: `(length, generation)`.
+    #[getter]
+    fn id(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        let ds = self.handle(py)?;
+        let id = call(py, move || ds.id())?;
+        Ok((id.length, id.generation))
+    }
+
+    /// Decodes fixed field `field` of samples `idxs` into `dst` (C-contiguous, at least
+    /// `len(idxs)` samples).
+    fn gather(&self, py: Python<'_>, field: usize, idxs: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ds = self.handle(py)?;
+        check_field(&ds, field)?;
+        let idxs = indices(idxs)?;
+        let mut region = buffers::writable(dst, "dst")?;
+        let dst = region.bytes_mut();
+        call(py, move || ds.gather_fixed(field, &idxs, dst, None, true))
+    }
+
+    /// Field `field` of samples `idxs` as `(values, offsets)`: one uint8 array of every
+    /// sample's bytes back to back, and `len(idxs) + 1` int64 byte offsets.
+    fn gather_ragged<'py>(
+        &self,
+        py: Python<'py>,
+        field: usize,
+        idxs: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let ds = self.handle(py)?;
+        check_field(&ds, field)?;
+        let idxs = indices(idxs)?;
+        let (values, offsets) = call(py, move || ds.gather_ragged(field, &idxs))?;
+        let numpy = py.import("numpy")?;
+        let offsets = PyArray1::from_vec(py, offsets).call_method1("view", (numpy.getattr("int64")?,))?;
+        Ok((PyArray1::from_vec(py, values).into_any(), offsets))
+    }
+
+    /// The store of field `field` in shard `shard`, as a read handle.
+    fn store(&self, py: Python<'_>, shard: usize, field: usize) -> PyResult<Zrecord> {
+        let ds = self.handle(py)?;
+        check_field(&ds, field)?;
+        if shard >= ds.shard_count() {
+            return Err(PyValueError::new_err(format!("shard {shard} of {}", ds.shard_count())));
+        }
+        Ok(Zrecord::from_handle(Arc::clone(ds.store(shard, field)), true))
+    }
+
+    /// Every store's path, shard by shard, field by field.
+    fn store_paths(&self, py: Python<'_>) -> PyResult<Vec<PathBuf>> {
+        Ok(self.handle(py)?.stores().map(|s| s.path().to_path_buf()).collect())
+    }
+
+    fn close(&self) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+fn check_field(ds: &zrecord::Dataset, field: usize) -> PyResult<()> {
+    if field >= ds.fields().len() {
+        return Err(PyValueError::new_err(format!("field {field} of {}", ds.fields().len())));
+    }
+    Ok(())
+}
+
+/// Opens the existing single store of a loaderx dataset at `path` for `zrecord.Dataset`:
+/// writable where allowed, read-only where the system refuses (or as `read_only` says).
+#[pyfunction]
+#[pyo3(signature = (path, codec, *, read_only = None, verify = "auto"))]
+pub fn open_dataset_store(
+    py: Python<'_>,
+    path: PathBuf,
+    codec: &str,
+    read_only: Option<bool>,
+    verify: &str,
+) -> PyResult<Zrecord> {
+    let codec = codec_named(codec)?;
+    let options = OpenOptions { create: false, codec, verify: verify_named(verify)?, ..OpenOptions::default() };
+    let (store, read_only) =
+        crate::pool::store_call(py, move || zrecord::dataset::open_store(&path, options, read_only))?;
+    Ok(Zrecord::from_handle(Arc::new(store), read_only))
+}
+
+/// Adds samples to a dataset (internal: `zrecord.Dataset.write` drives it).
+#[pyclass(module = "zrecord", name = "_DatasetWriter")]
+pub struct PyDatasetWriter {
+    inner: Option<DatasetWriter>,
+    ragged: Vec<bool>,
+    itemsizes: Vec<usize>,
+}
+
+#[pymethods]
+impl PyDatasetWriter {
+    /// `fields`: a list of dicts with name, kind ("fixed" or "ragged"), dtype (numpy's
+    /// `dtype.str`), shape (fixed only) and codec.
+    #[new]
+    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        fields: &Bound<'_, PyList>,
+        shard_records: Option<u64>,
+        min_savings: Option<f64>,
+    ) -> PyResult<Self> {
+        let mut defs = Vec::new();
+        for item in fields.iter() {
+            let name: String = item.get_item("name")?.extract()?;
+            let kind: String = item.get_item("kind")?.extract()?;
+            let dtype: String = item.get_item("dtype")?.extract()?;
+            let codec: Codec = codec_named(&item.get_item("codec")?.extract::<String>()?)?;
+            defs.push(match kind.as_str() {
+                "fixed" => Field::fixed(&name, &dtype, &item.get_item("shape")?.extract::<Vec<u64>>()?, codec),
+                "ragged" => Field::ragged(&name, &dtype, codec),
+                other => return Err(PyValueError::new_err(format!("field kind {other:?} is not fixed or ragged"))),
+            });
+        }
+        let mut options = WriteOptions::default();
+        if let Some(n) = shard_records {
+            options.shard_records = n;
+        }
+        if let Some(m) = min_savings {
+            options.min_savings = m;
+        }
+        let writer = call(py, move || DatasetWriter::open(path, defs, options))?;
+        let ragged = writer.fields().iter().map(Field::is_ragged).collect();
+        let itemsizes = writer.fields().iter().map(|f| f.itemsize().unwrap_or(1) as usize).collect();
+        Ok(PyDatasetWriter { inner: Some(writer), ragged, itemsizes })
+    }
+
+    /// The dataset's fields, as `_Dataset.fields` gives them (an existing dataset's codecs).
+    #[getter]
+    fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let w = self.writer()?;
+        let items = w.fields().iter().map(|f| field_dict(py, f)).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
+    /// Samples the dataset will hold once committed.
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.writer()?.len() as usize)
+    }
+
+    /// Stages one block: per field, a C-contiguous array of samples (fixed), or a
+    /// `(values, offsets)` pair (ragged: values 1-D C-contiguous in the field's dtype,
+    /// offsets `n + 1` element offsets). Returns the number of samples.
+    fn write(&mut self, py: Python<'_>, columns: &Bound<'_, PyList>) -> PyResult<u64> {
+        let mut regions = Vec::with_capacity(columns.len());
+        let mut offsets: Vec<Option<Vec<u64>>> = Vec::with_capacity(columns.len());
+        for (f, column) in columns.iter().enumerate() {
+            let ragged = *self.ragged.get(f).unwrap_or(&false);
+            if ragged {
+                let pair = column.cast::<PyTuple>().map_err(|_| {
+                    PyTypeError::new_err(format!("column {f} is ragged: pass a (values, offsets) pair"))
+                })?;
+                if pair.len() != 2 {
+                    return Err(PyTypeError::new_err(format!("column {f} is ragged: pass a (values, offsets) pair")));
+                }
+                regions.push(buffers::readable(&pair.get_item(0)?, "values")?);
+                let item = self.itemsizes[f] as u64;
+                let elements = buffers::offsets(&pair.get_item(1)?, "offsets")?;
+                let bytes = elements
+                    .iter()
+                    .map(|&o| o.checked_mul(item).ok_or_else(|| PyValueError::new_err("offset overflows")))
+                    .collect::<PyResult<Vec<u64>>>()?;
+                offsets.push(Some(bytes));
+            } else {
+                regions.push(buffers::readable(&column, "samples")?);
+                offsets.push(None);
+            }
+        }
+        let cols: Vec<Column<'_>> = regions
+            .iter()
+            .zip(&offsets)
+            .map(|(r, o)| match o {
+                Some(o) => Column::Ragged { values: r.bytes(), offsets: o },
+                None => Column::Fixed(r.bytes()),
+            })
+            .collect();
+        let writer = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
+        call(py, move || writer.write(&cols))
+    }
+
+    /// Publishes everything written; the writer is done.
+    fn commit(&mut self, py: Python<'_>) -> PyResult<()> {
+        let writer = self.inner.take().ok_or_else(|| error::closed(py))?;
+        call(py, move || writer.commit().map(drop))
+    }
+
+    /// Drops everything written and the new shards; the writer is done. Idempotent.
+    fn discard(&mut self, py: Python<'_>) {
+        if let Some(w) = self.inner.take() {
+            py.detach(move || w.discard());
+        }
+    }
+}
+
+impl PyDatasetWriter {
+    fn writer(&self) -> PyResult<&DatasetWriter> {
+        self.inner.as_ref().ok_or_else(|| PyValueError::new_err("the writer was committed or discarded"))
+    }
+}
