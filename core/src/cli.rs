@@ -26,6 +26,8 @@ use crate::error::{Error, FormatError};
 use crate::io::{Backend, Parallel, StorageFile};
 use crate::tools;
 
+mod dataset;
+
 /// The command succeeded.
 pub const EXIT_OK: i32 = 0;
 /// `verify` found records that fail to decode.
@@ -587,6 +589,9 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             Out { host, closed: false }.line(&format!("zr {VERSION}"));
         }
         Command::Inspect { store, json: as_json } => {
+            if let Some(m) = dataset::manifest(host, &store)? {
+                return dataset::inspect(host, &store, &m, as_json);
+            }
             let (s, _w) = open_checked(host, &store, Access::Read)?;
             let shown = host.shown(&store);
             let report = tools::inspect(&s).map_err(|e| Failure::at(shown.clone(), e))?;
@@ -599,6 +604,9 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             }
         }
         Command::Stats { store } => {
+            if let Some(m) = dataset::manifest(host, &store)? {
+                return dataset::stats(host, &store, &m);
+            }
             let (s, _w) = open_checked(host, &store, Access::Read)?;
             let st = s.stats().map_err(|e| Failure::at(host.shown(&store), e))?;
             // loaderx's four keys; `unchecked` too when the store keeps checksums (as Python's
@@ -611,6 +619,12 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             ));
         }
         Command::Verify { store, json: as_json, seal } => {
+            if let Some(m) = dataset::manifest(host, &store)? {
+                if seal {
+                    return Err(dataset::refuse(host, &store, "verify --seal"));
+                }
+                return dataset::verify(host, par, &store, &m, as_json);
+            }
             let (s, mut w) = open_checked(host, &store, if seal { Access::Write } else { Access::Read })?;
             let shown = host.shown(&store);
             let sealed = if seal {
@@ -648,6 +662,9 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             }
         }
         Command::Compact { store } => {
+            if dataset::manifest(host, &store)?.is_some() {
+                return Err(dataset::refuse(host, &store, "compact"));
+            }
             let (mut s, mut w) = open_checked(host, &store, Access::Write)?;
             let shown = host.shown(&store);
             let result = (|| {
@@ -664,6 +681,9 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             ));
         }
         Command::Delete { store, indices } => {
+            if dataset::manifest(host, &store)?.is_some() {
+                return Err(dataset::refuse(host, &store, "delete"));
+            }
             let (mut s, mut w) = open_checked(host, &store, Access::Write)?;
             let before = s.len();
             let result = s.delete(&mut w, &indices).and_then(|()| s.sync(&mut w));

@@ -24,7 +24,11 @@ pub fn to_py(py: Python<'_>, e: DatasetError) -> PyErr {
     let path = e.path.display().to_string();
     let field = e.field.clone();
     let message = e.to_string();
-    let err = error::to_py_with_message(py, e.source, message);
+    let err = if e.metadata && matches!(e.source, zrecord::Error::Format(_)) {
+        error::metadata_error(py, message)
+    } else {
+        error::to_py_with_message(py, e.source, message)
+    };
     let value = err.value(py);
     // ValueError (invalid argument) instances take attributes as well.
     let _ = value.setattr("path", path);

@@ -47,6 +47,12 @@ pub fn zrecord_error(py: Python<'_>, code: i32, message: String) -> PyErr {
     from_errors_module(py, "error_for", (code, message))
 }
 
+/// A dataset's metadata file (`schema.json`, `dataset.json`) that is not valid: a
+/// `FormatError` that is also the `ValueError` loaderx raised there.
+pub fn metadata_error(py: Python<'_>, message: String) -> PyErr {
+    from_errors_module(py, "metadata_error", (message,))
+}
+
 /// Calls `zrecord.errors.<factory>(*args)` and returns the exception it builds.
 fn from_errors_module<'py, A>(py: Python<'py>, factory: &str, args: A) -> PyErr
 where

@@ -43,6 +43,9 @@ pub struct DatasetError {
     /// What went wrong.
     #[source]
     pub source: Error,
+    /// True when the error is in the dataset's metadata file (`dataset.json` or a
+    /// `schema.json`: unreadable, not JSON, not a zrecord dataset), not in a store.
+    pub metadata: bool,
 }
 
 fn field_note(field: &Option<String>) -> String {
@@ -56,7 +59,17 @@ impl DatasetError {
     }
 
     pub(crate) fn at(path: &Path, field: Option<&str>, source: impl Into<Error>) -> Self {
-        DatasetError { path: path.to_path_buf(), field: field.map(str::to_owned), source: source.into() }
+        DatasetError {
+            path: path.to_path_buf(),
+            field: field.map(str::to_owned),
+            source: source.into(),
+            metadata: false,
+        }
+    }
+
+    /// An error in the metadata file at `file`.
+    pub(crate) fn in_metadata(file: &Path, source: impl Into<Error>) -> Self {
+        DatasetError { metadata: true, ..DatasetError::at(file, None, source) }
     }
 }
 
@@ -205,8 +218,9 @@ impl Dataset {
             };
             return Err(at(Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", path.display()), what))));
         }
-        let bytes = read_meta_file(&schema_path, MAX_MANIFEST_LEN).map_err(at)?;
-        let schema = Schema::from_json(&bytes).map_err(|e| at(e.into()))?;
+        let bytes =
+            read_meta_file(&schema_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::in_metadata(&schema_path, e))?;
+        let schema = Schema::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&schema_path, e))?;
         let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
         let options = OpenOptions { create: false, codec, verify: opts.verify, ..OpenOptions::default() };
         let (store, read_only) = open_store(&path, options, opts.read_only).map_err(at)?;

@@ -100,7 +100,8 @@ impl DatasetWriter {
                 options.shard_records
             ))));
         }
-        let fresh = Manifest::new(fields).map_err(|e| bad(e.into()))?;
+        // Fields the caller describes are arguments: a bad one is an invalid argument.
+        let fresh = Manifest::new(fields).map_err(|e| bad(Error::InvalidArgument(e.to_string())))?;
         if path.join(SCHEMA_FILE).exists() || path.join(zrecord_core::format::META_FILE).exists() {
             return Err(bad(Error::InvalidArgument(format!(
                 "{} holds a single-store (loaderx) dataset; write a multi-field dataset to another directory",
@@ -124,8 +125,9 @@ impl DatasetWriter {
         }
         let manifest_path = path.join(MANIFEST_FILE);
         let manifest = if manifest_path.exists() {
-            let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN).map_err(bad)?;
-            let existing = Manifest::from_json(&bytes).map_err(|e| bad(e.into()))?;
+            let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
+                .map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+            let existing = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             if !existing.accepts(&fresh.fields) {
                 return Err(bad(Error::InvalidArgument(format!(
                     "{} holds fields {}, cannot add samples of {}",

@@ -49,6 +49,7 @@ __all__ = [
     "BufferTooSmallError",
     "DecodeError",
     "FormatError",
+    "MetadataError",
     "LockedError",
     "StoreClosedError",
     "ChecksumError",
@@ -171,6 +172,12 @@ class StoreClosedError(LockedError, ValueError):
     """Code -9: the store (or dataset) was closed."""
 
 
+class MetadataError(FormatError, ValueError):
+    """Code -8: a dataset's ``schema.json`` or ``dataset.json`` is unreadable, not JSON, or
+    not a zrecord dataset's; the message names the file. Also a ``ValueError``, which
+    loaderx 0.5.4 raised for a foreign schema."""
+
+
 class ChecksumError(_Coded):
     """Code -11: a record's stored bytes do not match the checksum zrecord kept for them
     (``checksums.zrc``), so it is damaged and nothing of it was decoded; or, in a store
@@ -206,6 +213,11 @@ _BY_CODE = {
         InternalError,
     )
 }
+
+
+def metadata_error(message: str) -> MetadataError:
+    """The :class:`MetadataError` for ``message``."""
+    return MetadataError(message)
 
 
 def error_for(code: int, message: str | None = None) -> ZrecordError:

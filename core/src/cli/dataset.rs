@@ -1,0 +1,182 @@
+//! `zr inspect|stats|verify` on a dataset directory (a `dataset.json` manifest over shards
+//! of stores): the same reports as for one store, for every store of every shard, with
+//! totals. Both front ends run it through their [`Host`], so it reads the same in `zr` and
+//! `zr-wasm`.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::{json, open_checked, Access, Failure, Host, Out, PathKind, EXIT_BAD_RECORDS, EXIT_OK};
+use crate::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use crate::io::{Parallel, StorageFile};
+use crate::tools;
+
+/// `dir/name`, with one separator.
+fn join(dir: &str, name: &str) -> String {
+    if dir.ends_with('/') {
+        format!("{dir}{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// The manifest of the dataset in `dir`, if `dir` holds one.
+pub(super) fn manifest<H: Host>(host: &mut H, dir: &str) -> Result<Option<Manifest>, Failure> {
+    let path = join(dir, MANIFEST_FILE);
+    if host.kind(&path) != PathKind::File {
+        return Ok(None);
+    }
+    let shown = host.shown(&path);
+    let file = host.open_input(&path).map_err(|e| Failure::at(shown.clone(), e))?;
+    let len = file.len().map_err(|e| Failure::at(shown.clone(), e.into()))?;
+    if len > MAX_MANIFEST_LEN {
+        return Err(Failure::new(
+            shown,
+            format!("is {len} bytes, over the {MAX_MANIFEST_LEN}-byte limit of a manifest"),
+        ));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    file.read_at(0, &mut bytes).map_err(|e| Failure::at(shown.clone(), e.into()))?;
+    Manifest::from_json(&bytes).map(Some).map_err(|e| Failure::new(shown, e.to_string()))
+}
+
+/// Every store of the dataset: `(shard dir name, field name, store path, records listed)`.
+fn stores(dir: &str, m: &Manifest) -> Vec<(String, String, String, u64)> {
+    let mut out = Vec::new();
+    for shard in &m.shards {
+        for field in &m.fields {
+            out.push((shard.dir.clone(), field.name.clone(), join(&join(dir, &shard.dir), &field.name), shard.records));
+        }
+    }
+    out
+}
+
+fn describe(m: &Manifest) -> String {
+    let parts: Vec<String> = m
+        .fields
+        .iter()
+        .map(|f| {
+            if f.is_ragged() {
+                format!("{} ragged {} {}", f.name, f.dtype, f.codec)
+            } else {
+                format!("{} {} {:?} {}", f.name, f.dtype, f.shape, f.codec)
+            }
+        })
+        .collect();
+    parts.join("; ")
+}
+
+pub(super) fn inspect<H: Host>(host: &mut H, dir: &str, m: &Manifest, as_json: bool) -> Result<i32, Failure> {
+    let mut reports = Vec::new();
+    for (shard, field, path, records) in stores(dir, m) {
+        let (s, _w) = open_checked(host, &path, Access::Read)?;
+        let shown = host.shown(&path);
+        if u64::from(s.len()) < records {
+            return Err(Failure::new(shown, format!("holds {} records but {MANIFEST_FILE} lists {records}", s.len())));
+        }
+        let report = tools::inspect(&s).map_err(|e| Failure::at(shown, e))?;
+        reports.push((shard, field, report));
+    }
+    let shown = host.shown(dir);
+    let mut out = Out { host, closed: false };
+    if as_json {
+        let stores: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(shard, field, r)| serde_json::json!({"shard": shard, "field": field, "inspection": r}))
+            .collect();
+        out.line(&json(&serde_json::json!({"dataset": m, "samples": m.len(), "stores": stores})));
+        return Ok(EXIT_OK);
+    }
+    out.line(&format!("dataset       {shown}"));
+    out.line(&format!("format        {} v{} ({MANIFEST_FILE})", crate::dataset::FORMAT, m.version));
+    out.line(&format!("samples       {}", m.len()));
+    out.line(&format!("shards        {}", m.shards.len()));
+    out.line(&format!("fields        {}", describe(m)));
+    for (shard, field, r) in &reports {
+        out.line(&format!(
+            "  {shard}/{field:<16} {:>9} records  stored {:>12} bytes  raw {} flate {} zstd {}  bad entries {}",
+            r.records, r.live_bytes, r.raw_records, r.flate_records, r.zstd_records, r.bad_entries
+        ));
+    }
+    Ok(EXIT_OK)
+}
+
+pub(super) fn stats<H: Host>(host: &mut H, dir: &str, m: &Manifest) -> Result<i32, Failure> {
+    let (mut records, mut live, mut chunk, mut reclaimable, mut unchecked) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    for (_, _, path, _) in stores(dir, m) {
+        let (s, _w) = open_checked(host, &path, Access::Read)?;
+        let st = s.stats().map_err(|e| Failure::at(host.shown(&path), e))?;
+        records += u64::from(st.records);
+        live += st.live_bytes;
+        chunk += st.chunk_bytes;
+        reclaimable += st.reclaimable;
+        unchecked += u64::from(st.unchecked);
+    }
+    Out { host, closed: false }.line(&format!(
+        "{{\"samples\": {}, \"shards\": {}, \"fields\": {}, \"records\": {records}, \"live_bytes\": {live}, \
+         \"chunk_bytes\": {chunk}, \"reclaimable\": {reclaimable}, \"unchecked\": {unchecked}}}",
+        m.len(),
+        m.shards.len(),
+        m.fields.len()
+    ));
+    Ok(EXIT_OK)
+}
+
+pub(super) fn verify<H: Host, P: Parallel>(
+    host: &mut H,
+    par: &P,
+    dir: &str,
+    m: &Manifest,
+    as_json: bool,
+) -> Result<i32, Failure> {
+    let mut reports = Vec::new();
+    for (shard, field, path, _) in stores(dir, m) {
+        let (s, _w) = open_checked(host, &path, Access::Read)?;
+        let shown = host.shown(&path);
+        let report =
+            tools::verify(&s, par, &mut |d, t| host.progress("verify", d, t)).map_err(|e| Failure::at(shown, e))?;
+        reports.push((shard, field, report));
+    }
+    let bad: u64 = reports.iter().map(|(_, _, r)| u64::from(r.bad_count)).sum();
+    let mut out = Out { host, closed: false };
+    if as_json {
+        let stores: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(shard, field, r)| serde_json::json!({"shard": shard, "field": field, "verification": r}))
+            .collect();
+        out.line(&json(&serde_json::json!({"samples": m.len(), "bad": bad, "stores": stores})));
+    } else {
+        let (mut checked, mut summed, mut unchecked) = (0u64, 0u64, 0u64);
+        for (shard, field, r) in &reports {
+            for b in &r.bad {
+                out.line(&format!("bad record {} of {shard}/{field}: {}", b.index, b.error));
+            }
+            if r.bad_count as usize > r.bad.len() {
+                out.line(&format!("... and {} more in {shard}/{field}", r.bad_count as usize - r.bad.len()));
+            }
+            checked += u64::from(r.checked);
+            summed += u64::from(r.checksummed);
+            unchecked += u64::from(r.unchecked);
+        }
+        out.line(&format!(
+            "{} samples in {} shards: {checked} records checked, {bad} bad ({summed} checked against their \
+             checksums, {unchecked} unchecked)",
+            m.len(),
+            m.shards.len()
+        ));
+    }
+    Ok(if bad > 0 { EXIT_BAD_RECORDS } else { EXIT_OK })
+}
+
+/// The failure for a command that works on one store, given a dataset directory.
+pub(super) fn refuse<H: Host>(host: &mut H, dir: &str, command: &str) -> Failure {
+    Failure::new(
+        host.shown(dir),
+        format!(
+            "is a dataset of named fields over shards ({MANIFEST_FILE}); `zr {command}` works on one store: \
+             name a shard's field store (DIR/shard-NNNNNN/FIELD)"
+        ),
+    )
+}
