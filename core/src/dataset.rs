@@ -306,6 +306,10 @@ impl Manifest {
     }
 }
 
+/// The samples of one batch that one shard holds: `(shard, records in the shard, slots in
+/// the batch)`.
+pub type ShardGroup = (usize, Vec<u64>, Vec<usize>);
+
 /// Where each shard's samples start in the dataset's index space.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -358,9 +362,8 @@ impl Layout {
 
     /// Splits `indices` by shard: for each shard that holds any, `(shard, local records,
     /// slots in `indices`)`, in shard order. `Err(k)` names the first index out of range.
-    #[allow(clippy::type_complexity)]
-    pub fn group(&self, indices: &[u64]) -> Result<Vec<(usize, Vec<u64>, Vec<usize>)>, usize> {
-        let mut groups: Vec<(usize, Vec<u64>, Vec<usize>)> = Vec::new();
+    pub fn group(&self, indices: &[u64]) -> Result<Vec<ShardGroup>, usize> {
+        let mut groups: Vec<ShardGroup> = Vec::new();
         if self.shards() == 1 {
             if let Some(k) = indices.iter().position(|&i| i >= self.len()) {
                 return Err(k);

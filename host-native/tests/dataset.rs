@@ -144,13 +144,10 @@ fn bad_columns_name_the_field_and_sample() {
         w.write(&[Column::Fixed(&images), Column::Fixed(&labels), Column::Ragged { values: &values, offsets: &odd }]);
     assert!(e.unwrap_err().to_string().contains("whole number of elements"));
     let three_labels = vec![0u8; 3 * 8];
-    let ok = [0u64, 2, 2 + 0];
+    let ok = [0u64, 2, 4];
+    let four = [0u8; 4];
     let e = w
-        .write(&[
-            Column::Fixed(&images),
-            Column::Fixed(&three_labels),
-            Column::Ragged { values: &values, offsets: &ok },
-        ])
+        .write(&[Column::Fixed(&images), Column::Fixed(&three_labels), Column::Ragged { values: &four, offsets: &ok }])
         .unwrap_err();
     assert!(e.to_string().contains("label") && e.to_string().contains("3 samples"), "{e}");
     // Another dataset's fields cannot be added.

@@ -18,7 +18,7 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use zrecord_core::dataset::{Field, Layout, Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use zrecord_core::dataset::{Field, Layout, Manifest, ShardGroup, MANIFEST_FILE, MAX_MANIFEST_LEN};
 use zrecord_core::error::{Error, FormatError, IoError, IoErrorKind};
 use zrecord_core::schema::{Schema, SCHEMA_FILE};
 use zrecord_core::stream::DatasetId;
@@ -383,7 +383,7 @@ impl Dataset {
         .with_code_of_index_error(index, self.len())
     }
 
-    fn group(&self, indices: &[u64]) -> Result<Vec<(usize, Vec<u64>, Vec<usize>)>, DatasetError> {
+    fn group(&self, indices: &[u64]) -> Result<Vec<ShardGroup>, DatasetError> {
         self.layout.group(indices).map_err(|k| self.out_of_range(indices[k]))
     }
 

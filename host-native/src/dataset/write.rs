@@ -236,7 +236,7 @@ impl DatasetWriter {
             let bad = |what: String| DatasetError::at(&self.path, Some(&field.name), Error::InvalidArgument(what));
             let count = match (*column, self.sample_lens[f]) {
                 (Column::Fixed(bytes), Some(size)) => {
-                    if bytes.len() as u64 % size != 0 {
+                    if !(bytes.len() as u64).is_multiple_of(size) {
                         return Err(bad(format!("{} bytes is not a whole number of {size}-byte samples", bytes.len())));
                     }
                     bytes.len() as u64 / size
@@ -262,7 +262,7 @@ impl DatasetWriter {
                                 "sample {sample} is empty; a ragged sample needs at least one element"
                             )));
                         }
-                        if len % item != 0 {
+                        if !len.is_multiple_of(item) {
                             return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
                         }
                         if len > u64::from(MAX_RECORD_LEN) {
