@@ -31,6 +31,8 @@ def test_readme_quick_start(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "(256, 3, 16, 16) (256,)" in out.stdout
+    if "### Datasets of named fields" in (REPO / "README.md").read_text():
+        assert "Field(name='tokens', kind='ragged'" in out.stdout and " 1000 3" in out.stdout, out.stdout
     if "zrecord.inspect" in code:
         assert "1000 1000" in out.stdout
         np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), np.load(tmp_path / "data.npy"))
