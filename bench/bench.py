@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -984,6 +984,15 @@ class _TorchNpy:
         return {"data": torch.from_numpy(self.data[idx]), "label": torch.from_numpy(self.labels[idx])}
 
 
+# ----------------------------------------------------------------------------- fields
+
+def bench_fields(args):
+    """Named fields, ragged samples and shards against what they replace (bench/fields.py)."""
+    import fields
+
+    fields.bench_fields(args, table, RESULTS)
+
+
 # ----------------------------------------------------------------------------- stream
 
 def bench_stream(args):
@@ -1222,6 +1231,9 @@ def bench_summary(args):
         row(f"checksums [{label}]: gather, verify on vs off", f"{gcost * 100:+.1f}%", f"<= +{limit * 100:g}%",
             gcost <= limit)
         row(f"checksums [{label}]: write, kept vs not", f"{wcost * 100:+.1f}%", "<= +5%", wcost <= 0.05)
+    import fields
+
+    fields.summary_rows(RESULTS, row)
     if rows:
         table("Targets: every ratio above, against its target (same run)",
               ["what", "measured", "target", "", "note"], rows)
@@ -1230,8 +1242,8 @@ def bench_summary(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="all",
-                    choices=["sampler", "store", "checksums", "loader", "stream", "pool", "policy", "threads", "scale",
-                             "all"])
+                    choices=["sampler", "store", "checksums", "loader", "stream", "fields", "pool", "policy", "threads",
+                             "scale", "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir; "
@@ -1249,7 +1261,7 @@ def main():
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
           f"Python {platform.python_version()}, numpy {np.__version__}; "
           f"{'cold' if args.cold else 'warm'} page cache; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    for part in ("sampler", "store", "checksums", "loader", "stream", "pool", "policy", "threads", "scale"):
+    for part in ("sampler", "store", "checksums", "loader", "stream", "fields", "pool", "policy", "threads", "scale"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)
