@@ -24,6 +24,11 @@ fn join(dir: &str, name: &str) -> String {
 
 /// The manifest of the dataset in `dir`, if `dir` holds one.
 pub(super) fn manifest<H: Host>(host: &mut H, dir: &str) -> Result<Option<Manifest>, Failure> {
+    // Only a directory can hold a manifest; a file or a missing path is left to the
+    // store commands, whose errors name it as such.
+    if host.kind(dir) != PathKind::Dir {
+        return Ok(None);
+    }
     let path = join(dir, MANIFEST_FILE);
     if host.kind(&path) != PathKind::File {
         return Ok(None);
