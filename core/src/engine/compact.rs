@@ -62,8 +62,16 @@ impl<B: Backend> Store<B> {
     /// changes which record sits at which index, so a crash between the two leaves no saved
     /// state pointing at other records (the counter only keeps a later frontier from
     /// matching an earlier one). A failed raise is an error, after a complete compact.
+    ///
+    /// A compact that found nothing to reclaim (the store was already dense) moved no
+    /// record and left the frontier where it was: the generation stays, so the states
+    /// saved from the store stay valid.
     fn bumped_compact(&mut self, w: &mut Writer, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        let before = self.header();
         self.compact_locked(w, progress)?;
+        if self.header() == before {
+            return Ok(());
+        }
         self.bump_generation()
     }
 
