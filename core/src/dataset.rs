@@ -123,13 +123,13 @@ impl Field {
     /// Checks the name, dtype, shape and codec.
     pub fn check(&self) -> Result<(), FormatError> {
         check_name(&self.name)?;
-        let item = self.itemsize()?;
         if !numeric(&self.dtype) {
             return Err(FormatError::Container(format!(
                 "field {:?}: dtype {:?} is not a numeric dtype (bool, integer, float or complex)",
                 self.name, self.dtype
             )));
         }
+        let item = self.itemsize()?;
         self.codec()?;
         match self.kind {
             FieldKind::Ragged if !self.shape.is_empty() => Err(FormatError::Container(format!(
