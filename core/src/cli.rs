@@ -40,10 +40,12 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What `--help` prints (the same for `zr` and `zr-wasm`; `zr-wasm` adds its own options).
 pub const USAGE: &str = "\
-zr: inspect, verify, compact, convert and export zrecord stores
+zr: inspect, verify, compact, convert and export zrecord stores and datasets
 
 usage:
   zr inspect STORE [--json]     header, record count, codec mix, chunk use, sizes, schema
+                                (inspect, stats, verify and export also take a dataset
+                                of named fields: a directory with a dataset.json)
   zr verify STORE [--json] [--seal]
                                 check every record's checksum and decode every record;
                                 exit 1 if any fails; --seal first checksums the records
@@ -57,9 +59,17 @@ usage:
                                 zstd: native zr only, unreadable by loaderx 0.5.4;
                                 a record compression shrinks by less than the fraction F,
                                 default 0.125, is stored raw)
+  zr convert DIR|IN.npz OUT [--shard-records N] [--codec ...] [--chunk-mib N] [--min-savings F]
+                                add the samples of a directory of .npy files (or an .npz),
+                                one per field, to the dataset of named fields OUT; a ragged
+                                field NAME is NAME.npy (values) with NAME_offsets.npy
+                                (n + 1 element offsets from 0); a new shard every N samples
   zr export STORE OUT.npy [--verify auto|always|never]
                                 write a dataset back to a .npy file, checking checksums
                                 as --verify says (default auto: where there is one)
+  zr export DATASET OUT|OUT.npz [--verify ...]
+                                write each field of a dataset of named fields as NAME.npy
+                                (and NAME_offsets.npy) into the new directory OUT, or an .npz
   zr --help | --version
 
 exit status: 0 done, 1 verify found bad records, 2 error or bad arguments";
@@ -100,9 +110,10 @@ pub enum Command {
         /// Store directory.
         store: String,
     },
-    /// `convert IN.npy OUT [--codec C] [--chunk-mib N] [--min-savings F]`.
+    /// `convert IN.npy|DIR|IN.npz OUT [--codec C] [--chunk-mib N] [--min-savings F]
+    /// [--shard-records N]`.
     Convert {
-        /// Input `.npy` file.
+        /// Input `.npy` file, or a directory of them, or an `.npz`.
         input: String,
         /// Output store directory.
         output: String,
@@ -111,6 +122,8 @@ pub enum Command {
         policy: CodecPolicy,
         /// MiB of source per append.
         chunk_mib: usize,
+        /// Samples per shard of a dataset of named fields (`None`: the writer's default).
+        shard_records: Option<u64>,
     },
     /// `export STORE OUT.npy [--verify MODE]`.
     Export {
@@ -252,7 +265,7 @@ impl Command {
             return Err(usage("no command given".into()));
         };
         let valued: &[&str] = match cmd.as_str() {
-            "convert" => &["codec", "chunk-mib", "min-savings"],
+            "convert" => &["codec", "chunk-mib", "min-savings", "shard-records"],
             "export" => &["verify"],
             _ => &[],
         };
@@ -330,7 +343,7 @@ impl Command {
                 Command::Delete { store, indices }
             }
             "convert" => {
-                want(2, "IN.npy OUT")?;
+                want(2, "IN.npy|DIR|IN.npz OUT")?;
                 let name = flag("codec").unwrap_or("flate");
                 let codec = Codec::from_name(name)
                     .ok_or_else(|| usage(format!("unknown codec {name:?} ({})", Codec::NAMES)))?;
@@ -350,8 +363,27 @@ impl Command {
                         .ok_or_else(|| usage(format!("--min-savings takes a fraction from 0 to 1, not {m:?}")))?,
                     None => CodecPolicy::from(codec),
                 };
+                let shard_records = match flag("shard-records") {
+                    Some(m) => Some(
+                        m.parse::<u64>().ok().filter(|&n| n >= 1 && n <= u64::from(crate::MAX_RECORDS)).ok_or_else(
+                            || {
+                                usage(format!(
+                                    "--shard-records takes a number of samples from 1 to {}, not {m:?}",
+                                    crate::MAX_RECORDS
+                                ))
+                            },
+                        )?,
+                    ),
+                    None => None,
+                };
                 let output = pos.pop().expect("two positionals");
-                Command::Convert { input: pos.pop().expect("two positionals"), output, policy, chunk_mib }
+                Command::Convert {
+                    input: pos.pop().expect("two positionals"),
+                    output,
+                    policy,
+                    chunk_mib,
+                    shard_records,
+                }
             }
             "export" => {
                 want(2, "STORE OUT.npy")?;
@@ -429,14 +461,20 @@ impl Command {
                 v.extend(indices.iter().map(|i| i.to_string()));
                 v
             }
-            Command::Convert { input, output, policy, chunk_mib } => alloc::vec![
-                s("convert"),
-                s(input),
-                s(output),
-                format!("--codec={}", policy.codec.name()),
-                format!("--chunk-mib={chunk_mib}"),
-                format!("--min-savings={}", policy.min_savings()),
-            ],
+            Command::Convert { input, output, policy, chunk_mib, shard_records } => {
+                let mut v = alloc::vec![
+                    s("convert"),
+                    s(input),
+                    s(output),
+                    format!("--codec={}", policy.codec.name()),
+                    format!("--chunk-mib={chunk_mib}"),
+                    format!("--min-savings={}", policy.min_savings()),
+                ];
+                if let Some(n) = shard_records {
+                    v.push(format!("--shard-records={n}"));
+                }
+                v
+            }
             Command::Export { store, output, verify } => {
                 let mut v = alloc::vec![s("export"), s(store), s(output)];
                 if *verify != Verify::Auto {
@@ -500,22 +538,77 @@ pub trait Host {
     fn out(&mut self, text: &str) -> Result<(), Closed>;
     /// Writes `text` to stderr.
     fn err(&mut self, text: &str);
+
+    /// True when the host has a dataset writer for [`Host::import_fields`] and
+    /// [`Host::export_fields`] (the native `zr` does; the default says no, and `convert`
+    /// and `export` of datasets then fail before they create anything).
+    fn has_fields_io(&self) -> bool {
+        false
+    }
+
+    /// `convert` of a directory of `.npy` files or an `.npz` (`input`) into the dataset of
+    /// named fields in directory `output` (an existing one, or a new directory made by
+    /// [`Host::stage_store`]).
+    fn import_fields(&mut self, input: &str, output: &str, options: &FieldImport) -> Result<FieldsDone, Failure> {
+        let _ = (output, options);
+        Err(Failure::new(self.shown(input), NO_FIELDS_IO))
+    }
+
+    /// `export` of the dataset of named fields in directory `dataset` into `output`: a
+    /// directory made by [`Host::stage_store`] (`npz` false) or a file made by
+    /// [`Host::stage_file`] (`npz` true). Returns the number of samples.
+    fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {
+        let _ = (output, npz, verify);
+        Err(Failure::new(self.shown(dataset), NO_FIELDS_IO))
+    }
+}
+
+/// What a host without a dataset writer says to `convert DIR|IN.npz` and `export DATASET`.
+pub const NO_FIELDS_IO: &str =
+    "converting or exporting a dataset of named fields needs the native zr (this zr has no dataset writer)";
+
+/// How [`Host::import_fields`] writes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FieldImport {
+    /// The codec of a new dataset's fields and the compression threshold.
+    pub policy: CodecPolicy,
+    /// MiB of input per block.
+    pub chunk_mib: usize,
+    /// Samples per shard (`None`: the writer's default, the store's record limit).
+    pub shard_records: Option<u64>,
+}
+
+/// What [`Host::import_fields`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldsDone {
+    /// Samples added.
+    pub added: u64,
+    /// Samples the dataset holds now.
+    pub samples: u64,
+    /// Its fields.
+    pub fields: usize,
+    /// Its shards.
+    pub shards: usize,
 }
 
 /// Why a command failed, printed as the one line `zr: error: PATH: MESSAGE`, PATH being
 /// the path at fault as the user typed it.
 #[derive(Debug)]
-struct Failure {
-    path: String,
-    message: String,
+pub struct Failure {
+    /// The path at fault, as the user typed it.
+    pub path: String,
+    /// What went wrong.
+    pub message: String,
 }
 
 impl Failure {
-    fn new(path: String, message: impl Into<String>) -> Failure {
+    /// A failure about `path`.
+    pub fn new(path: String, message: impl Into<String>) -> Failure {
         Failure { path, message: message.into() }
     }
 
-    fn at(path: String, e: Error) -> Failure {
+    /// The failure of `e` about `path`.
+    pub fn at(path: String, e: Error) -> Failure {
         Failure::new(path, e.to_string())
     }
 }
@@ -692,8 +785,18 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Convert { input, output, policy, chunk_mib } => {
-            return convert(host, par, &input, &output, policy, chunk_mib)
+        Command::Convert { input, output, policy, chunk_mib, shard_records } => {
+            if host.kind(&input) == PathKind::Dir || input.to_ascii_lowercase().ends_with(".npz") {
+                let options = FieldImport { policy, chunk_mib, shard_records };
+                return dataset::convert(host, &input, &output, &options);
+            }
+            if shard_records.is_some() {
+                return Err(Failure::new(
+                    host.shown(&input),
+                    "--shard-records is for a dataset of named fields (a directory of .npy files or an .npz)",
+                ));
+            }
+            return convert(host, par, &input, &output, policy, chunk_mib);
         }
         Command::Export { store, output, verify } => return export(host, par, &store, &output, verify),
     }
@@ -767,6 +870,9 @@ fn export<H: Host, P: Parallel>(
     output: &str,
     verify: Verify,
 ) -> Result<i32, Failure> {
+    if dataset::manifest(host, store)?.is_some() {
+        return dataset::export(host, store, output, verify);
+    }
     let (mut s, _w) = open_checked(host, store, Access::Read)?;
     s.set_verify_mode(verify);
     let (store_shown, out_shown) = (host.shown(store), host.shown(output));
@@ -824,6 +930,8 @@ mod tests {
             "convert --codec=raw a.npy out",
             "convert a.npy out --min-savings 0",
             "convert a.npy out --min-savings=0.3 --codec flate",
+            "convert npys out --shard-records 1000",
+            "convert x.npz out --shard-records=16777216 --codec raw",
             "export s o.npy",
             "--help",
             "--version",
@@ -853,6 +961,11 @@ mod tests {
         assert_eq!(err("delete s -1"), "delete: \"-1\" is not a record index");
         assert_eq!(err("convert a b --codec lz4"), "unknown codec \"lz4\" (raw, flate or zstd)");
         assert_eq!(err("convert a b --chunk-mib 0"), "--chunk-mib takes a positive number of MiB, not \"0\"");
+        assert_eq!(
+            err("convert a b --shard-records 0"),
+            "--shard-records takes a number of samples from 1 to 16777216, not \"0\""
+        );
+        assert!(err("convert a b --shard-records 16777217").starts_with("--shard-records takes"));
         assert_eq!(err("convert a b --codec"), "--codec needs a value");
         assert_eq!(err("export s o --verify sometimes"), "unknown --verify mode \"sometimes\" (auto, always or never)");
         assert_eq!(err("inspect s --seal"), "inspect has no option --seal");

@@ -29,6 +29,25 @@ pub fn read_schema<B: Backend>(store: &Store<B>) -> Result<Option<Schema>> {
     }
 }
 
+/// The schema samples of `dtype` and `shape` are appended under, as loaderx's
+/// `Dataset.write` decides it: the store's own `schema.json` when it has one (it must have
+/// the same dtype and shape; its codec wins), or else a new one naming `codec`, written
+/// before any record.
+pub fn schema_for_append<B: Backend>(store: &Store<B>, dtype: &str, shape: &[u64], codec: Codec) -> Result<Schema> {
+    match read_schema(store)? {
+        Some(existing) if !existing.accepts(dtype, shape) => Err(Error::InvalidArgument(format!(
+            "dataset holds {}{:?} samples, cannot append {dtype}{shape:?}",
+            existing.dtype, existing.shape
+        ))),
+        Some(existing) => Ok(existing),
+        None => {
+            let s = Schema::new(dtype, shape, codec);
+            store.backend().write_side_file(SCHEMA_FILE, s.to_json().as_bytes())?;
+            Ok(s)
+        }
+    }
+}
+
 /// Records and bytes of one chunk file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ChunkUse {
@@ -335,35 +354,49 @@ impl NpySource {
     }
 }
 
-/// Checks that `input` is a `.npy` that [`convert`] can append in full: a header it
-/// understands, a sample axis, C order, samples of 1 byte ..= [`MAX_RECORD_LEN`], and all
-/// the data the header promises. Reads nothing but the header and the file's length, so a
-/// caller can check an input before creating anything.
+impl NpySource {
+    /// The rows and sample size `h` describes, after checking that each row can be one
+    /// record: a sample axis, C order, and samples of 1 byte ..= [`MAX_RECORD_LEN`].
+    pub fn from_header(h: npy::NpyHeader) -> Result<NpySource> {
+        let Some((&rows, sample_shape)) = h.shape.split_first() else {
+            return Err(Error::InvalidArgument("array must have a sample axis (it is 0-dimensional)".into()));
+        };
+        if h.fortran_order && sample_shape.iter().any(|&d| d > 1) {
+            return Err(Error::InvalidArgument(
+                "Fortran-ordered .npy is not supported: save it with np.ascontiguousarray first".into(),
+            ));
+        }
+        let sample_len = sample_shape
+            .iter()
+            .try_fold(npy::itemsize(&h.descr)?, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| Error::InvalidArgument("sample size overflows".into()))?;
+        if sample_len > u64::from(MAX_RECORD_LEN) || sample_len == 0 {
+            return Err(Error::RecordTooLarge { length: sample_len });
+        }
+        rows.checked_mul(sample_len).ok_or_else(|| Error::InvalidArgument("array size overflows".into()))?;
+        Ok(NpySource { header: h, rows, sample_len })
+    }
+
+    /// Bytes of array data after the header.
+    pub fn data_len(&self) -> u64 {
+        self.rows * self.sample_len
+    }
+}
+
+/// Checks that `input` is a `.npy` that [`convert`] can append in full: a header
+/// [`NpySource::from_header`] accepts and all the data the header promises. Reads nothing
+/// but the header and the file's length, so a caller can check an input before creating
+/// anything.
 pub fn check_npy<F: StorageFile>(input: &F) -> Result<NpySource> {
-    let h = read_npy_header(input)?;
-    let Some((&rows, sample_shape)) = h.shape.split_first() else {
-        return Err(Error::InvalidArgument("array must have a sample axis (it is 0-dimensional)".into()));
-    };
-    if h.fortran_order && sample_shape.iter().any(|&d| d > 1) {
-        return Err(Error::InvalidArgument(
-            "Fortran-ordered .npy is not supported: save it with np.ascontiguousarray first".into(),
-        ));
-    }
-    let sample_len = sample_shape
-        .iter()
-        .try_fold(npy::itemsize(&h.descr)?, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| Error::InvalidArgument("sample size overflows".into()))?;
-    if sample_len > u64::from(MAX_RECORD_LEN) || sample_len == 0 {
-        return Err(Error::RecordTooLarge { length: sample_len });
-    }
-    let data_len = rows.checked_mul(sample_len).ok_or_else(|| Error::InvalidArgument("array size overflows".into()))?;
-    if input.len()? < h.data_offset + data_len {
+    let src = NpySource::from_header(read_npy_header(input)?)?;
+    if input.len()? < src.header.data_offset + src.data_len() {
         return Err(FormatError::Container(format!(
-            ".npy data is truncated: {rows} rows of {sample_len} bytes expected"
+            ".npy data is truncated: {} rows of {} bytes expected",
+            src.rows, src.sample_len
         ))
         .into());
     }
-    Ok(NpySource { header: h, rows, sample_len })
+    Ok(src)
 }
 
 /// Appends every slice along axis 0 of the `.npy` in `input` as one record, streaming
@@ -389,20 +422,7 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
     let (h, rows, sample_len) = (&src.header, src.rows, src.sample_len);
     let sample_shape = src.sample_shape();
 
-    let schema = match read_schema(store)? {
-        Some(existing) if !existing.accepts(&h.descr, sample_shape) => {
-            return Err(Error::InvalidArgument(format!(
-                "dataset holds {}{:?} samples, cannot append {}{:?}",
-                existing.dtype, existing.shape, h.descr, sample_shape
-            )))
-        }
-        Some(existing) => existing,
-        None => {
-            let s = Schema::new(&h.descr, sample_shape, codec);
-            store.backend().write_side_file(SCHEMA_FILE, s.to_json().as_bytes())?;
-            s
-        }
-    };
+    let schema = schema_for_append(store, &h.descr, sample_shape, codec)?;
     let policy = policy.with_codec(Codec::from_name(&schema.codec).unwrap_or(codec));
 
     // Every block is staged and the whole conversion committed once: one sync, and a

@@ -265,3 +265,210 @@ fn a_damaged_record_names_its_shard_store() {
     // Shards 0 and 2 still read.
     ds.gather_fixed(0, &[5, 250], &mut out[..24], None, false).unwrap();
 }
+
+// NumPy files in and out: `import_npy` / `export_npy` (what `zr convert` and `zr export` run).
+
+use zrecord::dataset::{export_npy, import_npy, ExportTo, ImportOptions};
+
+fn import(
+    input: &Path,
+    output: &Path,
+    shard_records: u64,
+    chunk_bytes: usize,
+) -> Result<Dataset, zrecord::DatasetError> {
+    let options = ImportOptions {
+        codec: Codec::Flate,
+        write: WriteOptions { shard_records, ..WriteOptions::default() },
+        chunk_bytes,
+    };
+    import_npy(input, output, &options, &mut |_, _| {}).map(|done| done.dataset)
+}
+
+fn npy(path: &Path, descr: &str, shape: &[u64], data: &[u8]) {
+    let mut bytes = zrecord_core::npy::write_header(descr, shape);
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn shard_dirs(path: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("shard-"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn fields_round_trip_through_npy_files_and_npz() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = write(&dir.path().join("ds"), 0, 2500, 1000, 700);
+    let mut seen = Vec::new();
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    assert_eq!(export_npy(&ds, &files, ExportTo::Dir, 4096, &mut |d, t| seen.push((d, t))).unwrap(), 2500);
+    assert_eq!(seen.first(), Some(&(0, 7500)));
+    assert_eq!(seen.last(), Some(&(7500, 7500)));
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "progress only grows");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&files).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["image.npy", "label.npy", "tokens.npy", "tokens_offsets.npy"]);
+    // The offsets file is n + 1 int64 element offsets from 0.
+    let raw = std::fs::read(files.join("tokens_offsets.npy")).unwrap();
+    let h = zrecord_core::npy::parse_header(&raw).unwrap();
+    assert_eq!((h.descr.as_str(), h.shape.as_slice()), ("<i8", &[2501u64][..]));
+    let offs: Vec<i64> =
+        raw[h.data_offset as usize..].chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+    let total: i64 = (0..2500).map(|i| tokens(i).len() as i64).sum();
+    assert_eq!((offs[0], offs[2500]), (0, total));
+
+    let npz = dir.path().join("all.npz");
+    export_npy(&ds, &npz, ExportTo::Npz, 1 << 20, &mut |_, _| {}).unwrap();
+    // Small blocks and shards: many blocks, ragged blocks cut short, rolls mid-block.
+    for (input, chunk) in [(&files, 999usize), (&npz, 64 << 10)] {
+        let out = dir.path().join(format!("back-{chunk}"));
+        let back = import(input, &out, 600, chunk).unwrap();
+        assert_eq!(back.len(), 2500);
+        assert_eq!(back.shard_count(), 5);
+        // The same fields; the codec is the import's (raw labels come back as flate).
+        let shape = |f: &Field| (f.name.clone(), f.kind.clone(), f.dtype.clone(), f.shape.clone());
+        assert_eq!(
+            back.fields().iter().map(shape).collect::<Vec<_>>(),
+            ds.fields().iter().map(shape).collect::<Vec<_>>()
+        );
+        for i in 0..2500 {
+            check_sample(&back, i);
+        }
+        let mut label = [0u8; 8];
+        back.gather_fixed(1, &[1234], &mut label, None, false).unwrap();
+        assert_eq!(i64::from_le_bytes(label), 1234);
+    }
+    // Appending the same files again doubles the dataset, sample for sample.
+    let again = import(&files, &dir.path().join("back-999"), 600, 1 << 20).unwrap();
+    assert_eq!(again.len(), 5000);
+    let (mut img, mut label) = (vec![0u8; 12], [0u8; 8]);
+    again.gather_fixed(0, &[4999], &mut img, None, false).unwrap();
+    again.gather_fixed(1, &[4999], &mut label, None, false).unwrap();
+    assert_eq!((img, i64::from_le_bytes(label)), (image(2499), 2499), "sample 2499 again, at index 4999");
+}
+
+#[test]
+fn a_bad_input_file_is_named_and_the_dataset_is_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("ds");
+    write(&target, 0, 300, 100, 300);
+    let good = dir.path().join("good");
+    std::fs::create_dir(&good).unwrap();
+    let ds = Dataset::open(&target).unwrap();
+    export_npy(&ds, &good, ExportTo::Dir, 1 << 20, &mut |_, _| {}).unwrap();
+    drop(ds);
+    let before = shard_dirs(&target);
+    let manifest = std::fs::read(target.join("dataset.json")).unwrap();
+
+    let offsets_of = |v: &[i64]| v.iter().flat_map(|o| o.to_le_bytes()).collect::<Vec<u8>>();
+    let total: i64 = (0..300).map(|i| tokens(i).len() as i64).sum();
+    let mut good_offsets = vec![0i64];
+    for i in 0..300 {
+        good_offsets.push(good_offsets[i as usize] + tokens(i).len() as i64);
+    }
+    type Damage = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Damage, &str, &str)> = vec![
+        (
+            "a field with fewer samples",
+            Box::new(|d: &Path| npy(&d.join("label.npy"), "<i8", &[299], &[0u8; 299 * 8])),
+            "label.npy",
+            "299 samples",
+        ),
+        (
+            "offsets that do not start at 0",
+            Box::new({
+                let mut o = good_offsets.clone();
+                o[0] = 1;
+                move |d: &Path| npy(&d.join("tokens_offsets.npy"), "<i8", &[301], &offsets_of(&o))
+            }),
+            "tokens_offsets.npy",
+            "start at 0",
+        ),
+        (
+            "offsets going back",
+            Box::new({
+                let mut o = good_offsets.clone();
+                o[200] = o[198];
+                move |d: &Path| npy(&d.join("tokens_offsets.npy"), "<i8", &[301], &offsets_of(&o))
+            }),
+            "tokens_offsets.npy",
+            "offset 200",
+        ),
+        (
+            "a last offset short of the values",
+            Box::new({
+                let mut o = good_offsets.clone();
+                o[300] = total - 1;
+                move |d: &Path| npy(&d.join("tokens_offsets.npy"), "<i8", &[301], &offsets_of(&o))
+            }),
+            "tokens_offsets.npy",
+            "last offset",
+        ),
+        (
+            "float offsets",
+            Box::new(|d: &Path| npy(&d.join("tokens_offsets.npy"), "<f8", &[301], &[0u8; 301 * 8])),
+            "tokens_offsets.npy",
+            "int32/int64",
+        ),
+        (
+            "a truncated file",
+            Box::new(|d: &Path| {
+                let p = d.join("image.npy");
+                let bytes = std::fs::read(&p).unwrap();
+                std::fs::write(&p, &bytes[..bytes.len() - 5]).unwrap();
+            }),
+            "image.npy",
+            "truncated",
+        ),
+        (
+            "a ragged sample that is empty",
+            Box::new({
+                let mut o = good_offsets.clone();
+                o[5] = o[4];
+                o[4] = o[3];
+                o[5] = o[4];
+                move |d: &Path| npy(&d.join("tokens_offsets.npy"), "<i8", &[301], &offsets_of(&o))
+            }),
+            "ds",
+            "empty",
+        ),
+    ];
+    for (what, damage, file, words) in cases {
+        let input = dir.path().join("bad");
+        let _ = std::fs::remove_dir_all(&input);
+        std::fs::create_dir(&input).unwrap();
+        for name in ["image.npy", "label.npy", "tokens.npy", "tokens_offsets.npy"] {
+            std::fs::copy(good.join(name), input.join(name)).unwrap();
+        }
+        damage(&input);
+        let err = import(&input, &target, 100, 1000).expect_err(what);
+        let text = err.to_string();
+        assert!(err.path.ends_with(file), "{what}: {text}");
+        assert!(text.contains(words), "{what}: {text}");
+        assert_eq!(shard_dirs(&target), before, "{what}: no shard is left behind");
+        assert_eq!(std::fs::read(target.join("dataset.json")).unwrap(), manifest, "{what}");
+        assert_eq!(Dataset::open(&target).unwrap().len(), 300, "{what}");
+    }
+
+    // A damaged .npz member fails its CRC-32 check, named inside the archive.
+    let npz = dir.path().join("x.npz");
+    export_npy(&Dataset::open(&target).unwrap(), &npz, ExportTo::Npz, 1 << 20, &mut |_, _| {}).unwrap();
+    let mut bytes = std::fs::read(&npz).unwrap();
+    let at = bytes.windows(9).position(|w| w == b"image.npy").unwrap() + 9 + 200;
+    bytes[at] ^= 0xff;
+    std::fs::write(&npz, &bytes).unwrap();
+    let err = import(&npz, &target, 100, 1000).unwrap_err();
+    assert!(err.path.ends_with("x.npz/image.npy"), "{err}");
+    assert!(err.to_string().contains("CRC-32"), "{err}");
+    assert_eq!(shard_dirs(&target), before);
+    // An archive that is not one.
+    std::fs::write(&npz, b"PK not really").unwrap();
+    assert!(import(&npz, &target, 100, 1000).unwrap_err().to_string().contains("not an .npz"));
+}

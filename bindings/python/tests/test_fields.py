@@ -250,6 +250,42 @@ def test_zr_inspects_and_stats_a_dataset(tmp_path):
     assert bad.returncode == 2 and "dataset of named fields" in bad.stderr
 
 
+def test_zr_exports_a_python_dataset_and_converts_numpy_files_back(tmp_path, loaderx):
+    """Python -> zr export (a directory and an .npz) -> numpy; numpy.savez -> zr convert ->
+    Python and loaderx: sample for sample."""
+    if not ZR:
+        pytest.skip("ZR (the zr binary) is not set; make test sets it")
+    ds, images, labels, docs = write3(tmp_path / "ds", n=1200, shard_records=500)
+    zr = lambda *a: subprocess.run([ZR, *map(str, a)], capture_output=True, text=True, check=True).stdout
+    assert zr("export", tmp_path / "ds", tmp_path / "out") == f"exported 1200 samples to {tmp_path / 'out'}\n"
+    zr("export", tmp_path / "ds", tmp_path / "out.npz")
+    lengths = np.array([d.size for d in docs])
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    for files in ({k: np.load(tmp_path / "out" / f"{k}.npy") for k in ("image", "label", "tokens", "tokens_offsets")},
+                  np.load(tmp_path / "out.npz")):
+        np.testing.assert_array_equal(files["image"], images)
+        np.testing.assert_array_equal(files["label"], labels)
+        np.testing.assert_array_equal(files["tokens"], np.concatenate(docs))
+        assert files["tokens_offsets"].dtype == np.int64
+        np.testing.assert_array_equal(files["tokens_offsets"], offsets)
+
+    # What numpy writes (compressed, int32 offsets as Arrow's list type has) converts back.
+    np.savez_compressed(tmp_path / "in.npz", image=images, label=labels, tokens=np.concatenate(docs),
+                        tokens_offsets=offsets.astype(np.int32))
+    said = zr("convert", tmp_path / "in.npz", tmp_path / "back", "--shard-records", "400")
+    assert said == f"added 1200 samples of 3 fields to {tmp_path / 'back'}; it holds 1200 samples in 3 shard(s)\n"
+    back = Dataset(tmp_path / "back")
+    assert [(f.name, f.kind) for f in back.fields] == [("image", "fixed"), ("label", "fixed"), ("tokens", "ragged")]
+    idx = np.array([1199, 0, 400, 399, 801])
+    got = back[idx]
+    np.testing.assert_array_equal(got["image"], images[idx])
+    for k, i in enumerate(idx):
+        np.testing.assert_array_equal(back[int(i)]["tokens"], docs[i])
+    # Each fixed field store of each shard is a loaderx dataset.
+    lx = loaderx.Dataset(str(tmp_path / "back" / "shard-000001" / "image"))
+    np.testing.assert_array_equal(lx[np.arange(len(lx))], images[400:800])
+
+
 # -- read-only: another user, a chmod -R a-w tree, a read-only mount -------------------------
 
 READER = textwrap.dedent(

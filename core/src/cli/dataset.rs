@@ -1,15 +1,18 @@
 //! `zr inspect|stats|verify` on a dataset directory (a `dataset.json` manifest over shards
 //! of stores): the same reports as for one store, for every store of every shard, with
 //! totals. Both front ends run it through their [`Host`], so it reads the same in `zr` and
-//! `zr-wasm`.
+//! `zr-wasm`. `zr convert DIR|IN.npz` and `zr export DATASET` stage and publish their
+//! output here; the reading and writing of fields is the host's dataset writer
+//! ([`Host::import_fields`], [`Host::export_fields`]).
 
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{json, open_checked, Access, Failure, Host, Out, PathKind, EXIT_BAD_RECORDS, EXIT_OK};
+use super::{json, open_checked, Access, Failure, FieldImport, Host, Out, PathKind, EXIT_BAD_RECORDS, EXIT_OK};
 use crate::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use crate::engine::Verify;
 use crate::io::{Parallel, StorageFile};
 use crate::tools;
 
@@ -184,4 +187,87 @@ pub(super) fn refuse<H: Host>(host: &mut H, dir: &str, command: &str) -> Failure
              name a shard's field store (DIR/shard-NNNNNN/FIELD)"
         ),
     )
+}
+
+/// A failure about something under `staged`, named as the user's `output` instead.
+fn unstage(mut f: Failure, staged: &str, out_shown: &str) -> Failure {
+    if let Some(rest) = f.path.strip_prefix(staged) {
+        f.path = format!("{out_shown}{rest}");
+    }
+    f.message = f.message.replace(staged, out_shown);
+    f
+}
+
+/// `convert DIR|IN.npz OUT`: a new dataset is built beside `output` and moved there at the
+/// end; samples added to an existing one are published by its manifest, all at once.
+pub(super) fn convert<H: Host>(host: &mut H, input: &str, output: &str, options: &FieldImport) -> Result<i32, Failure> {
+    let (in_shown, out_shown) = (host.shown(input), host.shown(output));
+    if matches!(host.kind(input), PathKind::Missing | PathKind::MissingParent) {
+        return Err(Failure::new(in_shown, "no such file or directory"));
+    }
+    if !host.has_fields_io() {
+        return Err(Failure::new(in_shown, super::NO_FIELDS_IO));
+    }
+    let (dir, staged) = match host.kind(output) {
+        PathKind::Dir => (output.to_string(), false),
+        PathKind::File => return Err(Failure::new(out_shown, "is a file, not a dataset directory")),
+        PathKind::Missing | PathKind::MissingParent => {
+            (host.stage_store(output).map_err(|e| Failure::at(out_shown.clone(), e))?, true)
+        }
+    };
+    let done = match host.import_fields(input, &dir, options) {
+        Ok(d) => d,
+        Err(f) => {
+            if staged {
+                host.discard(&dir);
+                return Err(unstage(f, &host.shown(&dir), &out_shown));
+            }
+            return Err(f);
+        }
+    };
+    if staged {
+        if let Err(e) = host.commit(&dir, output) {
+            host.discard(&dir);
+            return Err(Failure::at(out_shown, e));
+        }
+    }
+    Out { host, closed: false }.line(&format!(
+        "added {} samples of {} fields to {out_shown}; it holds {} samples in {} shard(s)",
+        done.added, done.fields, done.samples, done.shards
+    ));
+    Ok(EXIT_OK)
+}
+
+/// `export DATASET OUT|OUT.npz`: the output is built beside its path and moved there at
+/// the end. A directory output must be new; an `.npz` replaces a file there.
+pub(super) fn export<H: Host>(host: &mut H, dataset: &str, output: &str, verify: Verify) -> Result<i32, Failure> {
+    let out_shown = host.shown(output);
+    if !host.has_fields_io() {
+        return Err(Failure::new(host.shown(dataset), super::NO_FIELDS_IO));
+    }
+    let npz = output.to_ascii_lowercase().ends_with(".npz");
+    let staged = match (npz, host.kind(output)) {
+        (_, PathKind::MissingParent) if npz => return Err(Failure::new(out_shown, "its directory does not exist")),
+        (true, PathKind::Dir) => return Err(Failure::new(out_shown, "is a directory, not an .npz file")),
+        (true, _) => host.stage_file(output).map(|(_, path)| path),
+        (false, PathKind::Dir | PathKind::File) => {
+            return Err(Failure::new(out_shown, "exists; export writes a new directory (or name an OUT.npz)"))
+        }
+        (false, _) => host.stage_store(output),
+    }
+    .map_err(|e| Failure::at(out_shown.clone(), e))?;
+    let n = match host.export_fields(dataset, &staged, npz, verify) {
+        Ok(n) => n,
+        Err(f) => {
+            let shown_staged = host.shown(&staged);
+            host.discard(&staged);
+            return Err(unstage(f, &shown_staged, &out_shown));
+        }
+    };
+    if let Err(e) = host.commit(&staged, output) {
+        host.discard(&staged);
+        return Err(Failure::at(out_shown, e));
+    }
+    Out { host, closed: false }.line(&format!("exported {n} samples to {out_shown}"));
+    Ok(EXIT_OK)
 }

@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use zrecord::dataset::{export_npy, import_npy, ExportTo, ImportOptions};
+use zrecord::{Dataset, DatasetError, DatasetOptions, Verify, WriteOptions};
 use zrecord::{DirBackend, Error, IoError, IoErrorKind, NativeFile, Rayon};
-use zrecord_core::cli::{self, Access, Closed, Host, PathKind};
+use zrecord_core::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
 use zrecord_core::{Options, Store, Writer};
 
 struct Native {
@@ -157,6 +159,41 @@ impl Host for Native {
         }
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
+
+    fn has_fields_io(&self) -> bool {
+        true
+    }
+
+    fn import_fields(&mut self, input: &str, output: &str, o: &FieldImport) -> Result<FieldsDone, Failure> {
+        let write = WriteOptions {
+            shard_records: o.shard_records.unwrap_or(WriteOptions::default().shard_records),
+            min_savings: o.policy.min_savings(),
+        };
+        let options = ImportOptions { codec: o.policy.codec, write, chunk_bytes: o.chunk_mib << 20 };
+        let done =
+            import_npy(Path::new(input), Path::new(output), &options, &mut |d, t| self.progress("convert", d, t))
+                .map_err(failure)?;
+        let ds = &done.dataset;
+        Ok(FieldsDone { added: done.samples, samples: ds.len(), fields: ds.fields().len(), shards: ds.shard_count() })
+    }
+
+    fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {
+        let ds = Dataset::open_with(dataset, DatasetOptions { read_only: Some(true), verify }).map_err(failure)?;
+        let to = if npz { ExportTo::Npz } else { ExportTo::Dir };
+        export_npy(&ds, Path::new(output), to, zrecord_core::tools::DEFAULT_CHUNK_BYTES, &mut |d, t| {
+            self.progress("export", d, t)
+        })
+        .map_err(failure)
+    }
+}
+
+/// A dataset error as `zr` prints it: the store or file at fault, then the field.
+fn failure(e: DatasetError) -> Failure {
+    let message = match &e.field {
+        Some(f) => format!("field {f:?}: {}", e.source),
+        None => e.source.to_string(),
+    };
+    Failure::new(e.path.display().to_string(), message)
 }
 
 fn main() -> ExitCode {

@@ -118,7 +118,9 @@ fn a_failed_convert_into_a_new_path_leaves_nothing() {
         (&["convert", "missing.npy", "new.zr"], "zr: error: missing.npy: no such file"),
         (&["convert", "fake.npy", "new.zr"], "zr: error: fake.npy: not a .npy file (bad magic)"),
         (&["convert", "trunc.npy", "deep/er/new.zr"], "zr: error: trunc.npy: .npy data is truncated"),
-        (&["convert", "npydir", "new.zr"], "zr: error: npydir: is a directory, not a .npy file"),
+        (&["convert", "npydir", "new.zr"], "zr: error: npydir: invalid argument: holds no .npy file"),
+        (&["convert", "npydir", "deep/new"], "zr: error: npydir: invalid argument: holds no .npy file"),
+        (&["convert", "a.npy", "new.zr", "--shard-records", "10"], "zr: error: a.npy: --shard-records is for"),
         (&["convert", "a.npy", "a.npy"], "zr: error: a.npy: is a file, not a store directory"),
         (&["export", "good.zr", "no/such/out.npy"], "zr: error: no/such/out.npy: its directory does not exist"),
         (&["export", "good.zr", "npydir"], "zr: error: npydir: is a directory, not a .npy file"),
@@ -225,4 +227,93 @@ fn convert_with_zstd_counts_and_warns_in_inspect_and_exports_the_same_array() {
     let out = run(tmp.path(), &["export", "z.zr", "back.npy"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(std::fs::read(tmp.path().join("back.npy")).unwrap(), npy(300, 64));
+}
+
+/// `dir/NAME.npy` for each `(name, descr, shape, data)`.
+fn npy_files(dir: &Path, files: &[(&str, &str, &[u64], Vec<u8>)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, descr, shape, data) in files {
+        let mut bytes = zrecord_core::npy::write_header(descr, shape);
+        bytes.extend_from_slice(data);
+        std::fs::write(dir.join(format!("{name}.npy")), bytes).unwrap();
+    }
+}
+
+#[test]
+fn a_directory_of_npy_files_converts_to_a_dataset_of_fields_and_exports_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let n = 250u64;
+    let image: Vec<u8> = (0..n * 6).map(|i| (i % 251) as u8).collect();
+    let label: Vec<u8> = (0..n as i64).flat_map(|i| i.to_le_bytes()).collect();
+    let mut offsets = vec![0i64];
+    let mut tokens = Vec::new();
+    for i in 0..n {
+        for k in 0..1 + i % 5 {
+            tokens.extend_from_slice(&((i * 10 + k) as u16).to_le_bytes());
+        }
+        offsets.push((tokens.len() / 2) as i64);
+    }
+    let offset_bytes: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+    npy_files(
+        &d.join("in"),
+        &[
+            ("image", "|u1", &[n, 2, 3], image),
+            ("label", "<i8", &[n], label),
+            ("tokens", "<u2", &[tokens.len() as u64 / 2], tokens),
+            ("tokens_offsets", "<i8", &[n + 1], offset_bytes),
+        ],
+    );
+    let out = run(d, &["convert", "in", "ds", "--shard-records", "100", "--chunk-mib", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "added 250 samples of 3 fields to ds; it holds 250 samples in 3 shard(s)\n");
+    let inspect = text(&run(d, &["inspect", "ds"]).stdout);
+    assert!(inspect.contains("tokens ragged <u2"), "{inspect}");
+    assert!(text(&run(d, &["verify", "ds"]).stdout).contains("750 records checked, 0 bad"));
+
+    // Back out, as a directory and as an .npz: the same bytes as the input files.
+    for (args, said) in [
+        (&["export", "ds", "back"][..], "exported 250 samples to back\n"),
+        (&["export", "ds", "sub/back.npz", "--verify", "always"][..], "exported 250 samples to sub/back.npz\n"),
+    ] {
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        let out = run(d, args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), said);
+    }
+    for name in ["image", "label", "tokens", "tokens_offsets"] {
+        let a = std::fs::read(d.join(format!("in/{name}.npy"))).unwrap();
+        assert_eq!(std::fs::read(d.join(format!("back/{name}.npy"))).unwrap(), a, "{name}");
+    }
+    // The .npz converts into a second dataset whose export is the same again.
+    assert!(run(d, &["convert", "sub/back.npz", "ds2"]).status.success());
+    assert!(run(d, &["export", "ds2", "back2"]).status.success());
+    for name in ["image", "label", "tokens", "tokens_offsets"] {
+        let a = std::fs::read(d.join(format!("in/{name}.npy"))).unwrap();
+        assert_eq!(std::fs::read(d.join(format!("back2/{name}.npy"))).unwrap(), a, "{name}");
+    }
+    // Appending the files again doubles the dataset.
+    let out = run(d, &["convert", "in", "ds", "--shard-records", "100"]);
+    assert_eq!(text(&out.stdout), "added 250 samples of 3 fields to ds; it holds 500 samples in 6 shard(s)\n");
+
+    // Errors name the file and leave nothing behind.
+    npy_files(&d.join("short"), &[("a", "|u1", &[3, 2], vec![0; 6]), ("b", "|u1", &[4], vec![0; 4])]);
+    let before = tree(d);
+    let cases: &[(&[&str], &str)] = &[
+        (&["convert", "short", "new"], "zr: error: short/b.npy: field \"b\": invalid argument: 4 samples, but"),
+        (&["convert", "short", "ds"], "zr: error: short/b.npy: field \"b\": invalid argument: 4 samples, but"),
+        (&["convert", "short", "deep/er/x", "--codec", "raw"], "zr: error: short/b.npy: field \"b\""),
+        (&["export", "ds", "back"], "zr: error: back: exists; export writes a new directory"),
+        (&["export", "ds", "no/such/x.npz"], "zr: error: no/such/x.npz: its directory does not exist"),
+        (&["convert", "missing", "new"], "zr: error: missing: no such file"),
+    ];
+    for (args, want) in cases {
+        let out = run(d, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+        assert!(!err.contains("zr-partial"), "{args:?}: the staged path leaked: {err}");
+        assert_eq!(tree(d), before, "{args:?} left something behind");
+    }
 }

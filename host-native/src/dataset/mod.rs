@@ -13,6 +13,7 @@
 //! writable when the user may write it (so that delete and compact work) and read-only
 //! when the system refuses (EACCES, EROFS), unless [`DatasetOptions::read_only`] says which.
 
+mod convert;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use zrecord_core::error::{Error, FormatError, IoError, IoErrorKind};
 use zrecord_core::schema::{Schema, SCHEMA_FILE};
 use zrecord_core::stream::DatasetId;
 
+pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
 pub use write::{Column, DatasetWriter, WriteOptions};
 
 use crate::{OpenOptions, Verify, Zrecord};

@@ -94,7 +94,6 @@ CASES = {
     "convert-fake-npy": ([["convert", "fake.npy", "new.zr"]], 2, "zr: error: fake.npy: not a .npy file (bad magic)"),
     "convert-truncated-npy": ([["convert", "trunc.npy", "out/new.zr"]], 2, "zr: error: trunc.npy: .npy data is truncated"),
     "convert-missing-npy": ([["convert", "missing.npy", "new.zr"]], 2, "zr: error: missing.npy: no such file"),
-    "convert-dir-as-npy": ([["convert", "npydir", "new.zr"]], 2, "zr: error: npydir: is a directory, not a .npy file"),
     "convert-into-file": ([["convert", "a.npy", "note.txt"]], 2, "zr: error: note.txt: is a file, not a store directory"),
     "export": ([["export", "good.zr", "out.npy"], ["convert", "out.npy", "again.zr"]], 0, "appended 20 records"),
     "export-replaces": ([["export", "good.zr", "note.txt"]], 0, "exported 20 records to note.txt"),
@@ -160,6 +159,35 @@ def test_native_and_wasm_agree(case, base, native, zr_wasm, tmp_path):
     else:
         assert wasm_steps == native_steps
     assert trees["wasm"] == trees["native"]
+
+
+def test_fields_convert_and_export_are_native_only(base, native, zr_wasm, tmp_path):
+    """zr-wasm has no dataset writer: converting a directory of .npy files (a dataset of
+    named fields) or exporting such a dataset is refused in one line that says so, before
+    anything is created; the native zr converts the same directory, and zr-wasm then reads
+    the dataset exactly as zr does."""
+    env = dict(os.environ, ZR_WASM_CACHE=str(tmp_path.parent / "zr-wasm-cache"))
+    d = tmp_path / "w"
+    shutil.copytree(base, d, copy_function=copy_sparse)
+    shutil.copy(d / "a.npy", d / "npydir" / "a.npy")
+    go = lambda exe, *a: subprocess.run([str(exe), *a], cwd=d, capture_output=True, text=True, env=env)
+    needs = "needs the native zr"
+    before = snapshot(d)
+    for args in (["convert", "npydir", "new"], ["convert", "npydir", "good.zr"]):
+        p = go(zr_wasm, *args)
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr.startswith(f"zr: error: npydir: converting") and needs in p.stderr, p.stderr
+        assert len(p.stderr.splitlines()) == 1
+        assert snapshot(d) == before
+    p = go(native, "convert", "npydir", "ds")
+    assert p.returncode == 0, p.stderr
+    for args in (["inspect", "ds"], ["stats", "ds"], ["verify", "ds"]):
+        assert go(zr_wasm, *args).stdout == go(native, *args).stdout != ""
+    before = snapshot(d)
+    for out in ("back", "back.npz"):
+        p = go(zr_wasm, "export", "ds", out)
+        assert p.returncode == 2 and p.stderr.startswith("zr: error: ds: converting") and needs in p.stderr, p.stderr
+        assert snapshot(d) == before
 
 
 @pytest.mark.parametrize("args", [["verify", "good.zr"], ["inspect", "--json", "good.zr"], ["inspect", "good.zr"]])
