@@ -1,21 +1,21 @@
-//! The endless index generator that feeds a data loader.
+//! The endless index generator that feeds a data loader: loaderx's `Sampler`.
 //!
 //! A [`Sampler`] yields batches forever. [`Mode::Sequential`] slides a window over the index
 //! space treated as a circle (batch `i` holds `(cursor + k) % length`, so no batch is ever
 //! truncated at the tail); [`Mode::Iid`] draws uniformly with replacement from a
 //! Xoshiro256++ stream seeded through SplitMix64, so the same seed gives the same stream on
 //! every host and platform; [`Mode::Shuffle`] visits every index once per epoch, in the
-//! order of the epoch's [`Permutation`], and drops the `length % batch_size` positions that
-//! would not fill a last batch. Each is the single-process case of [`crate::stream::Stream`]
-//! (world size 1, global batch = `batch_size`).
+//! order of the epoch's [`crate::stream::Permutation`], and drops the `length % batch_size`
+//! positions that would not fill a last batch.
 //!
-//! [`Sampler::fill`] writes into a caller slice and allocates nothing.
+//! It is a view of [`crate::stream::Stream`] at world size 1 (global batch = `batch_size`),
+//! which owns every mapping from positions to indices; the sampler adds only loaderx's
+//! argument checks and fills of any length.
 
-use rand_core::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use alloc::vec::Vec;
 
 use crate::error::Error;
-use crate::stream::Permutation;
+use crate::stream::{DatasetId, Shard, Stream};
 
 /// How indices are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,16 +46,12 @@ impl Mode {
 #[derive(Clone, Debug)]
 pub struct Sampler {
     length: u64,
-    batch_size: usize,
-    mode: Mode,
-    /// Next position: in the circle (sequential) or in the epoch's order (shuffle).
-    cursor: u64,
-    rng: Xoshiro256PlusPlus,
-    seed: u64,
-    /// Shuffle: positions used per epoch (whole batches only), the epoch and its order.
-    epoch_len: u64,
-    epoch: u64,
-    perm: Option<Permutation>,
+    /// The stream at world size 1.
+    shard: Shard,
+    /// The batch a fill of another length than `batch_size` cut into, and how much of it
+    /// was handed out.
+    carry: Vec<u64>,
+    used: usize,
 }
 
 impl Sampler {
@@ -70,33 +66,21 @@ impl Sampler {
         if batch_size == 0 {
             return Err(Error::InvalidArgument("sampler batch size must be at least 1".into()));
         }
-        let (epoch_len, perm) = if mode == Mode::Shuffle {
-            let batch = batch_size as u64;
-            if batch > length {
-                return Err(Error::InvalidArgument(alloc::format!(
-                    "a shuffle epoch of {length} indices holds no batch of {batch_size}"
-                )));
-            }
-            (length / batch * batch, Some(Permutation::new(length, seed, 0)))
-        } else {
-            (0, None)
-        };
-        Ok(Sampler {
-            length,
-            batch_size,
-            mode,
-            cursor: 0,
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            seed,
-            epoch_len,
-            epoch: 0,
-            perm,
-        })
+        if mode == Mode::Shuffle && batch_size as u64 > length {
+            return Err(Error::InvalidArgument(alloc::format!(
+                "a shuffle epoch of {length} indices holds no batch of {batch_size}"
+            )));
+        }
+        let invalid = |e: crate::stream::StreamError| Error::InvalidArgument(alloc::string::ToString::to_string(&e));
+        let stream =
+            Stream::new(DatasetId { length, generation: 0 }, mode, seed, batch_size as u64).map_err(invalid)?;
+        let shard = stream.shard(0, 1).map_err(invalid)?;
+        Ok(Sampler { length, shard, carry: Vec::new(), used: 0 })
     }
 
     /// Batches per epoch in shuffle mode (`length / batch_size`); `None` in the endless modes.
     pub fn steps_per_epoch(&self) -> Option<u64> {
-        (self.mode == Mode::Shuffle).then(|| self.epoch_len / self.batch_size as u64)
+        self.shard.stream().steps_per_epoch()
     }
 
     /// Size of the index space.
@@ -106,55 +90,33 @@ impl Sampler {
 
     /// Indices per batch.
     pub fn batch_size(&self) -> usize {
-        self.batch_size
+        self.shard.batch_size()
     }
 
     /// The drawing mode.
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.shard.stream().mode()
     }
 
     /// Fills `out` with the next `out.len()` indices of the stream. Calling it with slices of
-    /// `batch_size` gives the batches; other sizes continue the same stream.
+    /// `batch_size` gives the batches (and allocates nothing); other sizes continue the same
+    /// stream. Panics after 2^62 indices ([`crate::stream::MAX_POSITION`]).
     pub fn fill(&mut self, out: &mut [u64]) {
-        match self.mode {
-            Mode::Sequential => {
-                let mut next = self.cursor;
-                for slot in out.iter_mut() {
-                    *slot = next;
-                    next += 1;
-                    if next == self.length {
-                        next = 0;
-                    }
-                }
-                self.cursor = next;
-            }
-            Mode::Iid => {
-                // Multiply-shift maps a 64-bit draw onto 0..length without a division. Its
-                // bias is length / 2^64, the same order as loaderx's modulo.
-                let length = u128::from(self.length);
-                for slot in out.iter_mut() {
-                    *slot = ((u128::from(self.rng.next_u64()) * length) >> 64) as u64;
-                }
-            }
-            Mode::Shuffle => {
-                let mut rest = out;
-                while !rest.is_empty() {
-                    if self.cursor == self.epoch_len {
-                        self.cursor = 0;
-                        self.epoch += 1;
-                        self.perm = Some(Permutation::new(self.length, self.seed, self.epoch));
-                    }
-                    let run = rest.len().min(usize::try_from(self.epoch_len - self.cursor).unwrap_or(usize::MAX));
-                    let (now, later) = rest.split_at_mut(run);
-                    // Built in `new` for shuffle mode and only replaced since.
-                    if let Some(perm) = &self.perm {
-                        perm.fill(self.cursor, now);
-                    }
-                    self.cursor += run as u64;
-                    rest = later;
-                }
-            }
+        let b = self.batch_size();
+        let take = out.len().min(self.carry.len() - self.used);
+        out[..take].copy_from_slice(&self.carry[self.used..self.used + take]);
+        self.used += take;
+        let mut rest = &mut out[take..];
+        while rest.len() >= b {
+            let (now, later) = rest.split_at_mut(b);
+            self.shard.fill(now);
+            rest = later;
+        }
+        if !rest.is_empty() {
+            self.carry.resize(b, 0);
+            self.shard.fill(&mut self.carry);
+            rest.copy_from_slice(&self.carry[..rest.len()]);
+            self.used = rest.len();
         }
     }
 }
@@ -248,8 +210,25 @@ mod tests {
         }
         assert_ne!(epochs[0], epochs[1]);
         // Epoch e is the first 100 positions of the permutation keyed by (seed, e).
-        let p = Permutation::new(n, 7, 2);
+        let p = crate::stream::Permutation::new(n, 7, 2);
         assert_eq!(epochs[2], (0..100).map(|k| p.at(k)).collect::<alloc::vec::Vec<_>>());
+    }
+
+    #[test]
+    fn fills_of_any_size_continue_the_stream_in_every_mode() {
+        for mode in [Mode::Sequential, Mode::Iid, Mode::Shuffle] {
+            let mut whole = Sampler::new(50, 8, mode, 1).unwrap();
+            let mut pieces = whole.clone();
+            let mut a = vec![0u64; 8 * 13];
+            whole.fill(&mut a);
+            let mut b = vec![0u64; 8 * 13];
+            let (x, rest) = b.split_at_mut(3);
+            let (y, z) = rest.split_at_mut(37);
+            pieces.fill(x);
+            pieces.fill(y);
+            pieces.fill(z);
+            assert_eq!(a, b, "{mode:?}");
+        }
     }
 
     #[test]
