@@ -399,6 +399,15 @@ impl Zrecord {
         zrecord_core::tools::read_schema(&self.store)
     }
 
+    /// The schema samples of `dtype` (NumPy's `dtype.str`) and `shape` are appended under:
+    /// this store's `schema.json`, which must accept them, or a new one naming `codec`
+    /// (see [`zrecord_core::tools::schema_for_append`]). `Dataset.write` in Python calls
+    /// this before staging its blocks with the schema's codec.
+    pub fn schema_for_append(&self, dtype: &str, shape: &[u64], codec: Codec) -> Result<Schema> {
+        self.current()?;
+        zrecord_core::tools::schema_for_append(&self.store, dtype, shape, codec)
+    }
+
     /// Appends every axis-0 slice of the `.npy` file at `input` as a record, writing or
     /// checking `schema.json` as loaderx's `Dataset.write` does (see `zr convert`).
     pub fn convert_npy(

@@ -508,6 +508,22 @@ impl Zrecord {
         reporter.finish()
     }
 
+    /// The codec samples of `dtype` (numpy's `dtype.str`) and `shape` are appended in:
+    /// the store's `schema.json`'s, which must name the same dtype and shape (a
+    /// `ValueError` otherwise), or `codec`, written into a new `schema.json` first.
+    /// Internal: `zrecord.Dataset.write` calls it before staging (the rule is the core's
+    /// `tools::schema_for_append`, shared with `zr convert`).
+    fn _schema_for_append(&self, py: Python<'_>, dtype: String, shape: Vec<u64>, codec: &str) -> PyResult<String> {
+        let codec = codec_named(codec)?;
+        let store = self.handle(py)?;
+        let path = store.path().join(zrecord_core::schema::SCHEMA_FILE);
+        match py.detach(move || store.schema_for_append(&dtype, &shape, codec)) {
+            Ok(schema) => Ok(schema.codec),
+            Err(zrecord::Error::Format(e)) => Err(crate::error::metadata_error(py, format!("{}: {e}", path.display()))),
+            Err(e) => Err(crate::error::to_py(py, e)),
+        }
+    }
+
     /// Storage usage: a dict of `records`, `live_bytes` (what live records occupy),
     /// `chunk_bytes` (how far the chunk files have grown) and `reclaimable` (an upper bound
     /// on what `compact()` would free), as loaderx reports them; and, when the store keeps

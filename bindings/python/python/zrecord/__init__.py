@@ -22,7 +22,7 @@ Public names:
 - :class:`ZrecordError` and its subclasses (see :mod:`zrecord.errors`).
 - :mod:`zrecord.torch` and :mod:`zrecord.jax`, imported only on request (``import
   zrecord.torch``; ``import zrecord`` imports neither torch nor jax): a DataLoader's batches
-  as torch tensors (no copy, optional pinning and device moves) or as global ``jax.Array``\ s
+  as torch tensors (no copy, optional pinning and device moves) or as global ``jax.Array`` values
   prefetched to the devices, with ``state_dict()`` still the position after the last batch
   handed out.
 - ``MAX_RECORD_LEN`` (1 MiB), ``MAX_RECORDS`` (2^24), ``CODECS``, ``DEFAULT_MIN_SAVINGS``

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import itertools
-import json
 import mmap
 import operator
 import os
@@ -466,23 +465,13 @@ class Dataset:
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        schema = {"format": FORMAT, "version": 1, "dtype": dtype.str, "shape": list(shape), "codec": codec}
-        schema_path = path / SCHEMA
-        if schema_path.is_file():
-            existing = json.loads(schema_path.read_text())
-            if not isinstance(existing, dict) or existing.get("format") != FORMAT:
-                raise ValueError(f"{schema_path} is not a {FORMAT} schema")
-            found = (existing.get("dtype"), tuple(existing.get("shape", ())))
-            if found != (dtype.str, shape):
-                raise ValueError(f"{path} holds {found[0]}{found[1]} records, cannot append {dtype.str}{shape}")
-            schema = existing
-        else:
-            schema_path.write_text(json.dumps(schema, indent=2) + "\n")
-
         step = max(1, int(chunk_bytes) // max(itemsize, 1))
         source_map = _backing_mmap(array)
         total = len(array)
-        with reporter(progress, "write", "sample") as report, Zrecord(path, codec=schema["codec"]) as store:
+        with reporter(progress, "write", "sample") as report, Zrecord(path, codec=codec) as store:
+            # schema.json is written (or checked, its codec then winning) by the core's
+            # rule, the one `zr convert` follows.
+            codec = store._schema_for_append(dtype.str, list(shape), codec)
             if report is not None:
                 report(0, total)
             # Every block is staged and the whole write committed once at the end: one sync
@@ -493,7 +482,7 @@ class Dataset:
                     # A view when the source is already C-contiguous in this dtype (an mmap'd
                     # .npy usually is): the store then reads the file's pages directly.
                     block = np.ascontiguousarray(array[start : start + step], dtype=dtype)
-                    store.stage(block, len(block), itemsize, **append_kw)
+                    store.stage(block, len(block), itemsize, codec, **append_kw)
                     del block
                     if source_map is not None:
                         # Pages of a file mapping stay in this process's resident set once
