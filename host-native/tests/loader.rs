@@ -423,3 +423,54 @@ fn given_back_buffers_are_reused_and_a_short_record_still_reads_as_zero_padded()
         loader.close();
     }
 }
+
+/// Data that is not a zrecord store: sample `i` is `i * 3`, and the fetch notes which
+/// threads called it.
+struct Triples {
+    threads: std::sync::Mutex<HashSet<String>>,
+}
+
+impl zrecord::Fetch for Triples {
+    fn fetch(&self, indices: &[u64]) -> Box<dyn std::any::Any + Send> {
+        let name = std::thread::current().name().unwrap_or("unnamed").to_owned();
+        self.threads.lock().unwrap().insert(name);
+        Box::new(indices.iter().map(|i| i * 3).collect::<Vec<u64>>())
+    }
+}
+
+#[test]
+fn a_fetching_loader_reads_the_same_stream_and_resumes() {
+    let id = DatasetId { length: 1000, generation: 0 };
+    let stream = Stream::new(id, Mode::Shuffle, 9, 40).unwrap();
+    let fetch = Arc::new(Triples { threads: Default::default() });
+    let loader = Loader::fetching(stream.clone(), fetch.clone(), opts(1, 2, 3, 4)).unwrap();
+    let mut shard = stream.shard(1, 2).unwrap();
+    for step in 0..30u64 {
+        let b = loader.next().unwrap().unwrap();
+        let mut want = vec![0u64; 20];
+        assert_eq!(shard.fill(&mut want), step);
+        assert_eq!((b.step, &b.indices), (step, &want));
+        assert!(b.fields.is_empty());
+        let got = b.fetched.unwrap().downcast::<Vec<u64>>().unwrap();
+        assert_eq!(*got, want.iter().map(|i| i * 3).collect::<Vec<_>>());
+    }
+    let state = loader.state();
+    loader.close();
+    assert_eq!(loader.threads_alive(), 0);
+    let names = fetch.threads.lock().unwrap().clone();
+    assert!(names.iter().all(|n| n.starts_with("zrecord-loader-")), "{names:?}");
+    // Resumed on one rank without workers: the global batch after the last one returned.
+    let again = Loader::resume_fetching(stream.clone(), fetch, opts(0, 1, 0, 1), &state).unwrap();
+    let b = again.next().unwrap().unwrap();
+    assert_eq!(b.step, 30);
+    let mut whole = stream.shard(0, 1).unwrap();
+    whole.seek(30).unwrap();
+    let mut want = vec![0u64; 40];
+    whole.fill(&mut want);
+    assert_eq!(b.indices, want);
+    // A mixture is not one dataset.
+    let mixture = Mixture::new(vec![id, id], vec![1.0, 1.0]).unwrap();
+    let m = Stream::mixture(mixture, 1, 10).unwrap();
+    let fetch = Arc::new(Triples { threads: Default::default() });
+    assert!(matches!(Loader::fetching(m, fetch, opts(0, 1, 1, 1)), Err(LoaderError::Sources(_))));
+}

@@ -9,8 +9,8 @@
 //! - [`dataset`]: `_Dataset` and `_DatasetWriter`, named fields over shards (zrecord's
 //!   `dataset`).
 //! - [`sampler`]: `Sampler`, the endless index generator (zrecord-core's `sampler`).
-//! - [`loader`]: `_Pipeline`, the DataLoader's threads (the `zrecord` crate's `Loader`),
-//!   and `_StreamShard`, the stream for datasets served by Python threads.
+//! - [`loader`]: `_Pipeline`, the DataLoader's threads (the `zrecord` crate's `Loader`), for
+//!   zrecord datasets and, through a fetch callback, for any other `__getitems__` dataset.
 //! - [`error`]: zrecord's `Error` → the Python exception of its stable code.
 //! - [`buffers`]: turning Python arguments into checked byte regions and index vectors.
 //! - [`tools`]: `inspect`, `verify`, `convert`, `export` (zrecord-core's `tools`).
@@ -54,7 +54,6 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::open_dataset_store, m)?)?;
     m.add_class::<loader::Pipeline>()?;
     m.add_function(wrap_pyfunction!(loader::check_mixture_weights, m)?)?;
-    m.add_class::<loader::StreamShard>()?;
     m.add_function(wrap_pyfunction!(tools::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(tools::verify, m)?)?;
     m.add_function(wrap_pyfunction!(tools::convert, m)?)?;

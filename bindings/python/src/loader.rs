@@ -8,7 +8,12 @@
 //! gathers made in a process forked from the importing one run on that process's own rayon
 //! pool ([`crate::pool`]). The loader itself refuses `next()` in a forked child and never
 //! joins threads that did not survive the fork.
+//!
+//! A dataset that is not zrecord's (anything with `__getitems__`) is read by the same
+//! loader ([`zrecord::Loader::fetching`]): its workers call a Python function ([`PyFetch`])
+//! with each batch's indices, holding the GIL only for that call.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use numpy::ndarray::ArrayView1;
@@ -17,7 +22,8 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use zrecord::{
-    BufferPool, Loader, LoaderError, LoaderOptions, Mixture, RaggedField, Source, Stream, StreamState, Warm,
+    BufferPool, DatasetId, Fetch, Loader, LoaderError, LoaderOptions, Mixture, RaggedField, Source, Stream,
+    StreamState, Warm,
 };
 
 use crate::dataset::PyDataset;
@@ -32,6 +38,18 @@ struct View {
     dtype: Py<PyAny>,
     /// `(batch_size, *sample_shape)`.
     shape: Py<PyTuple>,
+}
+
+/// A Python function `fetch(indices) -> tuple` that reads a batch of a dataset that is not
+/// zrecord's, called on the loader's worker threads with the GIL taken for the call only.
+/// Its result, or the exception it raised, is what [`Pipeline::next`] returns or raises.
+struct PyFetch(Py<PyAny>);
+
+impl Fetch for PyFetch {
+    fn fetch(&self, indices: &[u64]) -> Box<dyn Any + Send> {
+        let result: PyResult<Py<PyAny>> = Python::attach(|py| self.0.call1(py, (PyArray1::from_slice(py, indices),)));
+        Box::new(result)
+    }
 }
 
 impl View {
@@ -129,9 +147,13 @@ impl Pipeline {
     /// `sources`: one list of stores per source (one source, or one per mixture source),
     /// each with one store per field; `itemsizes`, `dtypes`, `shapes`: per field, shared
     /// by every source. `state`: a saved state as JSON text, or None to start at step 0.
+    /// `datasets` (and `pads`): datasets of named fields instead of stores. `fetch` and
+    /// `length`: a function reading a batch of indices of a dataset of `length` samples
+    /// that is not zrecord's, instead of stores; `next()` returns the tuple it returns.
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
-                        world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None))]
+                        world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None,
+                        fetch=None, length=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -151,6 +173,8 @@ impl Pipeline {
         warm: Option<bool>,
         datasets: Option<Vec<PyRef<'_, PyDataset>>>,
         pads: Option<&Bound<'_, PyDict>>,
+        fetch: Option<Py<PyAny>>,
+        length: Option<u64>,
     ) -> PyResult<Self> {
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
@@ -170,6 +194,33 @@ impl Pipeline {
             PyValueError::new_err(format!("batch_size * world_size ({batch_size} * {world_size}) is too large"))
         })?;
         let mode = mode_from(mode)?;
+        let options = LoaderOptions {
+            rank,
+            world_size,
+            num_workers,
+            prefetch: usize::try_from(prefetch_size).unwrap_or(0).max(1),
+            pool: loader_pool,
+            warm: match warm {
+                None => Warm::Auto,
+                Some(true) => Warm::Always,
+                Some(false) => Warm::Never,
+            },
+        };
+        if let Some(fetch) = fetch {
+            let length = length.ok_or_else(|| PyValueError::new_err("fetch needs the dataset's length"))?;
+            let stream = Stream::new(DatasetId { length, generation: 0 }, mode, seed, global)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let fetch: Arc<dyn Fetch> = Arc::new(PyFetch(fetch));
+            let loader = match state {
+                None => Loader::fetching(stream, fetch, options),
+                Some(text) => {
+                    let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                    Loader::resume_fetching(stream, fetch, options, &state)
+                }
+            }
+            .map_err(|e| to_py(py, e))?;
+            return Ok(Pipeline { buffers: loader.buffers(), loader, views: Vec::new(), mixture: false, named: None });
+        }
         let built = match &datasets {
             Some(datasets) => dataset_sources(py, datasets, pads)?,
             None => store_sources(py, sources, &itemsizes, &dtypes, shapes)?,
@@ -185,18 +236,6 @@ impl Pipeline {
             Some(weights) => Mixture::new(ids, weights).and_then(|m| Stream::mixture(m, seed, global)),
         }
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let options = LoaderOptions {
-            rank,
-            world_size,
-            num_workers,
-            prefetch: usize::try_from(prefetch_size).unwrap_or(0).max(1),
-            pool: loader_pool,
-            warm: match warm {
-                None => Warm::Auto,
-                Some(true) => Warm::Always,
-                Some(false) => Warm::Never,
-            },
-        };
         let mixture = stream.mixture_sources().is_some();
         let loader = match state {
             None => py.detach(|| Loader::new(stream, built, options)),
@@ -229,6 +268,17 @@ impl Pipeline {
             Ok(None) => return Err(PyStopIteration::new_err(())),
             Err(e) => return Err(to_py(py, e)),
         };
+        if let Some(fetched) = batch.fetched {
+            // What `PyFetch` returned: the function's tuple, or the exception it raised.
+            let result = fetched.downcast::<PyResult<Py<PyAny>>>().map_err(|_| {
+                error::zrecord_error(py, error::INTERNAL, "a fetched batch of an unexpected type".into())
+            })?;
+            let value = (*result)?.into_bound(py);
+            return match value.cast_into::<PyTuple>() {
+                Ok(t) => Ok(t),
+                Err(e) => PyTuple::new(py, [e.into_inner()]),
+            };
+        }
         let mut items = Vec::with_capacity(self.views.len() + 1);
         match &self.named {
             None => {
@@ -411,69 +461,5 @@ impl Drop for Pipeline {
         // Dropped by Python's garbage collector, so attached: join without holding the GIL
         // (workers never need it, but other Python threads should not wait for the join).
         Python::attach(|py| py.detach(|| self.loader.close()));
-    }
-}
-
-/// The stream for datasets that are not zrecord stores (served by Python threads): rank
-/// `rank`'s batches of indices, with the step each belongs to (internal).
-///
-/// The same core [`zrecord::Shard`] the native loader reads; the dataset is known only by
-/// its length (generation 0).
-#[pyclass(module = "zrecord", name = "_StreamShard")]
-pub struct StreamShard {
-    stream: Stream,
-    shard: zrecord::Shard,
-}
-
-#[pymethods]
-impl StreamShard {
-    #[new]
-    #[pyo3(signature = (length, batch_size, mode, seed, rank=0, world_size=1, state=None))]
-    fn new(
-        length: u64,
-        batch_size: u64,
-        mode: i64,
-        seed: u64,
-        rank: u64,
-        world_size: u64,
-        state: Option<&str>,
-    ) -> PyResult<Self> {
-        let value_error = |e: &dyn std::fmt::Display| PyValueError::new_err(e.to_string());
-        let global = batch_size
-            .checked_mul(world_size)
-            .ok_or_else(|| PyValueError::new_err("batch_size * world_size is too large"))?;
-        let dataset = zrecord::DatasetId { length, generation: 0 };
-        let stream = Stream::new(dataset, mode_from(mode)?, seed, global).map_err(|e| value_error(&e))?;
-        let mut shard = stream.shard(rank, world_size).map_err(|e| value_error(&e))?;
-        if let Some(text) = state {
-            let state = StreamState::decode(text).map_err(|e| value_error(&e))?;
-            let step = stream.resume(&state).map_err(|e| value_error(&e))?;
-            shard.seek(step).map_err(|e| value_error(&e))?;
-        }
-        Ok(StreamShard { stream, shard })
-    }
-
-    /// `(step, indices)`: the next batch's global step and its uint64 indices.
-    fn next<'py>(&mut self, py: Python<'py>) -> PyResult<(u64, Bound<'py, PyArray1<u64>>)> {
-        let mut indices = crate::buffers::zeroed::<u64>(self.shard.batch_size()).map_err(|e| error::to_py(py, e))?;
-        let step = self.shard.fill(&mut indices);
-        Ok((step, PyArray1::from_vec(py, indices)))
-    }
-
-    /// The state after global batches `0..step` were consumed, as one line of JSON.
-    fn state(&self, step: u64) -> String {
-        self.stream.state(step).encode()
-    }
-
-    /// The global batch the next `next()` reads.
-    #[getter]
-    fn step(&self) -> u64 {
-        self.shard.step()
-    }
-
-    /// Batches per epoch (SHUFFLE), else None.
-    #[getter]
-    fn steps_per_epoch(&self) -> Option<u64> {
-        self.stream.steps_per_epoch()
     }
 }

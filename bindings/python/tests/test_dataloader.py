@@ -194,6 +194,71 @@ def test_any_dataset_object_works(pair, loaderx):
         ref_l.close()
 
 
+class Numbers:
+    """A dataset that is not zrecord's: sample i is (i, -i). Records the thread of every
+    __getitems__ call (its OS name), can fail on one index and can be slow."""
+
+    def __init__(self, n=1000, fail_on=None, delay=0.0):
+        self.n, self.fail_on, self.delay = n, fail_on, delay
+        self.threads = set()
+        self.lock = threading.Lock()
+
+    def __len__(self):
+        return self.n
+
+    def __getitems__(self, idxs):
+        import os
+
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+            name = f.read().strip()
+        with self.lock:
+            self.threads.add(name)
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail_on is not None and self.fail_on in idxs:
+            raise KeyError(f"no sample {self.fail_on}")
+        return np.asarray(idxs, dtype=np.int64)
+
+
+def test_a_python_dataset_is_read_by_the_native_loader(pair):
+    """__getitems__ runs on the native loader's worker threads (one pipeline, not a second
+    one of Python threads); an exception is raised by next() for its batch only, and
+    states resume as for stores."""
+    data, labels = Numbers(fail_on=35), Numbers()
+    loader = DataLoader(data, labels, batch_size=10, num_workers=3, mode=Sampler.Mode.SEQUENTIAL)
+    assert [next(loader)["label"][0] for _ in range(3)] == [0, 10, 20]
+    with pytest.raises(KeyError, match="no sample 35"):
+        next(loader)
+    b = next(loader)  # the failed batch counts as passed
+    np.testing.assert_array_equal(b["data"], np.arange(40, 50))
+    state = loader.state_dict()
+    loader.close()
+    assert loader._pipeline.threads_alive == 0
+    names = data.threads | labels.threads
+    assert names and all(n.startswith("zrecord-loader-") for n in names), names
+    with DataLoader(Numbers(), Numbers(), batch_size=5, num_workers=0, mode=0, state=state,
+                    rank=1, world_size=2) as again:
+        np.testing.assert_array_equal(next(again)["label"], np.arange(55, 60))
+
+
+def test_closing_a_loader_whose_python_dataset_is_busy_is_prompt():
+    """close() and garbage collection while workers are inside a slow __getitems__: they
+    finish that call (they need the GIL, which close gives up) and stop; nothing hangs."""
+    for _ in range(3):
+        before = len(rust_threads())
+        loader = DataLoader(Numbers(delay=0.2), Numbers(), batch_size=4, num_workers=4, prefetch_size=8)
+        next(loader)
+        start = time.monotonic()
+        loader.close()
+        assert time.monotonic() - start < 5.0
+        assert len(rust_threads()) == before
+        loader = DataLoader(Numbers(delay=0.2), Numbers(), batch_size=4, num_workers=4)
+        next(loader)
+        del loader
+        gc.collect()
+        assert len(rust_threads()) == before
+
+
 def test_no_thread_left_at_exit(tmp_path):
     """A loader never closed by the program is closed at exit: its threads are gone before
     the interpreter finalises (checked by an exit hook that runs after zrecord's)."""

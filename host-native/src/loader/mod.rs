@@ -69,10 +69,16 @@
 //! them all. Only the consumer waits with a timeout, so that a `close` from another thread
 //! also ends a `next` that is waiting.
 //!
+//! Data that is not a zrecord dataset: [`Loader::fetching`] reads the same stream with the
+//! same threads, but each worker hands its batch's indices to the caller's [`Fetch`] and
+//! queues whatever it returns ([`LoaderBatch::fetched`]). The Python binding fetches a
+//! user's `__getitems__` this way, taking the GIL only for the call.
+//!
 //! Fork: threads do not survive `fork()`. In a forked child, [`Loader::next`] of a threaded
 //! loader fails with [`LoaderError::Forked`], and closing or dropping it lets go of the
 //! thread handles without joining threads that are not there.
 
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -262,6 +268,17 @@ pub struct LoaderBatch {
     pub fields: Vec<Vec<u8>>,
     /// Per field: `None` for a fixed field, where each sample of a ragged one lies.
     pub ragged: RaggedBatch,
+    /// For a [`Loader::fetching`] loader: what [`Fetch::fetch`] returned (and no fields).
+    pub fetched: Option<Box<dyn Any + Send>>,
+}
+
+/// The caller's reader of a dataset that is not zrecord's (see [`Loader::fetching`]).
+pub trait Fetch: Send + Sync {
+    /// The batch of samples `indices`, in any form the caller's consumer downcasts
+    /// ([`LoaderBatch::fetched`]). Called on the loader's worker threads (several at once
+    /// with several workers), or in [`Loader::next`] without workers. A failure belongs in
+    /// the returned value: the loader goes on to the next batch, and the consumer decides.
+    fn fetch(&self, indices: &[u64]) -> Box<dyn Any + Send>;
 }
 
 /// What a worker is asked to gather.
@@ -276,6 +293,8 @@ type Produced = Result<LoaderBatch, LoaderError>;
 /// What the threads read from; released on close so that the stores can close.
 struct Shared {
     sources: Vec<Source>,
+    /// Set for a [`Loader::fetching`] loader (`sources` is then empty).
+    fetch: Option<Arc<dyn Fetch>>,
     pool: fn() -> Option<&'static rayon::ThreadPool>,
     buffers: Arc<BufferPool>,
 }
@@ -395,7 +414,27 @@ impl Loader {
     /// batch cannot be allocated ([`Error::OutOfMemory`]). Threads start with the first
     /// [`Loader::next`].
     pub fn new(stream: Stream, sources: Vec<Source>, options: LoaderOptions) -> Result<Loader, LoaderError> {
-        Self::start(stream, sources, options, 0)
+        Self::start(stream, Feed::Sources(sources), options, 0)
+    }
+
+    /// A loader reading `stream` (over one dataset, known by its length: build it from
+    /// `DatasetId { length, generation: 0 }` or the data's own identity) whose batches
+    /// `fetch` reads: each batch is [`LoaderBatch::fetched`], with its step, indices and no
+    /// fields. Everything else (ranks, epochs, prefetch, state and resume, close) is the
+    /// loader's as for stores. Fails for a mixture stream.
+    pub fn fetching(stream: Stream, fetch: Arc<dyn Fetch>, options: LoaderOptions) -> Result<Loader, LoaderError> {
+        Self::start(stream, Feed::Fetch(fetch), options, 0)
+    }
+
+    /// [`Loader::fetching`], going on where `state` was saved (see [`Loader::resume`]).
+    pub fn resume_fetching(
+        stream: Stream,
+        fetch: Arc<dyn Fetch>,
+        options: LoaderOptions,
+        state: &StreamState,
+    ) -> Result<Loader, LoaderError> {
+        let step = stream.resume(state)?;
+        Self::start(stream, Feed::Fetch(fetch), options, step)
     }
 
     /// A loader that goes on where the one that saved `state` stopped: its first batch is
@@ -410,11 +449,22 @@ impl Loader {
         state: &StreamState,
     ) -> Result<Loader, LoaderError> {
         let step = stream.resume(state)?;
-        Self::start(stream, sources, options, step)
+        Self::start(stream, Feed::Sources(sources), options, step)
     }
 
-    fn start(stream: Stream, sources: Vec<Source>, options: LoaderOptions, step: u64) -> Result<Loader, LoaderError> {
-        check_sources(&stream, &sources)?;
+    fn start(stream: Stream, feed: Feed, options: LoaderOptions, step: u64) -> Result<Loader, LoaderError> {
+        let (sources, fetch) = match feed {
+            Feed::Sources(sources) => {
+                check_sources(&stream, &sources)?;
+                (sources, None)
+            }
+            Feed::Fetch(fetch) => {
+                if stream.mixture_sources().is_some() {
+                    return Err(LoaderError::Sources("a fetching loader reads one dataset, not a mixture".into()));
+                }
+                (Vec::new(), Some(fetch))
+            }
+        };
         let mut shard = stream.shard(options.rank, options.world_size)?;
         shard.seek(step)?;
         let batch_size = shard.batch_size();
@@ -422,7 +472,7 @@ impl Loader {
         // than inside a thread.
         zeroed::<u64>(batch_size)?;
         zeroed::<u32>(batch_size)?;
-        for size in sources[0].sample_sizes() {
+        for size in sources.first().map(Source::sample_sizes).unwrap_or_default() {
             zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
         }
         let buffers = Arc::new(BufferPool::default());
@@ -431,7 +481,7 @@ impl Loader {
             rank: options.rank,
             world_size: options.world_size,
             batch_size,
-            shared: Mutex::new(Some(Arc::new(Shared { sources, pool: options.pool, buffers: buffers.clone() }))),
+            shared: Mutex::new(Some(Arc::new(Shared { sources, fetch, pool: options.pool, buffers: buffers.clone() }))),
             buffers,
             stop: Arc::new(AtomicBool::new(false)),
             consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
@@ -503,6 +553,9 @@ impl Loader {
     /// Starts the warming thread if [`Warm`] says the stores should be warmed: each store
     /// once, in source and field order, stopping between pieces when the loader closes.
     fn start_warming(&self, shared: &Shared) -> std::io::Result<()> {
+        if shared.fetch.is_some() {
+            return Ok(()); // no stores of ours to warm
+        }
         let mut stores: Vec<Arc<Zrecord>> = Vec::new();
         for source in &shared.sources {
             for store in source.data().stores() {
@@ -785,20 +838,40 @@ fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Job>, out: SyncSend
     }
 }
 
-/// Gathers every field of a job, on the loader's pool, with panics caught.
+/// Gathers every field of a job, on the loader's pool, with panics caught; or, for a
+/// fetching loader, calls the fetch on this thread (never on the pool: a fetch may wait
+/// for a lock, such as Python's, that a thread waiting on the pool holds).
 fn make_batch(shared: &Shared, job: Job) -> Produced {
+    let panicked = |p: Box<dyn Any + Send>| {
+        LoaderError::Panic(
+            p.downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into()),
+        )
+    };
+    if let Some(fetch) = &shared.fetch {
+        let fetched = catch_unwind(AssertUnwindSafe(|| fetch.fetch(&job.indices))).map_err(panicked)?;
+        let Job { step, indices, sources } = job;
+        return Ok(LoaderBatch {
+            step,
+            indices,
+            sources,
+            fields: Vec::new(),
+            ragged: Vec::new(),
+            fetched: Some(fetched),
+        });
+    }
     let run = || gather::gather(&shared.sources, &shared.buffers, job);
     let result = match (shared.pool)() {
         Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
         None => catch_unwind(AssertUnwindSafe(run)),
     };
-    match result {
-        Ok(r) => r.map_err(LoaderError::Dataset),
-        Err(p) => Err(LoaderError::Panic(
-            p.downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into()),
-        )),
-    }
+    result.map_err(panicked)?.map_err(LoaderError::Dataset)
+}
+
+/// What a loader reads: stores, or the caller's [`Fetch`].
+enum Feed {
+    Sources(Vec<Source>),
+    Fetch(Arc<dyn Fetch>),
 }

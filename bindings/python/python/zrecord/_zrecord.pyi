@@ -140,12 +140,20 @@ class _Pipeline:
         prefetch_size: int = 4,
         state: Optional[str] = None,
         warm: Optional[bool] = None,
+        datasets: Optional[list[Any]] = None,
+        pads: Optional[dict[str, bytes]] = None,
+        fetch: Optional[Callable[["npt.NDArray[np.uint64]"], tuple]] = None,
+        length: Optional[int] = None,
     ) -> None:
         """``sources``: one list of stores (one per field) per source; ``weights`` make it a
         mixture; ``state``: a saved state as JSON text; ``warm``: None (when the stores fit
-        in a quarter of available memory), True or False."""
-    def next(self) -> tuple[np.ndarray, ...]:
-        """One array per field, then (mixtures only) the int32 source array."""
+        in a quarter of available memory), True or False. ``datasets`` (with ``pads``):
+        datasets of named fields instead of stores. ``fetch`` and ``length``: a function
+        the worker threads call (with the GIL) with each batch's indices, for a dataset of
+        ``length`` samples that is not zrecord's."""
+    def next(self) -> tuple[Any, ...]:
+        """One array per field, then (mixtures only) the int32 source array; for
+        ``fetch``, the tuple it returned (or the exception it raised, raised here)."""
     def state(self) -> str:
         """The resume state after the last batch returned, as one line of JSON."""
     @property
@@ -161,28 +169,6 @@ class _Pipeline:
     def threads_alive(self) -> int: ...
     @property
     def warm_progress(self) -> Optional[tuple[int, int]]: ...
-
-class _StreamShard:
-    """The core stream for datasets served by Python threads (internal)."""
-
-    def __init__(
-        self,
-        length: int,
-        batch_size: int,
-        mode: int,
-        seed: int,
-        rank: int = 0,
-        world_size: int = 1,
-        state: Optional[str] = None,
-    ) -> None: ...
-    def next(self) -> tuple[int, "npt.NDArray[np.uint64]"]:
-        """``(step, indices)`` of the next batch."""
-    def state(self, step: int) -> str:
-        """The state after global batches ``0..step`` were consumed, as JSON text."""
-    @property
-    def step(self) -> int: ...
-    @property
-    def steps_per_epoch(self) -> Optional[int]: ...
 
 # The `zr` tools; `zrecord.tools` wraps these in dataclasses (use those).
 def inspect(path: str) -> dict[str, Any]:

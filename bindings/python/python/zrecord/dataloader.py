@@ -8,7 +8,8 @@ seed fixes the stream; with ``rank``/``world_size`` each process reads its slice
 global batch, and ``state_dict()`` / ``load_state_dict()`` resume it exactly.
 
 Any other dataset object with ``__len__`` and ``__getitems__`` (loaderx's, your own) is
-served by Python threads, as loaderx serves it (one process, no saved state).
+read by the same loader: its worker threads call ``__getitems__`` with each batch's
+indices, taking the GIL for that call only; ranks, epochs, state and resume work the same.
 """
 
 from __future__ import annotations
@@ -16,15 +17,13 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import queue
 import sys
-import threading
 import weakref
 from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._zrecord import _Pipeline, _StreamShard, _check_mixture_weights
+from ._zrecord import _Pipeline, _check_mixture_weights
 from .dataset import Dataset
 from .sampler import Sampler, check_seed
 
@@ -40,106 +39,6 @@ _LIVE: "weakref.WeakSet[DataLoader]" = weakref.WeakSet()
 def _close_all() -> None:
     for loader in list(_LIVE):
         loader.close()
-
-
-class _ThreadedPipeline:
-    """loaderx's pipeline for datasets that are not zrecord datasets: Python threads.
-
-    The indices come from the same core stream as the native loader's (``_StreamShard``),
-    and batches are handed out in stream order whatever thread gathered them, so ranks,
-    SHUFFLE epochs and resume work here too; the dataset is known by its length only.
-    A batch whose gather raised is raised by ``next()`` and counts as passed.
-    """
-
-    _POLL = 0.1
-
-    def __init__(self, dataset, labelset, num_workers, batch_size, prefetch_size, mode, seed,
-                 rank=0, world_size=1, state=None):
-        self._dataset, self._labelset = dataset, labelset
-        self._shard = _StreamShard(len(dataset), batch_size, mode, seed, rank, world_size, state)
-        self._consumed = self._shard.step
-        self._pending: dict = {}
-        depth = max(1, prefetch_size)
-        self._indices: queue.Queue = queue.Queue(maxsize=depth)
-        self._batches: queue.Queue = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._pid = os.getpid()
-        self._threads = [threading.Thread(target=self._sample, name="zrecord-sampler", daemon=True)]
-        self._threads += [
-            threading.Thread(target=self._fetch, name=f"zrecord-loader-{i}", daemon=True)
-            for i in range(max(1, num_workers))
-        ]
-        for t in self._threads:
-            t.start()
-
-    def _put(self, q: queue.Queue, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                q.put(item, timeout=self._POLL)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self._put(self._indices, self._shard.next())
-
-    def _fetch(self) -> None:
-        while not self._stop.is_set():
-            try:
-                step, idxs = self._indices.get(timeout=self._POLL)
-            except queue.Empty:
-                continue
-            try:
-                item: Any = (self._dataset.__getitems__(idxs), self._labelset.__getitems__(idxs))
-            except BaseException as e:  # handed to the consumer, raised there
-                item = e
-            self._put(self._batches, (step, item))
-
-    def next(self):
-        if os.getpid() != self._pid:
-            raise RuntimeError("this DataLoader was created in a parent process; create a new one after fork()")
-        while self._consumed not in self._pending:
-            if self._stop.is_set():
-                raise StopIteration
-            try:
-                step, item = self._batches.get(timeout=self._POLL)
-            except queue.Empty:
-                continue
-            self._pending[step] = item
-        item = self._pending.pop(self._consumed)
-        self._consumed += 1
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def state(self) -> str:
-        return self._shard.state(self._consumed)
-
-    @property
-    def step(self) -> int:
-        return self._consumed
-
-    @property
-    def steps_per_epoch(self) -> Optional[int]:
-        return self._shard.steps_per_epoch
-
-    def close(self) -> None:
-        self._stop.set()
-        if os.getpid() != self._pid:
-            return
-        for t in self._threads:
-            if t is not threading.current_thread():
-                t.join()
-
-    @property
-    def closed(self) -> bool:
-        return self._stop.is_set()
-
-    @property
-    def threads_alive(self) -> int:
-        return sum(t.is_alive() for t in self._threads)
 
 
 def _describe(obj: Any) -> str:
@@ -386,9 +285,11 @@ class DataLoader:
             no global batch, or ``state`` belongs to another stream or dataset.
         TypeError: ``seed`` is not an integer.
 
-    Other dataset objects (served by Python threads) read the same stream and support
-    ranks, SHUFFLE and resume too, but their state names the dataset by its length only
-    (generation 0): zrecord cannot tell when their records change.
+    Other dataset objects (anything with ``__len__`` and ``__getitems__``) are read by the
+    same native loader, whose worker threads call ``__getitems__`` (taking the GIL for the
+    call only); they support ranks, SHUFFLE and resume too, but their state names the
+    dataset by its length only (generation 0): zrecord cannot tell when their records
+    change. An exception from ``__getitems__`` is raised by ``next()`` for that batch.
     """
 
     def __init__(
@@ -491,10 +392,14 @@ class DataLoader:
                 )
                 self._make = lambda text: _Pipeline(**spec, state=text)
             else:
-                self._make = lambda text: _ThreadedPipeline(
-                    dataset, labelset, num_workers, batch_size, prefetch_size, self.mode, seed,
-                    self.rank, self.world_size, text,
-                )
+                # Not zrecord's: the same native loader, whose workers call __getitems__
+                # (taking the GIL for the call only). A batch whose call raised is raised
+                # by next() and counts as passed.
+                def fetch(idxs, data=dataset, labels=labelset):
+                    return data.__getitems__(idxs), labels.__getitems__(idxs)
+
+                spec = dict(sources=[], itemsizes=[], dtypes=[], shapes=[], fetch=fetch, length=len(dataset), **common)
+                self._make = lambda text: _Pipeline(**spec, state=text)
         self._pipeline: Any = self._make(None if state is None else _state_text(state))
         _LIVE.add(self)
 
