@@ -42,6 +42,19 @@ def rust_threads():
     return [n for n in names if n.startswith("zrecord-")]
 
 
+def rust_threads_after_join(expected, within=2.0):
+    """The number of zrecord threads once it is down to `expected` (or fewer: threads of an
+    earlier test may still have been leaving when it was counted) or `within` seconds pass: a
+    joined thread can stay listed in /proc/self/task for a moment after pthread_join
+    returns (the kernel clears the thread id before it has finished exiting)."""
+    deadline = time.monotonic() + within
+    while True:
+        n = len(rust_threads())
+        if n <= expected or time.monotonic() > deadline:
+            return n
+        time.sleep(0.01)
+
+
 def test_shapes_and_values(pair):
     d, l, data = pair
     with DataLoader(d, l, batch_size=32, num_workers=3) as loader:
@@ -119,7 +132,7 @@ def test_close_is_prompt_and_joins_everything(pair):
     loader.close()
     assert time.monotonic() - start < 2.0
     assert loader.closed and loader._pipeline.threads_alive == 0
-    assert len(rust_threads()) == before
+    assert rust_threads_after_join(before) <= before
     with pytest.raises(StopIteration):
         next(loader)
     loader.close()  # idempotent
@@ -145,7 +158,7 @@ def test_garbage_collected_loader_stops(pair):
     next(loader)
     del loader
     gc.collect()
-    assert len(rust_threads()) == before
+    assert rust_threads_after_join(before) <= before
 
 
 def test_delete_is_locked_while_a_loader_reads(pair):
@@ -251,12 +264,12 @@ def test_closing_a_loader_whose_python_dataset_is_busy_is_prompt():
         start = time.monotonic()
         loader.close()
         assert time.monotonic() - start < 5.0
-        assert len(rust_threads()) == before
+        assert rust_threads_after_join(before) <= before
         loader = DataLoader(Numbers(delay=0.2), Numbers(), batch_size=4, num_workers=4)
         next(loader)
         del loader
         gc.collect()
-        assert len(rust_threads()) == before
+        assert rust_threads_after_join(before) <= before
 
 
 def test_no_thread_left_at_exit(tmp_path):
