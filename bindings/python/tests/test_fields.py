@@ -383,3 +383,28 @@ def test_read_only_true_refuses_writes(tmp_path):
     with pytest.raises((ValueError, zrecord.ZrecordError)):
         ds.delete([0])
     assert len(Dataset(tmp_path / "single")) == 20
+
+
+@pytest.mark.parametrize("kind", ["one array", "named fields"])
+def test_an_interrupted_write_into_a_new_path_leaves_nothing(tmp_path, kind):
+    """KeyboardInterrupt half-way through Dataset.write into a new directory: no directory
+    is left (an empty store there used to open later as an empty dataset); into an existing
+    dataset, the dataset stays as it was."""
+    images, labels, docs = make(3000)
+    value = images if kind == "one array" else {"image": images, "label": labels, "tokens": docs}
+
+    def interrupt(done, total):
+        if done >= 1000:
+            raise KeyboardInterrupt
+
+    new = tmp_path / "deep" / "new"
+    with pytest.raises(KeyboardInterrupt):
+        Dataset.write(new, value, chunk_bytes=20_000, progress=interrupt)
+    assert not new.exists()
+    Dataset.write(new, value, chunk_bytes=1 << 20).close()
+    before = sorted(p.relative_to(new) for p in new.rglob("*"))
+    with pytest.raises(KeyboardInterrupt):
+        Dataset.write(new, value, chunk_bytes=20_000, progress=interrupt)
+    assert len(Dataset(new)) == 3000
+    if kind == "named fields":
+        assert sorted(p.relative_to(new) for p in new.rglob("*")) == before

@@ -4,12 +4,16 @@
 //! `zrecord_core::cli`; this file supplies only the host: store directories through the
 //! `zrecord` crate's backend, rayon, a progress bar on a terminal, and stdout/stderr.
 //! New outputs are built beside their final path (`.NAME.zr-partial-PID`) and renamed
-//! into place, so a failed command leaves nothing behind.
+//! into place, so a failed command leaves nothing behind; SIGINT and SIGTERM remove the
+//! unfinished output before `zr` exits (status 130), and a partial output of a `zr` that
+//! was killed outright (its PID gone) is removed by the next command staging beside it.
 
-use std::collections::HashMap;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use zrecord::dataset::{export_npy, import_npy, ExportTo, ImportOptions};
@@ -21,8 +25,61 @@ use zrecord_core::{Options, Store, Writer};
 struct Native {
     /// The progress bar of the step under way, and which step it is.
     bar: Option<(String, ProgressBar)>,
-    /// Parent directories each staged output had to create, to remove with it.
-    created: HashMap<String, Vec<PathBuf>>,
+}
+
+/// Every staged output not yet committed or discarded, with the parent directories its
+/// staging created (to remove with it). A static so that the signal handler's thread can
+/// remove them; `commit` renames under the same lock, so an output is either moved into
+/// place or removed, never cut in half.
+static STAGED: Mutex<Vec<(String, Vec<PathBuf>)>> = Mutex::new(Vec::new());
+
+fn staged_list() -> MutexGuard<'static, Vec<(String, Vec<PathBuf>)>> {
+    STAGED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Set by SIGINT or SIGTERM: the main thread stops at its next progress report.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Removes every staged output and exits with 130, as an interrupted command does. Called
+/// by the main thread at a progress report (so nothing is writing into what it removes), or
+/// by the signal thread if the main thread does not get there in time (then under the
+/// lock that `commit` renames under, so no output is left half moved).
+fn exit_interrupted() -> ! {
+    let list = staged_list();
+    for (path, created) in list.iter() {
+        remove_staged(path, created);
+    }
+    let _ = std::io::stderr().lock().write_all(b"zr: interrupted; the unfinished output was removed\n");
+    std::process::exit(130);
+}
+
+/// Removes `path` (a staged directory or file) and the parents its staging created.
+fn remove_staged(path: &str, created: &[PathBuf]) {
+    let _ = if Path::new(path).is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+    for p in created.iter().rev() {
+        let _ = std::fs::remove_dir(p);
+    }
+}
+
+/// Removes `.NAME.zr-partial-PID` entries in `parent` whose process is gone (a `zr` killed
+/// by SIGKILL or a crash): no live process can still be writing them.
+fn remove_orphans(parent: &Path, name: &str) {
+    let prefix = format!(".{name}.zr-partial-");
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 sends nothing; it only asks whether `pid` exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            remove_staged(&entry.path().to_string_lossy(), &[]);
+        }
+    }
 }
 
 fn io_err(e: std::io::Error, context: String) -> Error {
@@ -37,6 +94,7 @@ fn partial(path: &str) -> Result<(PathBuf, PathBuf), Error> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    remove_orphans(&parent, &name.to_string_lossy());
     let staged = parent.join(format!(".{}.zr-partial-{}", name.to_string_lossy(), std::process::id()));
     Ok((parent, staged))
 }
@@ -101,19 +159,25 @@ impl Host for Native {
             }
             return Err(io_err(e, format!("create directory {staged}")));
         }
-        self.created.insert(staged.clone(), created);
+        staged_list().push((staged.clone(), created));
         Ok(staged)
     }
 
     fn stage_file(&mut self, path: &str) -> Result<(NativeFile, String), Error> {
-        let (_, staged) = partial(path)?;
-        let file = NativeFile::create(&staged)?;
-        Ok((file, utf8(staged)?))
+        let (_, path) = partial(path)?;
+        let path = utf8(path)?;
+        let mut list = staged_list();
+        let file = NativeFile::create(Path::new(&path))?;
+        list.push((path.clone(), Vec::new()));
+        Ok((file, path))
     }
 
     fn commit(&mut self, staged: &str, path: &str) -> Result<(), Error> {
-        std::fs::rename(staged, path).map_err(|e| io_err(e, format!("rename {staged} to {path}")))?;
-        self.created.remove(staged);
+        {
+            let mut list = staged_list();
+            std::fs::rename(staged, path).map_err(|e| io_err(e, format!("rename {staged} to {path}")))?;
+            list.retain(|(s, _)| s != staged);
+        }
         // The rename is durable once the directory holding the new name is.
         let parent = partial(path)?.0;
         std::fs::File::open(&parent)
@@ -121,14 +185,19 @@ impl Host for Native {
             .map_err(|e| io_err(e, format!("sync directory {}", parent.display())))
     }
 
-    fn discard(&mut self, staged: &str) {
-        let _ = if Path::new(staged).is_dir() { std::fs::remove_dir_all(staged) } else { std::fs::remove_file(staged) };
-        for p in self.created.remove(staged).unwrap_or_default().iter().rev() {
-            let _ = std::fs::remove_dir(p);
-        }
+    fn discard(&mut self, path: &str) {
+        let mut list = staged_list();
+        let created = list.iter().position(|(s, _)| s == path).map(|k| list.remove(k).1).unwrap_or_default();
+        remove_staged(path, &created);
     }
 
     fn progress(&mut self, what: &str, done: u64, total: u64) {
+        if INTERRUPTED.load(Ordering::Acquire) {
+            if let Some((_, bar)) = self.bar.take() {
+                bar.finish_and_clear();
+            }
+            exit_interrupted();
+        }
         if self.bar.as_ref().is_none_or(|(w, _)| w != what) {
             let bar = ProgressBar::new(total);
             bar.set_style(
@@ -197,7 +266,15 @@ fn failure(e: DatasetError) -> Failure {
 }
 
 fn main() -> ExitCode {
-    let mut host = Native { bar: None, created: HashMap::new() };
+    // SIGINT and SIGTERM: the main thread removes what is staged at its next progress
+    // report (after at most one block) and exits 130; a main thread that does not report
+    // within two seconds (a step without progress) is not waited for.
+    let _ = ctrlc::set_handler(|| {
+        INTERRUPTED.store(true, Ordering::Release);
+        std::thread::sleep(Duration::from_secs(2));
+        exit_interrupted();
+    });
+    let mut host = Native { bar: None };
     let args: Result<Vec<String>, _> = std::env::args_os().skip(1).map(|a| a.into_string()).collect();
     let code = match args {
         Ok(args) => cli::run(&mut host, &Rayon, &args),

@@ -317,3 +317,61 @@ fn a_directory_of_npy_files_converts_to_a_dataset_of_fields_and_exports_back() {
         assert_eq!(tree(d), before, "{args:?} left something behind");
     }
 }
+
+/// Runs `zr args` in `dir`, stops it (SIGSTOP) as soon as its staged output appears, sends
+/// `signal`, lets it go on, and returns its output: the signal lands mid-command.
+fn interrupted(dir: &Path, args: &[&str], signal: &str) -> Output {
+    let child = zr().current_dir(dir).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id().to_string();
+    let start = std::time::Instant::now();
+    loop {
+        let staged = tree(dir).iter().any(|p| p.to_string_lossy().contains(&format!(".zr-partial-{pid}")));
+        if staged {
+            break;
+        }
+        assert!(start.elapsed().as_secs() < 30, "{args:?}: no staged output appeared");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let kill = |sig: &str| assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    kill("-STOP");
+    kill(signal);
+    kill("-CONT");
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn sigint_and_sigterm_remove_the_unfinished_output_and_orphans_are_cleaned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // 128 MiB of compressible rows: a conversion that takes a while after it stages.
+    let (rows, cols) = (8192usize, 16384usize);
+    let mut big = zrecord_core::npy::write_header("|u1", &[rows as u64, cols as u64]);
+    big.extend((0..rows * cols).map(|i| ((i / 7) % 5) as u8 ^ (i >> 20) as u8));
+    std::fs::write(d.join("big.npy"), &big).unwrap();
+    std::fs::create_dir(d.join("fields")).unwrap();
+    std::fs::write(d.join("fields/x.npy"), &big).unwrap();
+    let before = tree(d);
+    for (args, signal) in [
+        (&["convert", "big.npy", "out/new.zr", "--chunk-mib", "1"][..], "-INT"),
+        (&["convert", "big.npy", "new.zr", "--chunk-mib", "1"][..], "-TERM"),
+        (&["convert", "fields", "ds", "--chunk-mib", "1"][..], "-INT"),
+    ] {
+        let out = interrupted(d, args, signal);
+        assert_eq!(out.status.code(), Some(130), "{args:?} {signal}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stderr).lines().last(), Some("zr: interrupted; the unfinished output was removed"));
+        assert_eq!(tree(d), before, "{args:?} {signal} left something behind");
+    }
+    // A zr killed outright leaves its partial output; the next command beside it removes it.
+    assert!(run(d, &["convert", "fields", "ds"]).status.success());
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let orphan = d.join(format!(".out.npz.zr-partial-{dead_pid}"));
+    std::fs::write(&orphan, b"left by a killed zr").unwrap();
+    let mine = d.join(format!(".out.npz.zr-partial-{}", std::process::id()));
+    std::fs::write(&mine, b"a live process's: kept").unwrap();
+    let out = run(d, &["export", "ds", "out.npz"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!orphan.exists(), "the orphan was not removed");
+    assert!(mine.exists(), "a live process's partial output was removed");
+}

@@ -9,7 +9,8 @@
 //!    beside its final name, sync it, rename it over `dataset.json`, sync the directory.
 //!
 //! Until step 3 renames, readers see the old dataset. A writer dropped without a commit
-//! (an error, a panic, `KeyboardInterrupt` in Python) removes its new shard folders.
+//! (an error, a panic, `KeyboardInterrupt` in Python) removes its new shard folders, and
+//! the dataset's directory when it made it.
 //! Samples are only ever added in new shards: a shard a manifest lists is never written
 //! again, so a reader holding the old manifest reads exactly what it listed.
 
@@ -77,6 +78,9 @@ pub struct DatasetWriter {
     itemsizes: Vec<u64>,
     options: WriteOptions,
     _lock: File,
+    /// True when this writer made the dataset's directory: dropped without a commit, it
+    /// removes the directory too, leaving nothing.
+    created: bool,
     done: bool,
     /// A block failed half-staged: the stores may disagree, so nothing more is written.
     failed: bool,
@@ -108,6 +112,7 @@ impl DatasetWriter {
                 path.display()
             ))));
         }
+        let created = !path.exists();
         std::fs::create_dir_all(&path).map_err(io_at(&path, "create"))?;
         let lock_path = path.join(WRITE_LOCK_FILE);
         let lock = File::options()
@@ -161,6 +166,7 @@ impl DatasetWriter {
             itemsizes,
             options,
             _lock: lock,
+            created,
             done: false,
             failed: false,
         })
@@ -389,6 +395,9 @@ impl Drop for DatasetWriter {
         }
         for entry in &self.manifest.shards[self.listed..] {
             let _ = std::fs::remove_dir_all(self.path.join(&entry.dir));
+        }
+        if self.created {
+            let _ = std::fs::remove_dir_all(&self.path);
         }
     }
 }

@@ -20,6 +20,7 @@ import itertools
 import mmap
 import operator
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Iterable, Mapping
@@ -464,7 +465,20 @@ class Dataset:
             )
 
         path = Path(path)
+        # A write into a new directory that fails leaves no directory (no empty store that
+        # would later open as an empty dataset).
+        created = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
+        try:
+            cls._write_array(path, array, dtype, shape, itemsize, codec, chunk_bytes, progress, append_kw)
+        except BaseException:
+            if created:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
+        return cls(path)
+
+    @staticmethod
+    def _write_array(path, array, dtype, shape, itemsize, codec, chunk_bytes, progress, append_kw) -> None:
         step = max(1, int(chunk_bytes) // max(itemsize, 1))
         source_map = _backing_mmap(array)
         total = len(array)
@@ -496,7 +510,6 @@ class Dataset:
                 store.discard()
                 raise
             store.sync()
-        return cls(path)
 
     # -- maintenance -----------------------------------------------------------------------
 
