@@ -348,6 +348,12 @@ impl Pipeline {
         self.loader.steps_per_epoch()
     }
 
+    /// `(epoch, step within it)` of global batch `step` (SHUFFLE over one dataset), else
+    /// None: the core stream's arithmetic.
+    fn epoch_of(&self, step: u64) -> Option<(u64, u64)> {
+        self.loader.stream().epoch_of(step)
+    }
+
     /// Stop and join every thread, then let go of the stores. Idempotent; returns once no
     /// thread is left.
     fn close(&self, py: Python<'_>) {

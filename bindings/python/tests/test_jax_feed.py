@@ -228,3 +228,19 @@ def test_mixture_global_arrays_and_state(store, tmp_path):
     with make(state=state) as resumed:
         np.testing.assert_array_equal(next(resumed)["source"], want[5]["source"])
         np.testing.assert_array_equal(next(resumed)["label"], want[6]["label"])
+
+
+def test_step_and_epochs_follow_the_batches_handed_out(store):
+    """The wrapper's step is its state's (the loader's runs ahead by the prefetch), and
+    epoch_iter() ends at the epoch's end counted from what was handed out."""
+    batch = 50  # 10 steps per epoch
+    with make_loader(store, batch, num_workers=2) as loader:
+        batches = zrecord.jax.loader(loader, batch_sharding(), prefetch=3)
+        assert (batches.step, batches.epoch, batches.steps_left_in_epoch) == (0, 0, 10)
+        for _ in range(4):
+            next(batches)
+        assert loader.step > 4  # read ahead
+        assert batches.step == batches.state_dict()["step"] == 4
+        assert (batches.epoch, batches.steps_left_in_epoch) == (0, 6)
+        assert len(list(batches.epoch_iter())) == 6
+        assert (batches.step, batches.epoch, batches.steps_left_in_epoch) == (10, 1, 10)

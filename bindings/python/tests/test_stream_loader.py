@@ -465,3 +465,29 @@ def test_an_impossible_shuffle_batch_is_a_value_error(store):
     d, l = store
     with pytest.raises(ValueError, match="SHUFFLE epoch of 1003 samples holds no global batch of 2048"):
         DataLoader(d, l, batch_size=512, mode=SHUFFLE, rank=0, world_size=4)
+
+
+def test_epochs_are_counted_and_epoch_iter_stops_at_the_boundary(tmp_path):
+    """After a mid-epoch resume, epoch_iter() yields the rest of that epoch only (the
+    README's loop used to run a whole epoch past it); epoch and steps_left_in_epoch follow
+    the stream, and the two halves of the epoch are one epoch."""
+    Dataset.write(tmp_path / "d", np.arange(1000, dtype=np.int64).reshape(1000, 1))
+    Dataset.write(tmp_path / "l", np.arange(1000, dtype=np.int64))
+    d, l = Dataset(tmp_path / "d"), Dataset(tmp_path / "l")
+    with DataLoader(d, l, batch_size=96, mode=2, seed=3, num_workers=2) as loader:
+        assert (loader.steps_per_epoch, loader.epoch, loader.steps_left_in_epoch) == (10, 0, 10)
+        first = [next(loader)["label"] for _ in range(3)]
+        assert (loader.step, loader.epoch, loader.steps_left_in_epoch) == (3, 0, 7)
+        state = loader.state_dict()
+    with DataLoader(d, l, batch_size=48, mode=2, seed=3, rank=1, world_size=2, state=state) as half:
+        assert (half.epoch, half.steps_left_in_epoch) == (0, 7)
+    with DataLoader(d, l, batch_size=96, mode=2, seed=3, state=state) as loader:
+        rest = [b["label"] for b in loader.epoch_iter()]
+        assert len(rest) == 7 and (loader.step, loader.epoch, loader.steps_left_in_epoch) == (10, 1, 10)
+        epoch = np.concatenate(first + rest)
+        assert len(set(epoch.tolist())) == 960  # every sample once; 40 dropped
+        assert len(list(loader.epoch_iter())) == 10 and loader.epoch == 2
+    with DataLoader(d, l, batch_size=10, mode=1) as iid:
+        assert iid.epoch is None and iid.steps_left_in_epoch is None
+        with pytest.raises(TypeError, match="no epochs"):
+            next(iid.epoch_iter())

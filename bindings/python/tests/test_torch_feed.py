@@ -168,3 +168,14 @@ def test_mixture_batches_carry_their_source_and_resume_exactly(store, tmp_path):
             got = next(zrecord.torch.loader(loader))
             for key in ("data", "label", "source"):
                 assert torch.equal(got[key], want[key]), key
+
+
+def test_epochs_through_the_wrapper(store):
+    batch = 25
+    with make_loader(store, batch, num_workers=2) as loader:
+        batches = zrecord.torch.loader(loader)
+        spe = batches.steps_per_epoch
+        next(batches)
+        assert (batches.step, batches.epoch, batches.steps_left_in_epoch) == (1, 0, spe - 1)
+        assert len(list(batches.epoch_iter())) == spe - 1
+        assert (batches.step, batches.epoch) == (spe, 1) and batches.step == batches.state_dict()["step"]

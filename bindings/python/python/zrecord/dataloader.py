@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ._zrecord import _Pipeline, _check_mixture_weights
+from ._epochs import Epochs
 from .dataset import Dataset
 from .sampler import Sampler, check_seed
 
@@ -227,7 +228,7 @@ def _state_text(state: State) -> str:
     raise TypeError(f"a DataLoader state is the dict state_dict() returned, not {type(state).__name__}")
 
 
-class DataLoader:
+class DataLoader(Epochs):
     """An endless iterator of ``{"data": batch, "label": batch}`` dicts.
 
     Args:
@@ -446,6 +447,9 @@ class DataLoader:
     def step(self) -> int:
         """Global batches consumed so far (resumed ones included): the step of the next."""
         return self._pipeline.step
+
+    def _epoch_of(self, step: int) -> Optional[Tuple[int, int]]:
+        return self._pipeline.epoch_of(step)
 
     def state_dict(self) -> dict:
         """Where this loader stands, as a small JSON-serialisable dict.

@@ -42,6 +42,8 @@ from typing import Any, Deque, Dict, Mapping, Optional, Tuple, Union
 import jax
 import numpy as np
 
+from ._epochs import Epochs
+
 __all__ = ["JaxLoader", "loader"]
 
 ShardingTree = Union["jax.sharding.Sharding", Mapping[str, Any]]
@@ -64,7 +66,7 @@ def _row_block(sharding: "jax.sharding.Sharding", global_shape: Tuple[int, ...])
     return lo // local, rows // local
 
 
-class JaxLoader:
+class JaxLoader(Epochs):
     """Iterates global ``jax.Array`` batches; see the module docs. Made by :func:`loader`."""
 
     def __init__(self, source: Any, sharding: ShardingTree, prefetch: int = 2) -> None:
@@ -165,6 +167,18 @@ class JaxLoader:
     def steps_per_epoch(self) -> Optional[int]:
         """The wrapped loader's batches per epoch (``None`` when it has no epochs)."""
         return self.loader.steps_per_epoch
+
+    @property
+    def step(self) -> int:
+        """Global batches this wrapper handed out (resumed ones included): the ``step`` of
+        :meth:`state_dict`, never counting the batches prefetched behind it."""
+        if self._handed is not None:
+            return self._handed["step"]
+        return self.loader.step
+
+    def _epoch_of(self, step: int) -> Optional[Tuple[int, int]]:
+        epoch_of = getattr(self.loader, "_epoch_of", None)  # a zrecord DataLoader's
+        return None if epoch_of is None else epoch_of(step)
 
     def close(self) -> None:
         """Drops the prefetched batches and closes the wrapped loader."""

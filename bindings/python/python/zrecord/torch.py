@@ -32,10 +32,12 @@ Three promises:
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
+
+from ._epochs import Epochs
 
 __all__ = ["TorchLoader", "accelerator_available", "loader", "to_tensors"]
 
@@ -88,7 +90,7 @@ def to_tensors(
     return batch
 
 
-class TorchLoader:
+class TorchLoader(Epochs):
     """Iterates a loader's batches as dicts of torch tensors; see the module docs.
 
     Made by :func:`loader`. ``state_dict()``, ``load_state_dict()``, ``steps_per_epoch``
@@ -127,6 +129,15 @@ class TorchLoader:
     def steps_per_epoch(self) -> Optional[int]:
         """The wrapped loader's batches per epoch (``None`` when it has no epochs)."""
         return self.loader.steps_per_epoch
+
+    @property
+    def step(self) -> int:
+        """Global batches handed out (the wrapped loader's: nothing is read ahead here)."""
+        return self.loader.step
+
+    def _epoch_of(self, step: int) -> Optional[Tuple[int, int]]:
+        epoch_of = getattr(self.loader, "_epoch_of", None)  # a zrecord DataLoader's
+        return None if epoch_of is None else epoch_of(step)
 
     def close(self) -> None:
         """Closes the wrapped loader."""
