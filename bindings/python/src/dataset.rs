@@ -23,6 +23,7 @@ use crate::store::{codec_named, verify_named, Zrecord};
 pub fn to_py(py: Python<'_>, e: DatasetError) -> PyErr {
     let path = e.path.display().to_string();
     let field = e.field.clone();
+    let record = e.record();
     let message = e.to_string();
     let err = if e.metadata && matches!(e.source, zrecord::Error::Format(_)) {
         error::metadata_error(py, message)
@@ -33,6 +34,7 @@ pub fn to_py(py: Python<'_>, e: DatasetError) -> PyErr {
     // ValueError (invalid argument) instances take attributes as well.
     let _ = value.setattr("path", path);
     let _ = value.setattr("field", field);
+    let _ = value.setattr("record", record);
     err
 }
 

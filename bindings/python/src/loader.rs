@@ -108,12 +108,25 @@ fn shaped(py: Python<'_>, batch_size: usize, shape: &Bound<'_, PyAny>) -> PyResu
     Ok(PyTuple::new(py, dims)?.unbind())
 }
 
-/// A loader error as the Python exception users expect.
+/// A loader error as the Python exception users expect, with `path`, `field` and
+/// `record` attributes when it happened in a store (a stopped loader's too).
 fn to_py(py: Python<'_>, e: LoaderError) -> PyErr {
+    let place = e.place();
+    let err = plain_to_py(py, e);
+    if let Some(place) = place {
+        let value = err.value(py);
+        let _ = value.setattr("path", place.path.display().to_string());
+        let _ = value.setattr("field", place.field);
+        let _ = value.setattr("record", place.record);
+    }
+    err
+}
+
+fn plain_to_py(py: Python<'_>, e: LoaderError) -> PyErr {
     match e {
         LoaderError::Store(e) => error::to_py(py, e),
         LoaderError::Dataset(e) => crate::dataset::to_py(py, e),
-        LoaderError::Stopped { code: Some(code), message } => error::zrecord_error(py, code, message),
+        LoaderError::Stopped { code: Some(code), message, .. } => error::zrecord_error(py, code, message),
         LoaderError::Stream(_) | LoaderError::State(_) | LoaderError::Sources(_) => {
             PyValueError::new_err(e.to_string())
         }
@@ -405,11 +418,16 @@ fn store_sources(
         if stores.len() != itemsizes.len() {
             return Err(PyValueError::new_err("every source needs one store per field"));
         }
+        // loaderx's pair is named as its batches are: "data" and "label".
+        let names: Vec<String> = match stores.len() {
+            2 => vec!["data".into(), "label".into()],
+            n => (0..n).map(|i| format!("field{i}")).collect(),
+        };
         let mut fields = Vec::with_capacity(stores.len());
-        for (store, &size) in stores.iter().zip(itemsizes) {
-            fields.push((store.get().handle(py)?, size));
+        for ((store, &size), name) in stores.iter().zip(itemsizes).zip(names) {
+            fields.push((name, store.get().handle(py)?, size));
         }
-        built.push(py.detach(|| Source::new(fields)).map_err(|e| to_py(py, e))?);
+        built.push(py.detach(|| Source::named(fields)).map_err(|e| to_py(py, e))?);
     }
     Ok(built)
 }

@@ -109,8 +109,13 @@ def test_dataset_and_dataloader_check_samples(tmp_path):
         ds[9]
     assert_checksum_error(e, 9)
     with zrecord.DataLoader(ds, zrecord.Dataset(tmp_path / "l"), num_workers=1, batch_size=16, mode=0) as dl:
-        with pytest.raises(ChecksumError):
-            next(dl)
+        # The error names the store, the field (loaderx's "data") and the record, as
+        # attributes too; so does the same error raised again by every later next().
+        for _ in range(2):
+            with pytest.raises(ChecksumError) as e:
+                next(dl)
+            assert (e.value.path, e.value.field, e.value.record) == (str(tmp_path / "d"), "data", 9)
+            assert str(tmp_path / "d") in str(e.value) and "record 9" in str(e.value)
     ds.close()
     with zrecord.Dataset(tmp_path / "d", verify="never") as ds:
         assert ds[9].shape == data[9].shape

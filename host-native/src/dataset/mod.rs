@@ -60,6 +60,15 @@ impl DatasetError {
         self.source.code()
     }
 
+    /// The record of the store at [`DatasetError::path`] that failed its checksum or its
+    /// decode, when that is what happened.
+    pub fn record(&self) -> Option<u64> {
+        match self.source {
+            Error::Checksum { index, .. } | Error::Decode { index, .. } => Some(index),
+            _ => None,
+        }
+    }
+
     pub(crate) fn at(path: &Path, field: Option<&str>, source: impl Into<Error>) -> Self {
         DatasetError {
             path: path.to_path_buf(),

@@ -136,6 +136,8 @@ pub enum LoaderError {
         code: Option<i32>,
         /// The first error's message.
         message: String,
+        /// Where it happened, when it was a dataset error: the store, field and record.
+        at: Option<Place>,
     },
     /// The loader's threads live in the process that made it, and this one was forked.
     #[error(
@@ -144,7 +146,28 @@ pub enum LoaderError {
     Forked,
 }
 
+/// Where a dataset error happened ([`LoaderError::Stopped`] keeps it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The store (or dataset directory).
+    pub path: std::path::PathBuf,
+    /// The field.
+    pub field: Option<String>,
+    /// The store's record that failed its checksum or decode.
+    pub record: Option<u64>,
+}
+
 impl LoaderError {
+    /// Where a dataset error happened: its own place, or the first error's for a stopped
+    /// loader.
+    pub fn place(&self) -> Option<Place> {
+        match self {
+            LoaderError::Dataset(e) => Some(Place { path: e.path.clone(), field: e.field.clone(), record: e.record() }),
+            LoaderError::Stopped { at, .. } => at.clone(),
+            _ => None,
+        }
+    }
+
     /// The store error's stable code ([`Error::code`]), for this error or the one a
     /// stopped loader first failed with.
     pub fn code(&self) -> Option<i32> {
@@ -356,7 +379,7 @@ struct Consumer {
     /// The worker whose batch comes next.
     turn: usize,
     /// Set when a batch failed: every later `next()` returns it again.
-    failure: Option<(Option<i32>, String)>,
+    failure: Option<(Option<i32>, String, Option<Place>)>,
 }
 
 /// A loader over a [`Stream`]: see the module documentation.
@@ -643,8 +666,8 @@ impl Loader {
         }
         let produced = if let Some(inline) = &self.inline {
             let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
-            if let Some((code, message)) = &lock(&self.consumer).failure {
-                return Err(LoaderError::Stopped { code: *code, message: message.clone() });
+            if let Some((code, message, at)) = &lock(&self.consumer).failure {
+                return Err(LoaderError::Stopped { code: *code, message: message.clone(), at: at.clone() });
             }
             let job = next_job(&mut lock(inline), self.stream.mixture_sources().is_some());
             match job {
@@ -653,8 +676,8 @@ impl Loader {
             }
         } else {
             let mut consumer = lock(&self.consumer);
-            if let Some((code, message)) = &consumer.failure {
-                return Err(LoaderError::Stopped { code: *code, message: message.clone() });
+            if let Some((code, message, at)) = &consumer.failure {
+                return Err(LoaderError::Stopped { code: *code, message: message.clone(), at: at.clone() });
             }
             if let Some((shard, workers, prefetch)) = lock(&self.pending).take() {
                 let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
@@ -693,7 +716,7 @@ impl Loader {
                 Ok(Some(batch))
             }
             Err(e) => {
-                lock(&self.consumer).failure = Some((e.code(), e.to_string()));
+                lock(&self.consumer).failure = Some((e.code(), e.to_string(), e.place()));
                 Err(e)
             }
         }

@@ -30,11 +30,19 @@ impl Source {
     /// Records shorter than the sample size are read zero-padded and longer ones fail,
     /// as [`Zrecord::gather`] does.
     pub fn new(fields: Vec<(Arc<Zrecord>, usize)>) -> Result<Source, LoaderError> {
-        let Some((first, _)) = fields.first() else {
+        Self::named(
+            fields.into_iter().enumerate().map(|(i, (store, size))| (format!("field{i}"), store, size)).collect(),
+        )
+    }
+
+    /// [`Source::new`] with a name for each field (errors name the field: loaderx's pair is
+    /// `data` and `label`).
+    pub fn named(fields: Vec<(String, Arc<Zrecord>, usize)>) -> Result<Source, LoaderError> {
+        let Some((_, first, _)) = fields.first() else {
             return Err(LoaderError::Sources("a source needs at least one field".into()));
         };
         let length = first.len();
-        if let Some((store, _)) = fields.iter().find(|(s, _)| s.len() != length) {
+        if let Some((_, store, _)) = fields.iter().find(|(_, s, _)| s.len() != length) {
             return Err(LoaderError::Sources(format!(
                 "the stores of a source must have the same length: {} has {} records, {} has {length}",
                 store.path().display(),
@@ -42,13 +50,12 @@ impl Source {
                 first.path().display(),
             )));
         }
-        if fields.iter().any(|&(_, n)| n == 0) {
+        if fields.iter().any(|(_, _, n)| *n == 0) {
             return Err(LoaderError::Sources("a sample size must be at least one byte".into()));
         }
         let defs = fields
             .into_iter()
-            .enumerate()
-            .map(|(i, (store, size))| (Field::fixed(&format!("field{i}"), "|u1", &[size as u64], store.codec()), store))
+            .map(|(name, store, size)| (Field::fixed(&name, "|u1", &[size as u64], store.codec()), store))
             .collect();
         let dataset = Dataset::from_stores(defs).map_err(LoaderError::Dataset)?;
         Self::dataset(Arc::new(dataset))
