@@ -5,7 +5,9 @@
 Joins the job through jax.distributed.initialize, makes a DataLoader without rank or world
 size (they come from JAX), feeds global arrays through zrecord.jax.loader with prefetch,
 and gathers every global batch back to the host (OUT/proc{id}.npz), with the wrapper's and
-the loader's own state after SAVE_AT batches (OUT/proc{id}.json).
+the loader's own state after SAVE_AT batches (OUT/proc{id}.json). SEED may be a comma list,
+one seed per process: then the processes disagree, and what the first two batches raised goes
+to OUT/proc{id}.json.
 """
 
 import json
@@ -24,6 +26,7 @@ import zrecord.jax
 
 def main() -> None:
     coordinator, nproc, pid, store, out, batch, steps, save_at, seed = sys.argv[1:]
+    seed = seed.split(",")[int(pid)] if "," in seed else seed
     nproc, pid, batch, steps, save_at, seed = map(int, (nproc, pid, batch, steps, save_at, seed))
     store, out = Path(store), Path(out)
     jax.distributed.initialize(coordinator, num_processes=nproc, process_id=pid)
@@ -38,8 +41,15 @@ def main() -> None:
     total = jax.jit(jnp.sum)
     data, labels, seen = [], [], {"process": pid, "loader_rank": getattr(loader, "rank", None),
                                   "loader_world": getattr(loader, "world_size", None)}
+    raised = []
     for i in range(steps):
-        b = next(batches)
+        try:
+            b = next(batches)
+        except zrecord.RanksDisagreeError as e:
+            raised.append({"message": str(e), "differences": e.differences})
+            if len(raised) == 2:
+                break
+            continue
         assert b["data"].shape == (batch * nproc, 3) and b["data"].sharding == sharding, b["data"]
         assert not b["label"].is_fully_addressable  # a global array: half of it is elsewhere
         gathered = multihost_utils.process_allgather(b["label"], tiled=True)
@@ -50,7 +60,9 @@ def main() -> None:
         if i + 1 == save_at:
             seen["state"] = batches.state_dict()
             seen["loader_state"] = loader.state_dict()
-    np.savez(out / f"proc{pid}.npz", data=np.stack(data), labels=np.stack(labels))
+    seen["raised"] = raised
+    if labels:
+        np.savez(out / f"proc{pid}.npz", data=np.stack(data), labels=np.stack(labels))
     (out / f"proc{pid}.json").write_text(json.dumps(seen))
     batches.close()
     jax.distributed.shutdown()

@@ -11,6 +11,9 @@ What it read goes to OUT/rank{r}.npy, what it saw to OUT/rank{r}.json.
   (and reporting its step in OUT/rank{r}.progress) until it is killed; it exits by itself
   after `linger` seconds so that a lost test leaves nothing running.
 - `resume`: starts from `state` and reads `steps` steps.
+- `disagree`: rank 0 starts from `state`, the others fresh (the mistake of a multi-host job
+  whose state file is on rank 0's disk only); what the first two `next()` raised goes to
+  OUT/rank{r}.json.
 """
 
 import types
@@ -42,7 +45,7 @@ def main() -> None:
     # One JSON argument, not options: torchrun's own parser would take any option that is
     # a prefix of one of its own (--n, --node...) as its own.
     mode, opts = sys.argv[1], json.loads(sys.argv[2])
-    assert mode in ("epoch", "kill", "resume"), mode
+    assert mode in ("epoch", "kill", "resume", "disagree"), mode
     a = types.SimpleNamespace(**{"seed": 0, "workers": 2, "prefetch": 2, "save_at": 0, "steps": 0, "state": None,
                               "linger": 120.0, **opts})
     a.store, a.out = Path(a.store), Path(a.out)
@@ -51,6 +54,8 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     state = json.loads(a.state.read_text()) if a.state else None
+    if mode == "disagree" and rank != 0:
+        state = None
     loader = zrecord.DataLoader(
         zrecord.Dataset(a.store / "data.zr"), zrecord.Dataset(a.store / "label.zr"),
         batch_size=a.batch, mode=zrecord.Sampler.Mode.SHUFFLE, seed=a.seed,
@@ -73,6 +78,14 @@ def main() -> None:
 
     seen = {"rank": rank, "world": world, "steps_per_epoch": batches.steps_per_epoch,
             "loader_rank": getattr(loader, "rank", None), "loader_world": getattr(loader, "world_size", None)}
+    if mode == "disagree":
+        raised = []
+        for _ in range(2):
+            try:
+                step()
+            except zrecord.RanksDisagreeError as e:
+                raised.append({"type": type(e).__name__, "message": str(e), "differences": e.differences})
+        seen.update(raised=raised, steps=len(labels))
     if mode == "epoch":
         for _ in range(batches.steps_per_epoch):
             step()
@@ -90,12 +103,13 @@ def main() -> None:
             write_json(a.out / f"rank{rank}.progress", {"step": len(labels)})
             time.sleep(0.01)
         sys.exit(f"rank {rank} was not killed within {a.linger} s")
-    else:
+    elif mode == "resume":
         for _ in range(a.steps):
             step()
         seen.update(steps=len(labels), state=batches.state_dict())
     if mode != "kill":
-        np.save(a.out / f"rank{rank}.npy", np.stack(labels))
+        if labels:
+            np.save(a.out / f"rank{rank}.npy", np.stack(labels))
         write_json(a.out / f"rank{rank}.json", seen)
     loader.close()
     dist.destroy_process_group()

@@ -166,8 +166,8 @@ def test_rows_land_on_their_devices_with_a_sharding_per_key(store):
     assert out.strip() == "ok"
 
 
-def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_path):
-    batch, steps, save_at, nproc = 16, 20, 9, 2  # 15 steps per epoch: epoch 1 is read too
+def run_jax_job(store, tmp_path, nproc, batch, steps, save_at, seed):
+    """Runs _jax_worker.py in `nproc` processes of one JAX job; fails the test unless all exit 0."""
     coordinator = f"127.0.0.1:{free_port()}"
     logs = [tmp_path / f"proc{pid}.log" for pid in range(nproc)]  # files: no pipe fills up unread
     procs = []
@@ -175,7 +175,7 @@ def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_pa
         with open(log, "w") as out:
             procs.append(subprocess.Popen(
                 [sys.executable, str(HERE / "_jax_worker.py"), coordinator, str(nproc), str(pid), str(store),
-                 str(tmp_path), str(batch), str(steps), str(save_at), str(SEED)],
+                 str(tmp_path), str(batch), str(steps), str(save_at), str(seed)],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=child_env(), cwd=tmp_path,
             ))
     try:
@@ -188,6 +188,11 @@ def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_pa
             kill_session(p)
     for p, log in zip(procs, logs):
         assert p.returncode == 0, log.read_text()
+
+
+def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_path):
+    batch, steps, save_at, nproc = 16, 20, 9, 2  # 15 steps per epoch: epoch 1 is read too
+    run_jax_job(store, tmp_path, nproc, batch, steps, save_at, SEED)
 
     g = batch * nproc
     ref = reference_labels(store, N, g, steps, SEED)
@@ -205,6 +210,16 @@ def test_two_jax_processes_build_the_single_process_global_batches(store, tmp_pa
         np.testing.assert_array_equal(next(resumed)["label"], ref[save_at])
     with make_loader(store, g, state=seen[0]["loader_state"]) as resumed:
         np.testing.assert_array_equal(next(resumed)["label"], ref[save_at + 2])
+
+
+def test_jax_processes_with_other_seeds_stop_on_every_process(store, tmp_path):
+    run_jax_job(store, tmp_path, 2, 16, 3, 0, f"{SEED},{SEED + 1}")
+    for pid in range(2):
+        seen = json.loads((tmp_path / f"proc{pid}.json").read_text())
+        assert not (tmp_path / f"proc{pid}.npz").exists(), "a process read a batch of its own stream"
+        assert len(seen["raised"]) == 2, seen
+        assert seen["raised"][0]["differences"] == [["seed", {"0": SEED, "1": SEED + 1}]], seen
+        assert f"seed: rank 0 has {SEED}; rank 1 has {SEED + 1}" in seen["raised"][0]["message"]
 
 
 def test_mixture_global_arrays_and_state(store, tmp_path):

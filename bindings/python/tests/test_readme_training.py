@@ -1,7 +1,9 @@
-"""The README's "Training on many processes" examples run as printed: each python block is
-saved under the name on its first line, and each sh block runs in bash, with this venv's
-`python` and `torchrun` first on PATH (the JAX line on a free port instead of the printed
-one, so that parallel runs do not collide)."""
+"""The README's "Training on many processes" examples run as printed, on the stores the
+README's Python quick start writes (run as printed first): each python block is saved under
+the name on its first line, and each sh block runs in bash, with this venv's `python` and
+`torchrun` first on PATH (the JAX lines on a free port instead of the printed one, so that
+parallel runs do not collide). Each block trains one epoch and then resumes the next on
+another number of processes from the state it saved."""
 
 import json
 import os
@@ -24,23 +26,25 @@ TITLE = "## Training on many processes"
 PRINTED_PORT = "8476"
 
 
-def section() -> str:
+def section(title: str = TITLE) -> str:
     readme = (REPO / "README.md").read_text()
-    parts = readme.split(TITLE + "\n", 1)
-    assert len(parts) == 2, f"README.md has no '{TITLE}' section"
+    parts = readme.split(title + "\n", 1)
+    assert len(parts) == 2, f"README.md has no '{title}' section"
     return parts[1].split("\n## ", 1)[0]
 
 
-def blocks(lang: str) -> list:
-    return re.findall(rf"```{lang}\n(.*?)```", section(), re.S)
+def blocks(lang: str, title: str = TITLE) -> list:
+    return re.findall(rf"```{lang}\n(.*?)```", section(title), re.S)
 
 
 @pytest.fixture
 def workdir(tmp_path):
-    """The quick start's stores, and the section's scripts under their names."""
-    rng = np.random.default_rng(0)
-    zrecord.Dataset.write(tmp_path / "train_data.zr", rng.integers(0, 255, (1000, 3, 16, 16), dtype=np.uint8)).close()
-    zrecord.Dataset.write(tmp_path / "train_label.zr", np.arange(1000, dtype=np.int64)).close()
+    """The quick start's stores, written by the quick start as printed, and the section's
+    scripts under their names."""
+    quick_start = blocks("python", "## Python")[0]
+    p = run([sys.executable, "-c", quick_start], 400, env=child_env(), cwd=tmp_path)
+    assert p.returncode == 0, p.stdout
+    assert p.stdout.strip() == "(256, 3, 16, 16) (256,)", p.stdout
     scripts = blocks("python")
     assert len(scripts) == 2, "expected the torch and the JAX example"
     for code in scripts:
@@ -55,27 +59,37 @@ def shell(command: str, cwd: Path):
     return run(["bash", "-c", command], 400, env=env, cwd=cwd)
 
 
-def test_torchrun_example(workdir):
-    [command] = [b for b in blocks("sh") if "torchrun" in b]
-    p = shell(command, workdir)
-    assert p.returncode == 0, p.stdout
-    assert "4 ranks: 7 steps of 128 samples" in p.stdout, p.stdout
-    # The saved state is the position after the epoch's seven global batches of 128, which
-    # one process reading global batches of 128 reaches too (rank and world size are not in it).
+def assert_saved_after(workdir, steps):
+    """The saved state is the position after `steps` global batches of 128 (torch) or 64
+    (JAX), which one process reading those global batches reaches too: rank and world size
+    are not in it."""
     saved = json.loads((workdir / "data_state.json").read_text())
+    global_batch = saved["global_batch"]
     loader = zrecord.DataLoader(
         zrecord.Dataset(workdir / "train_data.zr"), zrecord.Dataset(workdir / "train_label.zr"),
-        batch_size=128, mode=zrecord.Sampler.Mode.SHUFFLE, seed=0, rank=0, world_size=1,
+        batch_size=global_batch, mode=zrecord.Sampler.Mode.SHUFFLE, seed=0, rank=0, world_size=1,
     )
     with loader:
-        for _ in range(7):
+        for _ in range(steps):
             next(loader)
         assert saved == loader.state_dict()
 
 
+def test_torchrun_example(workdir):
+    [command] = [b for b in blocks("sh") if "torchrun" in b]
+    p = shell(command, workdir)
+    assert p.returncode == 0, p.stdout
+    assert "epoch 0: 7 steps of 128 samples on 4 ranks" in p.stdout, p.stdout
+    assert "epoch 1: 7 steps of 128 samples on 2 ranks" in p.stdout, p.stdout
+    assert_saved_after(workdir, 14)
+    assert not list(workdir.glob("data_state.json.tmp*")), "the atomic save left its temporary file"
+
+
 def test_jax_example(workdir):
     [command] = [b for b in blocks("sh") if "train_jax.py" in b]
-    assert command.count(PRINTED_PORT) == 2
+    assert command.count(PRINTED_PORT) == 3
     p = shell(command.replace(PRINTED_PORT, str(free_port())), workdir)
     assert p.returncode == 0, p.stdout
-    assert "2 processes: 15 steps of 64 samples" in p.stdout, p.stdout
+    assert "epoch 0: 15 steps of 64 samples on 2 process(es)" in p.stdout, p.stdout
+    assert "epoch 1: 15 steps of 64 samples on 1 process(es)" in p.stdout, p.stdout
+    assert_saved_after(workdir, 30)

@@ -491,3 +491,79 @@ def test_epochs_are_counted_and_epoch_iter_stops_at_the_boundary(tmp_path):
         assert iid.epoch is None and iid.steps_left_in_epoch is None
         with pytest.raises(TypeError, match="no epochs"):
             next(iid.epoch_iter())
+
+
+def test_ranks_must_agree_at_the_first_batch(store, monkeypatch):
+    """The check as the DataLoader runs it, with the job's all-gather replaced by one that
+    hands back this rank's state beside those of three other ranks (the real collectives
+    run in test_torchrun.py and test_jax_feed.py)."""
+    import zrecord._world as world
+
+    d, l = store
+    calls = []
+
+    def job_of_four(differ):
+        def gather(mine):
+            calls.append(mine)
+            others = [json.loads(mine) for _ in range(3)]
+            for other in others:
+                other.update(differ)
+            return [mine] + [json.dumps(o) for o in others]
+        return gather
+
+    monkeypatch.setattr(world, "_gather_torch", job_of_four({"step": 0}))
+    with DataLoader(d, l, batch_size=4, mode=SHUFFLE, num_workers=0, rank=0, world_size=4) as dl:
+        for _ in range(3):
+            next(dl)
+        state = dl.state_dict()
+    assert calls and len(calls) == 1, "one gather at the first batch, none after"
+    calls.clear()
+    with DataLoader(d, l, batch_size=4, mode=SHUFFLE, num_workers=0, rank=0, world_size=4, state=state) as dl:
+        for _ in range(2):
+            with pytest.raises(zrecord.RanksDisagreeError, match=r"step: rank 0 has 3; ranks 1,2,3 have 0") as e:
+                next(dl)
+        assert e.value.differences == [("step", {0: 3, 1: 0, 2: 0, 3: 0})]
+        assert isinstance(e.value, ValueError)
+    assert len(calls) == 1, "the second next() raises again without another collective"
+
+    # After load_state_dict the ranks agree again at the next batch.
+    calls.clear()
+    monkeypatch.setattr(world, "_gather_torch", job_of_four({}))
+    with DataLoader(d, l, batch_size=4, mode=SHUFFLE, num_workers=0, rank=0, world_size=4) as dl:
+        dl.load_state_dict(state)
+        next(dl)
+    assert len(calls) == 1
+
+    # A world size of its own (another split of the same global batch) is named too, and
+    # check_ranks=False or a loader of one rank gathers nothing.
+    calls.clear()
+    monkeypatch.setattr(world, "_gather_torch", job_of_four({"world_size": 2}))
+    with DataLoader(d, l, batch_size=4, mode=SHUFFLE, num_workers=0, rank=0, world_size=4) as dl:
+        with pytest.raises(zrecord.RanksDisagreeError, match="world_size: rank 0 has 4; ranks 1,2,3 have 2"):
+            next(dl)
+    with DataLoader(d, l, batch_size=4, mode=SHUFFLE, num_workers=0, rank=0, world_size=4, check_ranks=False) as dl:
+        next(dl)
+    with DataLoader(d, l, batch_size=4, mode=SHUFFLE, num_workers=0, world_size=1) as dl:
+        next(dl)
+    assert len(calls) == 1
+
+
+def test_save_state_and_load_state(store, tmp_path, monkeypatch):
+    d, l = store
+    path = tmp_path / "state.json"
+    assert zrecord.load_state(path) is None, "no file yet: start fresh"
+    with DataLoader(d, l, batch_size=8, mode=SHUFFLE, num_workers=0) as dl:
+        next(dl)
+        zrecord.save_state(path, dl.state_dict())
+        assert zrecord.load_state(path) == dl.state_dict()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("state")] == ["state.json"]
+    # Another rank saves nothing (torchrun's variables name it).
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    zrecord.save_state(tmp_path / "other.json", {"step": 1})
+    assert not (tmp_path / "other.json").exists()
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    path.write_text('{"step": ')  # half a file
+    with pytest.raises(ValueError, match=r"state\.json: not a saved loader state"):
+        zrecord.load_state(path)

@@ -8,6 +8,8 @@ _torchrun_worker.py).
 - A two-rank job is SIGKILLed after saving its state at step k while its workers are read
   ahead; one rank with twice the batch and other worker counts resumes from that state,
   and the global stream put together is an uninterrupted run's, sample for sample.
+- A two-rank job where only rank 0 resumes from a saved state stops on both ranks at its
+  first batch with an error naming the step each rank holds.
 """
 
 import json
@@ -136,3 +138,27 @@ def test_sigkilled_two_rank_job_resumes_on_one_rank_with_twice_the_batch(store, 
     after = np.load(second / "rank0.npy")
     assert before.shape == (k, g) and after.shape == (more, g)
     np.testing.assert_array_equal(np.concatenate([before, after]), reference_labels(store, N, g, k + more, SEED))
+
+
+def test_ranks_fed_different_states_stop_on_every_rank(store, tmp_path):
+    b = 16
+    import zrecord
+
+    with zrecord.DataLoader(zrecord.Dataset(store / "data.zr"), zrecord.Dataset(store / "label.zr"),
+                            batch_size=b, mode=zrecord.Sampler.Mode.SHUFFLE, seed=SEED, num_workers=0,
+                            rank=0, world_size=2) as loader:
+        for _ in range(5):
+            next(loader)
+        state = loader.state_dict()
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    p = run(torchrun(2, *worker("disagree", store, tmp_path, batch=b, state=tmp_path / "state.json")),
+            JOB_TIMEOUT, env=child_env(), cwd=tmp_path)
+    assert p.returncode == 0, p.stdout
+    for r in range(2):
+        seen = read_json(tmp_path / f"rank{r}.json")
+        assert seen["steps"] == 0, "a rank read a batch of a stream the others do not read"
+        # The first next() found it; the second raises it again without another collective.
+        assert [e["type"] for e in seen["raised"]] == ["RanksDisagreeError"] * 2, seen
+        first = seen["raised"][0]
+        assert first["differences"] == [["step", {"0": 5, "1": 0}]], first
+        assert "step: rank 0 has 5; rank 1 has 0" in first["message"], first["message"]

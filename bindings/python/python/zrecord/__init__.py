@@ -14,7 +14,10 @@ Public names:
   ``{"data", "label"}`` for a dataset and a labelset); ``rank``/``world_size``
   sharding, shuffled epochs, ``state_dict()``/``load_state_dict()`` exact resume.
 - :class:`Mixture`: weighted datasets read as one stream (batches gain ``"source"``).
-- :func:`resolve_world`: the ``(rank, world_size)`` a DataLoader would use.
+- :func:`resolve_world`: the ``(rank, world_size)`` a DataLoader would use;
+  :class:`RanksDisagreeError`: the ranks of a job would read different streams;
+  :func:`save_state` / :func:`load_state`: a loader state saved on rank 0, atomically, and
+  loaded on every rank from rank 0's copy.
 - :class:`Sampler`: the endless index generator behind the loader.
 - :func:`inspect`, :func:`verify`, :func:`convert`, :func:`export`: the ``zr`` tools,
   returning the dataclasses of :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar
@@ -31,7 +34,8 @@ Public names:
 """
 
 from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
-from .dataloader import DataLoader, Mixture, resolve_world
+from ._world import RanksDisagreeError, load_state, resolve_world, save_state
+from .dataloader import DataLoader, Mixture
 from .dataset import CODECS, Dataset, Field
 from .errors import (
     BufferTooSmallError,
@@ -87,6 +91,7 @@ __all__ = [
     "OutOfMemoryError",
     "RecordTooLargeError",
     "Sampler",
+    "RanksDisagreeError",
     "Schema",
     "StoreClosedError",
     "StoreFullError",
@@ -98,6 +103,8 @@ __all__ = [
     "convert",
     "export",
     "inspect",
+    "load_state",
     "resolve_world",
+    "save_state",
     "verify",
 ]

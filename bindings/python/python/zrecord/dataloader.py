@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
-import sys
 import weakref
 from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
@@ -27,6 +25,7 @@ from ._zrecord import _Pipeline, _check_mixture_weights
 from ._epochs import Epochs
 from .dataset import Dataset
 from .sampler import Sampler, check_seed
+from ._world import RanksDisagreeError, check_ranks_agree, resolve_world
 
 __all__ = ["DataLoader", "Mixture", "resolve_world"]
 
@@ -50,85 +49,6 @@ def _describe(obj: Any) -> str:
     if isinstance(obj, np.ndarray):
         return f"an ndarray of shape {obj.shape}"
     return "None" if obj is None else f"a {kind}"
-
-
-def _env_world() -> Optional[Tuple[int, int]]:
-    """``RANK`` / ``WORLD_SIZE`` as torchrun sets them, if both are."""
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
-    if rank is None or world is None:
-        return None
-    try:
-        return int(rank), int(world)
-    except ValueError:
-        raise ValueError(f"RANK={rank!r} and WORLD_SIZE={world!r} must be integers") from None
-
-
-def _torch_world() -> Optional[Tuple[int, int]]:
-    """An initialised torch.distributed process group's rank and size. torch is only
-    looked at when the program imported it: zrecord never imports torch."""
-    torch = sys.modules.get("torch")
-    dist = getattr(torch, "distributed", None) if torch is not None else None
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return None
-    return int(dist.get_rank()), int(dist.get_world_size())
-
-
-def _jax_world() -> Optional[Tuple[int, int]]:
-    """``jax.process_index()`` / ``process_count()`` once ``jax.distributed.initialize``
-    ran. jax is only looked at when the program imported it, and whether its distributed
-    client is up is asked without starting a backend: ``jax.distributed.is_initialized()``
-    (jax >= 0.5.1), else the client field that function reads on older versions."""
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return None
-    dist = getattr(jax, "distributed", None)
-    is_initialized = getattr(dist, "is_initialized", None)
-    if is_initialized is not None:
-        up = bool(is_initialized())
-    else:
-        state = getattr(sys.modules.get("jax._src.distributed"), "global_state", None)
-        up = getattr(state, "client", None) is not None
-    if not up:
-        return None
-    return int(jax.process_index()), int(jax.process_count())
-
-
-def resolve_world(rank: Optional[int] = None, world_size: Optional[int] = None) -> Tuple[int, int]:
-    """This process's ``(rank, world_size)``, as :class:`DataLoader` resolves them.
-
-    Explicit arguments win. What is not given comes from the first of: an initialised
-    ``torch.distributed`` process group (looked at only if ``torch`` is already imported);
-    the ``RANK`` and ``WORLD_SIZE`` environment variables (torchrun sets them);
-    ``jax.process_index()`` / ``jax.process_count()`` (only if ``jax`` is already imported
-    and ``jax.distributed.initialize()`` ran); else rank 0 of 1. ``world_size=1`` alone
-    means rank 0. Raises ``ValueError`` when the result is not ``0 <= rank < world_size``.
-    """
-    for name, value in (("rank", rank), ("world_size", world_size)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            try:
-                value = int(value.__index__())  # numpy integers and the like
-            except (AttributeError, TypeError):
-                raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
-            if name == "rank":
-                rank = value
-            else:
-                world_size = value
-    if rank is None or world_size is None:
-        if rank is None and world_size == 1:
-            rank = 0
-        else:
-            found = _torch_world() or _env_world() or _jax_world() or (0, 1)
-            if rank is None and world_size is None:
-                rank, world_size = found
-            elif rank is None:
-                rank = found[0]
-            else:
-                world_size = found[1]
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in 0..{world_size - 1} for world_size {world_size}, got {rank}")
-    return rank, world_size
 
 
 class Mixture:
@@ -265,6 +185,15 @@ class DataLoader(Epochs):
             memory limit); ``True`` always; ``False`` never. Warming stops when the loader
             closes; :attr:`warm_progress` tells how far it got. Loaders with
             ``num_workers=0``, or over other dataset objects, do not warm.
+        pad: ``{"field": value}`` (keyword-only): a ragged field's batch as a padded
+            ``(B, max_len)`` array plus ``field + "_lengths"``, instead of the flat values
+            and ``field + "_offsets"``.
+        check_ranks: with ``world_size > 1`` and torch.distributed or JAX's multi-process
+            runtime up, the first ``next()`` (and the first after ``load_state_dict``)
+            gathers every process's state (one all-gather of under 1 KiB each, so every
+            process must call it) and raises :class:`RanksDisagreeError` on every rank,
+            naming the seed, mode, global batch, step, dataset or world size that differs;
+            ``False`` skips that (keyword-only).
 
     There are no epochs in the iterator, so ``len()`` raises ``TypeError``; in SHUFFLE
     mode :attr:`steps_per_epoch` batches make an epoch, the same on every rank (the last
@@ -309,6 +238,7 @@ class DataLoader(Epochs):
         state: Optional[State] = None,
         warm: Optional[bool] = None,
         pad: Optional[Mapping[str, Any]] = None,
+        check_ranks: bool = True,
     ) -> None:
         if warm is not None and not isinstance(warm, bool):
             raise TypeError(f"warm must be None, True or False, not {warm!r}")
@@ -347,6 +277,10 @@ class DataLoader(Epochs):
         self.mode = Sampler.Mode.SHUFFLE if mixture else int(mode)
         self.rank, self.world_size = resolve_world(rank, world_size)
         self._returned = False
+        self.check_ranks = bool(check_ranks)
+        # None until the first next() checked that the ranks agree; then the outcome, an
+        # error raised again by every later next() (the collective is not repeated).
+        self._agreement: Optional[Tuple[Optional[Exception]]] = None
         self._mixture = mixture
         self._named = named
         common = dict(
@@ -411,6 +345,10 @@ class DataLoader(Epochs):
         return self
 
     def __next__(self) -> dict:
+        if self._agreement is None:
+            self._agreement = (self._check_ranks(),)
+        if self._agreement[0] is not None:
+            raise self._agreement[0]
         items = self._pipeline.next()
         self._returned = True
         if self._named:
@@ -434,6 +372,15 @@ class DataLoader(Epochs):
         if self._mixture:
             batch["source"] = items[2]
         return batch
+
+    def _check_ranks(self) -> Optional[Exception]:
+        if not self.check_ranks or self.world_size < 2:
+            return None
+        try:
+            check_ranks_agree(self._pipeline.state(), self.world_size)
+        except RanksDisagreeError as e:
+            return e
+        return None
 
     # -- epochs and resume -----------------------------------------------------------------
 
@@ -484,6 +431,7 @@ class DataLoader(Epochs):
             raise RuntimeError("load_state_dict() on a closed DataLoader")
         fresh = self._make(_state_text(state))  # checks the state before anything changes
         old, self._pipeline = self._pipeline, fresh
+        self._agreement = None  # the ranks agree again at the next batch
         old.close()
 
     # -- lifetime --------------------------------------------------------------------------
