@@ -48,8 +48,8 @@ use rayon::prelude::*;
 pub use dataset::{Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
 pub use fs::{DirBackend, NativeFile};
 pub use loader::{
-    global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Place, RaggedBatch, RaggedField,
-    Source, Warm,
+    global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, Place, RaggedBatch,
+    RaggedField, Skipped, Source, Warm,
 };
 pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
 use zrecord_core::engine::{Batch, Options, Store, Writer};

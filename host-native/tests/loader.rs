@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zrecord::{
-    Codec, DatasetId, Error, Loader, LoaderError, LoaderOptions, Mixture, Mode, Source, StateError, Stream,
+    Codec, DatasetId, Error, Loader, LoaderError, LoaderOptions, Mixture, Mode, OnError, Source, StateError, Stream,
     StreamState, Zrecord,
 };
 
@@ -473,4 +473,53 @@ fn a_fetching_loader_reads_the_same_stream_and_resumes() {
     let m = Stream::mixture(mixture, 1, 10).unwrap();
     let fetch = Arc::new(Triples { threads: Default::default() });
     assert!(matches!(Loader::fetching(m, fetch, opts(0, 1, 1, 1)), Err(LoaderError::Sources(_))));
+}
+
+#[test]
+fn on_error_skip_replaces_a_damaged_sample_within_its_mixture_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Source::new(vec![(store(dir.path(), "a", 300, 0), 8)]).unwrap();
+    drop(store(dir.path(), "b", 40, 10_000));
+    // Record 7 of b: raw 8-byte records back to back in chunk 0.
+    let chunk = dir.path().join("b/0.zr");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[7 * 8] ^= 0xFF;
+    std::fs::write(&chunk, &bytes).unwrap();
+    let b = Source::new(vec![(Arc::new(Zrecord::open(dir.path().join("b")).unwrap()), 8)]).unwrap();
+    let mixture = Mixture::new(vec![a.id(), b.id()], vec![0.5, 0.5]).unwrap();
+    let stream = Stream::mixture(mixture, 4, 20).unwrap();
+    let skip = |workers| LoaderOptions { num_workers: workers, on_error: OnError::Skip, ..LoaderOptions::default() };
+
+    // Without skipping, the damaged sample stops the loader within two of b's epochs.
+    let raising = Loader::new(stream.clone(), vec![a.clone(), b.clone()], opts(0, 1, 1, 2)).unwrap();
+    let e = (0..20).find_map(|_| raising.next().err()).expect("b's sample 7 is read");
+    assert_eq!(e.place().and_then(|p| p.record), Some(7), "{e}");
+
+    let loader = Loader::new(stream.clone(), vec![a.clone(), b.clone()], skip(2)).unwrap();
+    let mut met = 0;
+    for step in 0..20 {
+        let batch = loader.next().unwrap().unwrap();
+        let mut want = vec![0u64; 20];
+        let mut sources = vec![0u32; 20];
+        stream.batch_at(step, 0, 1, &mut want, Some(&mut sources)).unwrap();
+        for (slot, v) in values(&batch.fields[0]).into_iter().enumerate() {
+            let (s, i) = (sources[slot], want[slot]);
+            // b's sample 7 is read as b's sample 8; everything else as the stream says.
+            let expect = if s == 1 && i == 7 {
+                met += 1;
+                10_008
+            } else if s == 1 {
+                10_000 + i
+            } else {
+                i
+            };
+            assert_eq!(v, expect, "step {step} slot {slot}");
+        }
+    }
+    assert!(met >= 2, "the damaged sample was met in more than one epoch of b ({met})");
+    let skipped = loader.skipped();
+    assert_eq!(skipped.len(), 1, "reported once: {skipped:?}");
+    let s = &skipped[0];
+    assert_eq!((s.source, s.index, s.replacement, s.chunk), (1, 7, 8, Some(0)));
+    assert_eq!((s.place.path.as_path(), s.place.record), (dir.path().join("b").as_path(), Some(7)));
 }

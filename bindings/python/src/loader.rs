@@ -22,7 +22,7 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use zrecord::{
-    BufferPool, DatasetId, Fetch, Loader, LoaderError, LoaderOptions, Mixture, RaggedField, Source, Stream,
+    BufferPool, DatasetId, Fetch, Loader, LoaderError, LoaderOptions, Mixture, OnError, RaggedField, Source, Stream,
     StreamState, Warm,
 };
 
@@ -166,7 +166,7 @@ impl Pipeline {
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
                         world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None,
-                        fetch=None, length=None))]
+                        fetch=None, length=None, on_error="raise"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -188,6 +188,7 @@ impl Pipeline {
         pads: Option<&Bound<'_, PyDict>>,
         fetch: Option<Py<PyAny>>,
         length: Option<u64>,
+        on_error: &str,
     ) -> PyResult<Self> {
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
@@ -217,6 +218,13 @@ impl Pipeline {
                 None => Warm::Auto,
                 Some(true) => Warm::Always,
                 Some(false) => Warm::Never,
+            },
+            on_error: match on_error {
+                "raise" => OnError::Raise,
+                "skip" => OnError::Skip,
+                other => {
+                    return Err(PyValueError::new_err(format!("on_error must be \"raise\" or \"skip\", not {other:?}")))
+                }
             },
         };
         if let Some(fetch) = fetch {
@@ -383,6 +391,26 @@ impl Pipeline {
     #[getter]
     fn threads_alive(&self) -> usize {
         self.loader.threads_alive()
+    }
+
+    /// The samples replaced under `on_error="skip"`, once each: dicts of source, index,
+    /// replacement, path, field, record, chunk and message.
+    #[getter]
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let mut out = Vec::new();
+        for s in self.loader.skipped() {
+            let d = PyDict::new(py);
+            d.set_item("source", s.source)?;
+            d.set_item("index", s.index)?;
+            d.set_item("replacement", s.replacement)?;
+            d.set_item("path", s.place.path.display().to_string())?;
+            d.set_item("field", s.place.field)?;
+            d.set_item("record", s.place.record)?;
+            d.set_item("chunk", s.chunk)?;
+            d.set_item("message", s.message)?;
+            out.push(d);
+        }
+        Ok(out)
     }
 
     /// `(bytes read, bytes to read)` of the background warming, or None when the loader

@@ -222,3 +222,79 @@ def test_a_store_loaderx_alone_wrote_behaves_as_before(loaderx, tmp_path):
         np.testing.assert_array_equal(read_all(z, 10, item), data.reshape(10, item))
     with loaderx.Zrecord(tmp_path / "s") as z:
         np.testing.assert_array_equal(read_all(z, 10, item), data.reshape(10, item))
+
+
+def test_on_error_skip_replaces_damaged_samples_and_the_stream_stays_exact(tmp_path, capfd):
+    """Three flipped records in a sharded dataset: with on_error="skip" two SHUFFLE epochs
+    finish, each damaged sample is replaced by the next clean one (the last one wraps to
+    sample 0) the same way on every run, 3 are reported once, and a resume on two ranks
+    with other worker counts reads exactly the rest of the uninterrupted run."""
+    n, b = 300, 32
+    data = images(n, 5, shape=(4, 4))
+    fields = {"image": data, "label": np.arange(n)}
+    zrecord.Dataset.write(tmp_path / "d", fields, shard_records=100).close()
+    bad = {5: (0, 5), 150: (1, 50), 299: (2, 99)}  # sample: (shard, record)
+    for shard, record in bad.values():
+        flip(tmp_path / "d" / f"shard-{shard:06d}" / "image", record)
+    replaced = {5: 6, 150: 151, 299: 0}
+
+    with zrecord.Dataset(tmp_path / "d") as ds:
+        with zrecord.DataLoader(ds, batch_size=b, mode=2, seed=3, num_workers=0) as plain:
+            clean_order = []
+            with pytest.raises(ChecksumError):  # without skip, the first damaged sample stops it
+                for _ in range(2 * (n // b)):
+                    clean_order.append(next(plain)["label"])
+        capfd.readouterr()
+        with zrecord.DataLoader(ds, batch_size=b, mode=2, seed=3, num_workers=2, on_error="skip") as dl:
+            got, state = [], None
+            for epoch in range(2):
+                for batch in dl.epoch_iter():
+                    np.testing.assert_array_equal(batch["image"], data[batch["label"]])
+                    got.append(batch["label"])
+                    if len(got) == 5:
+                        state = dl.state_dict()
+            stats = dl.stats
+    assert len(got) == 2 * (n // b) and stats["step"] == len(got)
+    assert stats["skipped"] == 3, stats
+    by_index = {s["index"]: s for s in stats["skipped_samples"]}
+    assert {i: s["replacement"] for i, s in by_index.items()} == replaced
+    for i, (shard, record) in bad.items():
+        s = by_index[i]
+        assert s["path"] == str(tmp_path / "d" / f"shard-{shard:06d}" / "image"), s
+        assert (s["field"], s["record"], s["chunk"]) == ("image", record, 0), s
+        assert "checksum" in s["message"]
+    err = capfd.readouterr().err
+    assert err.count("zrecord: skipping sample") == 3, err
+
+    # The stream is the clean stream with each damaged sample swapped for its replacement.
+    with zrecord.DataLoader(zrecord.Dataset(tmp_path / "d", verify="never"), batch_size=b, mode=2, seed=3,
+                            num_workers=0) as order:
+        want = [next(order)["label"] for _ in range(len(got))]
+    swap = np.vectorize(lambda i: replaced.get(int(i), int(i)))
+    np.testing.assert_array_equal(np.stack(got), swap(np.stack(want)))
+    assert any(np.isin(np.stack(want), list(bad)).ravel()), "the epochs met no damaged sample"
+
+    # Resumed at step 5 on two ranks of 16 with other worker counts: the same samples.
+    halves = []
+    for rank, workers in ((0, 0), (1, 3)):
+        with zrecord.DataLoader(zrecord.Dataset(tmp_path / "d"), batch_size=b // 2, mode=2, seed=3, rank=rank,
+                                world_size=2, num_workers=workers, on_error="skip", state=state) as dl:
+            halves.append(np.stack([next(dl)["label"] for _ in range(len(got) - 5)]))
+    np.testing.assert_array_equal(np.concatenate(halves, axis=1), np.stack(got[5:]))
+
+
+def test_on_error_is_checked(tmp_path):
+    zrecord.Dataset.write(tmp_path / "d", {"x": np.arange(10)}).close()
+    with zrecord.Dataset(tmp_path / "d") as ds:
+        with pytest.raises(ValueError, match='on_error must be "raise" or "skip"'):
+            zrecord.DataLoader(ds, on_error="ignore")
+
+    class Plain:
+        def __len__(self):
+            return 10
+
+        def __getitems__(self, idxs):
+            return np.asarray(idxs)
+
+    with pytest.raises(ValueError, match="zrecord datasets"):
+        zrecord.DataLoader(Plain(), Plain(), on_error="skip")

@@ -89,9 +89,11 @@ use std::time::Duration;
 use zrecord_core::stream::{Shard, StateError, Stream, StreamError, StreamState};
 
 mod gather;
+mod skip;
 mod source;
 
 pub use gather::{RaggedBatch, RaggedField};
+pub use skip::{OnError, Skipped};
 pub use source::Source;
 
 use crate::{DatasetError, Error, Zrecord};
@@ -199,6 +201,9 @@ pub struct LoaderOptions {
     /// Whether the stores are read into the page cache in the background when the threads
     /// start (default [`Warm::Auto`]).
     pub warm: Warm,
+    /// What a sample that fails its checksum or decode does (default [`OnError::Raise`];
+    /// [`OnError::Skip`] replaces it, deterministically: see [`Skipped`]).
+    pub on_error: OnError,
 }
 
 /// Whether a loader with workers warms its stores ([`Zrecord::warm`]) on a thread of its
@@ -273,7 +278,15 @@ pub fn global_pool() -> Option<&'static rayon::ThreadPool> {
 
 impl Default for LoaderOptions {
     fn default() -> Self {
-        LoaderOptions { rank: 0, world_size: 1, num_workers: 4, prefetch: 4, pool: global_pool, warm: Warm::Auto }
+        LoaderOptions {
+            rank: 0,
+            world_size: 1,
+            num_workers: 4,
+            prefetch: 4,
+            pool: global_pool,
+            warm: Warm::Auto,
+            on_error: OnError::Raise,
+        }
     }
 }
 
@@ -320,6 +333,8 @@ struct Shared {
     fetch: Option<Arc<dyn Fetch>>,
     pool: fn() -> Option<&'static rayon::ThreadPool>,
     buffers: Arc<BufferPool>,
+    /// Set with [`OnError::Skip`]: the samples replaced so far.
+    skips: Option<Arc<skip::Skips>>,
 }
 
 /// Field buffers that consumers gave back, for later batches to fill again.
@@ -410,6 +425,8 @@ pub struct Loader {
     /// The warming thread, apart from `threads` ([`Loader::threads_alive`] counts the
     /// sampler and the workers); joined by `shutdown` like them.
     warmer: Mutex<Option<JoinHandle<()>>>,
+    /// With [`OnError::Skip`]: the samples replaced so far (kept after close).
+    skips: Option<Arc<skip::Skips>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -482,6 +499,12 @@ impl Loader {
                 (sources, None)
             }
             Feed::Fetch(fetch) => {
+                if options.on_error == OnError::Skip {
+                    return Err(LoaderError::Sources(
+                        "on_error=skip replaces samples of zrecord datasets; a fetching loader's errors are its fetch's"
+                            .into(),
+                    ));
+                }
                 if stream.mixture_sources().is_some() {
                     return Err(LoaderError::Sources("a fetching loader reads one dataset, not a mixture".into()));
                 }
@@ -499,12 +522,19 @@ impl Loader {
             zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
         }
         let buffers = Arc::new(BufferPool::default());
+        let skips = (options.on_error == OnError::Skip).then(|| Arc::new(skip::Skips::default()));
         let mut loader = Loader {
             stream,
             rank: options.rank,
             world_size: options.world_size,
             batch_size,
-            shared: Mutex::new(Some(Arc::new(Shared { sources, fetch, pool: options.pool, buffers: buffers.clone() }))),
+            shared: Mutex::new(Some(Arc::new(Shared {
+                sources,
+                fetch,
+                pool: options.pool,
+                buffers: buffers.clone(),
+                skips: skips.clone(),
+            }))),
             buffers,
             stop: Arc::new(AtomicBool::new(false)),
             consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
@@ -516,6 +546,7 @@ impl Loader {
             warm: options.warm,
             warming: Mutex::new(None),
             warmer: Mutex::new(None),
+            skips,
         };
         if options.num_workers == 0 {
             loader.inline = Some(Mutex::new(shard));
@@ -778,6 +809,12 @@ impl Loader {
         self.stop.load(Ordering::Acquire)
     }
 
+    /// The samples replaced so far under [`OnError::Skip`], each once, by source and index
+    /// (empty with [`OnError::Raise`]).
+    pub fn skipped(&self) -> Vec<Skipped> {
+        self.skips.as_ref().map(|s| s.all()).unwrap_or_default()
+    }
+
     /// Number of this loader's sampler and worker threads still running (0 after
     /// [`Loader::close`]); the warming thread is not counted ([`Loader::warm_progress`]).
     pub fn threads_alive(&self) -> usize {
@@ -885,7 +922,10 @@ fn make_batch(shared: &Shared, job: Job) -> Produced {
             fetched: Some(fetched),
         });
     }
-    let run = || gather::gather(&shared.sources, &shared.buffers, job);
+    let run = || match &shared.skips {
+        Some(skips) => skip::gather_skipping(&shared.sources, &shared.buffers, skips, job),
+        None => gather::gather(&shared.sources, &shared.buffers, job),
+    };
     let result = match (shared.pool)() {
         Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
         None => catch_unwind(AssertUnwindSafe(run)),

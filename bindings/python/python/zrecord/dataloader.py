@@ -188,6 +188,13 @@ class DataLoader(Epochs):
         pad: ``{"field": value}`` (keyword-only): a ragged field's batch as a padded
             ``(B, max_len)`` array plus ``field + "_lengths"``, instead of the flat values
             and ``field + "_offsets"``.
+        on_error: ``"raise"`` (default): a sample that fails its checksum or decode fails
+            its batch, and every later ``next()`` raises the same error (naming the store,
+            field and record: ``e.path``, ``e.field``, ``e.record``). ``"skip"``: the
+            sample is replaced by the first of the samples after it that reads cleanly, the
+            same on every run, resume and world size, so the stream stays exact; each is
+            reported once on stderr and listed in :attr:`stats` (keyword-only; zrecord
+            datasets only).
         check_ranks: with ``world_size > 1`` and torch.distributed or JAX's multi-process
             runtime up, the first ``next()`` (and the first after ``load_state_dict``)
             gathers every process's state (one all-gather of under 1 KiB each, so every
@@ -239,9 +246,13 @@ class DataLoader(Epochs):
         warm: Optional[bool] = None,
         pad: Optional[Mapping[str, Any]] = None,
         check_ranks: bool = True,
+        on_error: str = "raise",
     ) -> None:
         if warm is not None and not isinstance(warm, bool):
             raise TypeError(f"warm must be None, True or False, not {warm!r}")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
+        self.on_error = on_error
         self.dataset = dataset
         self.labelset = labelset
         mixture = isinstance(dataset, Mixture)
@@ -273,6 +284,8 @@ class DataLoader(Epochs):
             raise ValueError("a Mixture reads its sources in shuffled epochs; mode SEQUENTIAL does not apply")
         self.transform = transform
         self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.prefetch_size = prefetch_size
         self.seed = seed
         self.mode = Sampler.Mode.SHUFFLE if mixture else int(mode)
         self.rank, self.world_size = resolve_world(rank, world_size)
@@ -292,6 +305,7 @@ class DataLoader(Epochs):
             num_workers=num_workers,
             prefetch_size=prefetch_size,
             warm=warm,
+            on_error=on_error,
         )
         if named:
             datasets = dataset.datasets if mixture else [dataset]
@@ -433,6 +447,26 @@ class DataLoader(Epochs):
         old, self._pipeline = self._pipeline, fresh
         self._agreement = None  # the ranks agree again at the next batch
         old.close()
+
+    @property
+    def stats(self) -> dict:
+        """``{"step": global batches consumed, "skipped": samples replaced under
+        on_error="skip", "skipped_samples": [one dict per sample: source, index,
+        replacement, path, field, record, chunk, message]}``."""
+        samples = list(getattr(self._pipeline, "skipped", []))
+        return {"step": self.step, "skipped": len(samples), "skipped_samples": samples}
+
+    def __repr__(self) -> str:
+        what = repr(self.dataset) if self.labelset is None else f"{self.dataset!r}, {self.labelset!r}"
+        mode = {0: "SEQUENTIAL", 1: "IID", 2: "SHUFFLE"}.get(self.mode, str(self.mode))
+        epoch = self.epoch
+        at = f"step {self.step}" + ("" if epoch is None else f" (epoch {epoch}, {self.steps_left_in_epoch} left in it)")
+        return (
+            f"zrecord.DataLoader({what}, batch_size={self.batch_size}, mode={mode}, seed={self.seed}, "
+            f"rank={self.rank}, world_size={self.world_size}, num_workers={self.num_workers}, "
+            f"prefetch_size={self.prefetch_size}, on_error={self.on_error!r}; at {at}"
+            f"{'; closed' if self.closed else ''})"
+        )
 
     # -- lifetime --------------------------------------------------------------------------
 
