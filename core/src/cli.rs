@@ -739,18 +739,24 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
                         sealed.sealed, sealed.already, sealed.bad
                     ));
                 }
+                for p in &report.problems {
+                    out.line(&format!("damaged: {p}"));
+                }
+                if report.cut_off > 0 {
+                    out.line(&format!("{} records lie past the end of a truncated chunk", report.cut_off));
+                }
                 for b in &report.bad {
                     out.line(&format!("bad record {}: {}", b.index, b.error));
                 }
-                if report.bad_count as usize > report.bad.len() {
-                    out.line(&format!("... and {} more", report.bad_count as usize - report.bad.len()));
+                if report.unlisted() > 0 {
+                    out.line(&format!("... and {} more", report.unlisted()));
                 }
                 out.line(&format!(
                     "{} records checked, {} bad ({} checked against their checksums, {} unchecked)",
                     report.checked, report.bad_count, report.checksummed, report.unchecked
                 ));
             }
-            if report.bad_count > 0 {
+            if !report.ok() {
                 return Ok(EXIT_BAD_RECORDS);
             }
         }

@@ -60,6 +60,51 @@ pub struct ChunkUse {
     /// How far the chunk has been written (its frontier, or the frontier it had when the
     /// next chunk was started, which is at least its live bytes).
     pub used_bytes: u64,
+    /// The size of its file (`None` when the file is missing): a file shorter than the
+    /// bytes its records reach is truncated.
+    pub file_bytes: Option<u64>,
+}
+
+/// What is wrong with a store as a whole, found from its files' sizes and side files
+/// without reading a record: one finding per problem, with the byte counts, rather than one
+/// per record it breaks. `inspect` lists them; `verify` lists them and fails.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Damage {
+    problems: Vec<String>,
+    /// Per chunk id: the bytes its file holds, when that is fewer than its records reach.
+    short: Vec<Option<u64>>,
+}
+
+fn damage<B: Backend>(store: &Store<B>, chunks: &[ChunkUse]) -> Damage {
+    let mut out = Damage { problems: Vec::new(), short: vec![None; chunks.len()] };
+    for c in chunks {
+        // Records whose bytes lie past the file's end.
+        let reach = c.used_bytes.max(c.live_bytes);
+        match c.file_bytes {
+            None if c.records > 0 => out.problems.push(format!(
+                "{}.zr is missing: {} records ({} bytes) were stored in it",
+                c.id, c.records, c.live_bytes
+            )),
+            Some(len) if len < reach && c.records > 0 => {
+                out.short[usize::from(c.id)] = Some(len);
+                out.problems.push(format!(
+                    "{}.zr is truncated: the file has {len} bytes, but its records reach byte {reach} \
+                     (a copy or download cut short?)",
+                    c.id
+                ));
+            }
+            _ => {}
+        }
+    }
+    if store.checksums_lost() {
+        out.problems.push(
+            "checksums.zrc is missing or unusable, but this store kept checksums (checksums.zrk says so): \
+             its records cannot be checked; restore the file, or run `zr verify --seal` to checksum the \
+             records as they are now"
+                .into(),
+        );
+    }
+    out
 }
 
 /// Everything `inspect` reports about a store.
@@ -97,6 +142,9 @@ pub struct Inspection {
     pub chunks: Vec<ChunkUse>,
     /// The dataset schema, if the store has one.
     pub schema: Option<Schema>,
+    /// What is wrong with the store as a whole (a truncated or missing chunk file, lost
+    /// checksums), one line each; empty for a sound store.
+    pub problems: Vec<String>,
 }
 
 /// Reads the header and every entry (no record bytes) and summarises them.
@@ -125,6 +173,10 @@ pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
     if let Some(last) = chunks.last_mut() {
         last.used_bytes = u64::from(h.tail_offset);
     }
+    for c in &mut chunks {
+        c.file_bytes = store.chunk_file_len(c.id)?;
+    }
+    let problems = damage(store, &chunks).problems;
     let chunk_bytes = h.chunk_bytes();
     Ok(Inspection {
         version: crate::format::VERSION,
@@ -143,6 +195,7 @@ pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
         unchecked: store.unchecked()?,
         chunks,
         schema: read_schema(store)?,
+        problems,
     })
 }
 
@@ -196,9 +249,13 @@ impl fmt::Display for Inspection {
             writeln!(f, "  {}.zr  {} records, {} live of {} used", c.id, c.records, c.live_bytes, c.used_bytes)?;
         }
         match &self.schema {
-            Some(s) => write!(f, "schema        dtype {} shape {:?} codec {}", s.dtype, s.shape, s.codec),
-            None => write!(f, "schema        none (a plain record store)"),
+            Some(s) => write!(f, "schema        dtype {} shape {:?} codec {}", s.dtype, s.shape, s.codec)?,
+            None => write!(f, "schema        none (a plain record store)")?,
         }
+        for p in &self.problems {
+            write!(f, "\nDAMAGED       {p}")?;
+        }
+        Ok(())
     }
 }
 
@@ -222,8 +279,25 @@ pub struct Verification {
     pub unchecked: u32,
     /// How many failed: a checksum that does not hold, or a record that does not decode.
     pub bad_count: u32,
-    /// The first [`Verification::LISTED`] failures.
+    /// The first [`Verification::LISTED`] failures, but for those a problem covers.
     pub bad: Vec<BadRecord>,
+    /// What is wrong with the store as a whole ([`Inspection::problems`]); the records a
+    /// truncated chunk cut off are counted in `bad_count` and `cut_off`, not listed.
+    pub problems: Vec<String>,
+    /// Records whose bytes lie past the end of a truncated chunk file.
+    pub cut_off: u32,
+}
+
+impl Verification {
+    /// True when no record failed and the store as a whole has no problem.
+    pub fn ok(&self) -> bool {
+        self.bad_count == 0 && self.problems.is_empty()
+    }
+
+    /// Failures neither listed in `bad` nor covered by a problem.
+    pub fn unlisted(&self) -> u32 {
+        self.bad_count - self.cut_off - self.bad.len() as u32
+    }
 }
 
 impl Verification {
@@ -237,6 +311,7 @@ struct VerifyShard {
     bad_count: u32,
     checksummed: u32,
     unchecked: u32,
+    cut_off: u32,
 }
 
 /// Checks every record's checksum (where it has one) and decodes every record, in
@@ -248,6 +323,9 @@ pub fn verify<B: Backend, P: Parallel>(
 ) -> Result<Verification> {
     let n = store.len();
     let mut out = Verification::default();
+    let found = damage(store, &inspect(store)?.chunks);
+    out.problems = found.problems;
+    let short = &found.short;
     const BLOCK: u32 = 1 << 14;
     let mut start = 0u32;
     while start < n {
@@ -262,11 +340,19 @@ pub fn verify<B: Backend, P: Parallel>(
                 bad_count: 0,
                 checksummed: 0,
                 unchecked: 0,
+                cut_off: 0,
             })
             .collect();
         par.for_each(&mut shards, |shard| {
             let (mut buf, mut scratch) = (Vec::new(), Vec::new());
             for i in shard.range.clone() {
+                let e = store.entry(i)?;
+                let cut = short.get(usize::from(e.chunk_id)).copied().flatten();
+                if cut.is_some_and(|len| u64::from(e.offset) + u64::from(e.phys_length) > len) {
+                    shard.bad_count += 1; // reported once, as the chunk's truncation
+                    shard.cut_off += 1;
+                    continue;
+                }
                 match store.read_verified(u64::from(i), &mut buf, &mut scratch) {
                     Ok(true) => shard.checksummed += 1,
                     Ok(false) => shard.unchecked += 1,
@@ -298,6 +384,7 @@ pub fn verify<B: Backend, P: Parallel>(
             out.bad_count += s.bad_count;
             out.checksummed += s.checksummed;
             out.unchecked += s.unchecked;
+            out.cut_off += s.cut_off;
             let room = Verification::LISTED - out.bad.len().min(Verification::LISTED);
             out.bad.extend(s.bad.into_iter().take(room));
         }

@@ -380,6 +380,13 @@ impl Zrecord {
         self.store.has_checksums()
     }
 
+    /// True if the store kept checksums but its `checksums.zrc` is missing or unusable:
+    /// every record reads unchecked, and `verify` fails until the file is restored or the
+    /// store sealed again. Hosts warn about it when they open the store.
+    pub fn checksums_lost(&self) -> bool {
+        self.store.checksums_lost()
+    }
+
     /// Checksums every unchecked record that decodes (see `zr verify --seal`), creating the
     /// checksum file if the store has none. Takes the appender lock.
     pub fn seal(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<Sealing> {

@@ -116,3 +116,54 @@ def test_convert_min_savings(zr, tmp_path):
     p = run(zr, "convert", tmp_path / "a.npy", tmp_path / "bad", "--min-savings", "2", ok=False)
     assert p.returncode == 2 and "--min-savings takes a fraction from 0 to 1" in p.stderr
     assert not (tmp_path / "bad").exists()
+
+
+# -- damage to a store as a whole: one finding with its byte counts ---------------------------
+
+
+def test_a_truncated_chunk_is_one_finding_in_verify_and_inspect(zr, tmp_path):
+    np.save(tmp_path / "a.npy", images(400))
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "s")
+    used = zrecord.inspect(tmp_path / "s").chunks[0].used_bytes
+    cut = used // 3
+    with open(tmp_path / "s" / "0.zr", "r+b") as f:
+        f.truncate(cut)
+    p = run(zr, "verify", tmp_path / "s", ok=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == (f"damaged: 0.zr is truncated: the file has {cut} bytes, but its records reach byte {used} "
+                        "(a copy or download cut short?)"), lines
+    past = 400 - cut // (3 * 32 * 32)
+    assert lines[1] == f"{past} records lie past the end of a truncated chunk", lines
+    assert not any(line.startswith("bad record") for line in lines), "no line per cut-off record"
+    assert len(lines) <= 4, lines
+    p = run(zr, "inspect", tmp_path / "s")
+    assert f"DAMAGED       0.zr is truncated: the file has {cut} bytes" in p.stdout, p.stdout
+    info = zrecord.inspect(tmp_path / "s")
+    assert info.chunks[0].file_bytes == cut and len(info.problems) == 1
+    report = zrecord.verify(tmp_path / "s")
+    assert not report.ok and report.cut_off == past == report.bad_count and report.bad == ()
+
+
+def test_a_lost_checksum_file_warns_and_fails_verify_until_sealed(zr, tmp_path):
+    np.save(tmp_path / "a.npy", images(50))
+    run(zr, "convert", tmp_path / "a.npy", tmp_path / "s")
+    assert (tmp_path / "s" / "checksums.zrk").exists(), "a new store records that it keeps checksums"
+    assert run(zr, "verify", tmp_path / "s").returncode == 0
+    (tmp_path / "s" / "checksums.zrc").unlink()
+    p = run(zr, "verify", tmp_path / "s", ok=False)
+    assert p.returncode == 1 and "damaged: checksums.zrc is missing or unusable" in p.stdout, p.stdout
+    with pytest.warns(zrecord.ChecksumsLostWarning, match="checksums.zrc is missing"):
+        zrecord.Dataset(tmp_path / "s").close()
+    with pytest.warns(zrecord.ChecksumsLostWarning):
+        zrecord.Zrecord(tmp_path / "s", create=False).close()
+    assert not zrecord.verify(tmp_path / "s").ok
+    # Sealing checksums the records as they are now: the store is sound again.
+    p = run(zr, "verify", "--seal", tmp_path / "s")
+    assert "sealed 50 records" in p.stdout and "damaged" not in p.stdout, p.stdout
+    assert run(zr, "verify", tmp_path / "s").returncode == 0
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zrecord.Dataset(tmp_path / "s").close()

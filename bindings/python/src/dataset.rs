@@ -82,6 +82,12 @@ impl PyDataset {
         Ok(PyDataset { inner: Mutex::new(Some(Arc::new(ds))) })
     }
 
+    /// The stores that kept checksums but lost their `checksums.zrc`.
+    #[getter]
+    fn lost_checksums(&self, py: Python<'_>) -> PyResult<Vec<PathBuf>> {
+        Ok(self.handle(py)?.stores().filter(|s| s.checksums_lost()).map(|s| s.path().to_path_buf()).collect())
+    }
+
     /// True for a dataset with a manifest (named fields, shards); False for one loaderx store.
     #[getter]
     fn has_manifest(&self, py: Python<'_>) -> PyResult<bool> {

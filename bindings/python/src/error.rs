@@ -53,6 +53,20 @@ pub fn metadata_error(py: Python<'_>, message: String) -> PyErr {
     from_errors_module(py, "metadata_error", (message,))
 }
 
+/// Warns (`zrecord.errors.ChecksumsLostWarning`) that the store at `path` kept checksums
+/// but its `checksums.zrc` is gone: its records read unchecked.
+pub fn warn_checksums_lost(py: Python<'_>, path: &std::path::Path) -> PyResult<()> {
+    let module = ERRORS.get_or_try_init(py, || PyModule::import(py, "zrecord.errors").map(Bound::unbind))?;
+    let category = module.bind(py).getattr("ChecksumsLostWarning")?;
+    let message = std::ffi::CString::new(format!(
+        "{}: checksums.zrc is missing or unusable, but this store kept checksums: its records are read \
+         unchecked; restore the file, or zrecord.verify(path, seal=True) to checksum them as they are now",
+        path.display()
+    ))
+    .unwrap_or_default();
+    PyErr::warn(py, &category, &message, 1)
+}
+
 /// Calls `zrecord.errors.<factory>(*args)` and returns the exception it builds.
 fn from_errors_module<'py, A>(py: Python<'py>, factory: &str, args: A) -> PyErr
 where

@@ -247,6 +247,9 @@ impl Zrecord {
         };
         let at = path.clone();
         let store = store_call(py, move || zrecord::Zrecord::open_with(at, opts))?;
+        if store.checksums_lost() {
+            crate::error::warn_checksums_lost(py, &path)?;
+        }
         Ok(Zrecord {
             slot: Mutex::new(Slot::Open(Arc::new(store))),
             freed: Condvar::new(),
@@ -295,6 +298,12 @@ impl Zrecord {
     #[getter]
     fn checksums(&self, py: Python<'_>) -> PyResult<bool> {
         Ok(self.handle(py)?.has_checksums())
+    }
+
+    /// True if the store kept checksums but its `checksums.zrc` is missing or unusable.
+    #[getter]
+    fn checksums_lost(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.checksums_lost())
     }
 
     /// Checksum every *unchecked* record (one a foreign writer such as loaderx added or

@@ -59,9 +59,11 @@ pub fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
         cd.set_item("records", c.records)?;
         cd.set_item("live_bytes", c.live_bytes)?;
         cd.set_item("used_bytes", c.used_bytes)?;
+        cd.set_item("file_bytes", c.file_bytes)?;
         chunks.append(cd)?;
     }
     d.set_item("chunks", chunks)?;
+    d.set_item("problems", &i.problems)?;
     match &i.schema {
         Some(s) => d.set_item("schema", schema_dict(py, s)?)?,
         None => d.set_item("schema", py.None())?,
@@ -103,6 +105,8 @@ pub fn verify(py: Python<'_>, path: PathBuf, progress: Option<Py<PyAny>>, seal: 
         bad.append(bd)?;
     }
     d.set_item("bad", bad)?;
+    d.set_item("problems", &v.problems)?;
+    d.set_item("cut_off", v.cut_off)?;
     Ok(d)
 }
 

@@ -33,7 +33,9 @@ def test_inspect_reports_a_dataset(tmp_path):
     assert isinstance(i, zrecord.Inspection)
     assert (i.records, i.raw_records, i.flate_records, i.bad_entries) == (50, 50, 0, 0)
     assert i.logical_bytes == data.nbytes == i.live_bytes
-    assert i.chunks == (zrecord.ChunkUse(id=0, records=50, live_bytes=data.nbytes, used_bytes=data.nbytes),)
+    assert i.chunks == (zrecord.ChunkUse(id=0, records=50, live_bytes=data.nbytes, used_bytes=data.nbytes,
+                                         file_bytes=4 << 30),)
+    assert i.problems == ()
     assert i.schema == zrecord.Schema("loaderx-zrecord", 1, "|u1", (3, 8, 8), "raw")
     # Plain data all the way down, so it serialises as `zr inspect --json` does.
     assert dataclasses.asdict(i)["schema"]["shape"] == (3, 8, 8)

@@ -148,6 +148,7 @@ pub(super) fn verify<H: Host, P: Parallel>(
         reports.push((shard, field, report));
     }
     let bad: u64 = reports.iter().map(|(_, _, r)| u64::from(r.bad_count)).sum();
+    let sound = reports.iter().all(|(_, _, r)| r.ok());
     let mut out = Out { host, closed: false };
     if as_json {
         let stores: Vec<serde_json::Value> = reports
@@ -158,11 +159,17 @@ pub(super) fn verify<H: Host, P: Parallel>(
     } else {
         let (mut checked, mut summed, mut unchecked) = (0u64, 0u64, 0u64);
         for (shard, field, r) in &reports {
+            for p in &r.problems {
+                out.line(&format!("damaged: {shard}/{field}: {p}"));
+            }
+            if r.cut_off > 0 {
+                out.line(&format!("{} records of {shard}/{field} lie past the end of a truncated chunk", r.cut_off));
+            }
             for b in &r.bad {
                 out.line(&format!("bad record {} of {shard}/{field}: {}", b.index, b.error));
             }
-            if r.bad_count as usize > r.bad.len() {
-                out.line(&format!("... and {} more in {shard}/{field}", r.bad_count as usize - r.bad.len()));
+            if r.unlisted() > 0 {
+                out.line(&format!("... and {} more in {shard}/{field}", r.unlisted()));
             }
             checked += u64::from(r.checked);
             summed += u64::from(r.checksummed);
@@ -175,7 +182,7 @@ pub(super) fn verify<H: Host, P: Parallel>(
             m.shards.len()
         ));
     }
-    Ok(if bad > 0 { EXIT_BAD_RECORDS } else { EXIT_OK })
+    Ok(if sound { EXIT_OK } else { EXIT_BAD_RECORDS })
 }
 
 /// The failure for a command that works on one store, given a dataset directory.

@@ -319,6 +319,8 @@ pub struct Store<B: Backend> {
     sums: OnceBox<B::File>,
     /// The side file was written by a newer zrecord: never read it, never write it.
     sums_newer: bool,
+    /// The store kept checksums but had no usable side file at open.
+    sums_lost: bool,
     /// A writer that keeps no checksums (loaderx) changed the store since zrecord last
     /// recorded its covered header (or a crash came between the two): entries that differ
     /// from their slots are unchecked, not damaged, and no covered header is recorded until
@@ -368,6 +370,15 @@ impl<B: Backend> Store<B> {
         let length = self.length.load(Ordering::Acquire);
         let tail = self.tail.load(Ordering::Acquire);
         Header { tail_chunk: (tail >> 32) as u16, tail_offset: tail as u32, length }
+    }
+
+    /// The size of chunk file `id` in bytes, or `None` if it does not exist.
+    pub fn chunk_file_len(&self, id: u16) -> Result<Option<u64>> {
+        match self.chunk(id) {
+            Ok(f) => Ok(Some(crate::io::StorageFile::len(f)?)),
+            Err(Error::Format(FormatError::MissingChunk { .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn chunk(&self, id: u16) -> Result<&B::File> {

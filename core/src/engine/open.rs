@@ -53,8 +53,10 @@ impl<B: Backend> Store<B> {
         meta.read_at(0, &mut raw)?;
         let mut header = Header::decode(&raw)?;
         backend.lock(LockMode::Shared)?;
-        let (sums_file, sums_newer) = match sums::load_sums(&backend) {
-            Ok(s) => s,
+        let (sums_file, sums_newer, sums_lost) = match sums::load_sums(&backend)
+            .and_then(|(f, newer)| Ok((f.is_none() && !newer && sums::had_sums(&backend)?, f, newer)))
+        {
+            Ok((lost, f, newer)) => (f, newer, lost),
             Err(e) => {
                 backend.unlock(LockMode::Shared);
                 return Err(e);
@@ -93,6 +95,7 @@ impl<B: Backend> Store<B> {
             verify: opts.verify,
             sums: OnceBox::new(),
             sums_newer,
+            sums_lost,
             // A handle that keeps no checksums never vouches for the table.
             foreign: AtomicBool::new(!opts.checksums),
             keep_sums: opts.checksums,

@@ -21,7 +21,8 @@ use crate::error::{ChecksumFailure, Error, IoError, IoErrorKind, Result};
 use crate::format::journal::DeleteJournal;
 use crate::format::sums::{
     checksum, decode_covered, decode_header, decode_slot, encode_covered, encode_header, encode_slot, slot_offset,
-    slot_sum, SumsHeader, COVER_LEN, COVER_OFFSET, SLOT_LEN, SUMS_FILE, SUMS_ID_LEN, SUMS_LEN,
+    slot_sum, SumsHeader, COVER_LEN, COVER_OFFSET, SLOT_LEN, SUMS_FILE, SUMS_ID_LEN, SUMS_LEN, SUMS_MARK,
+    SUMS_MARK_FILE,
 };
 use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN, HEADER_LEN};
 use crate::io::{Backend, LockMode, StorageFile};
@@ -63,8 +64,23 @@ fn classify<F: StorageFile>(f: &F) -> Result<SumsHeader> {
 pub(super) fn create_sums<B: Backend>(backend: &B) -> Result<()> {
     if let Some(f) = backend.open_aux(SUMS_FILE, true)? {
         init(&f, Some(&Header::default()))?;
+        mark_sums(backend)?;
     }
     Ok(())
+}
+
+/// Records that the store keeps checksums ([`SUMS_MARK_FILE`]), if not yet recorded.
+fn mark_sums<B: Backend>(backend: &B) -> Result<()> {
+    if backend.read_side_file(SUMS_MARK_FILE)?.as_deref() != Some(&SUMS_MARK[..]) {
+        backend.write_side_file(SUMS_MARK_FILE, &SUMS_MARK)?;
+    }
+    Ok(())
+}
+
+/// Whether the store once kept checksums ([`SUMS_MARK_FILE`] is there), so that a missing
+/// or unusable side file is a loss.
+pub(super) fn had_sums<B: Backend>(backend: &B) -> Result<bool> {
+    Ok(backend.read_side_file(SUMS_MARK_FILE)?.is_some_and(|b| !b.is_empty()))
 }
 
 /// Sizes the side file and writes its header; the covered header only if given (a store
@@ -143,6 +159,13 @@ impl<B: Backend> Store<B> {
     /// True if the store has a usable checksum side file.
     pub fn has_checksums(&self) -> bool {
         self.sums.get().is_some()
+    }
+
+    /// True when the store kept checksums ([`SUMS_MARK_FILE`]) but its `checksums.zrc` was
+    /// missing or unusable when this handle opened it: every record then reads unchecked,
+    /// which `verify` reports as a finding and hosts warn about.
+    pub fn checksums_lost(&self) -> bool {
+        self.sums_lost && !self.has_checksums()
     }
 
     /// The trusted checksum of record `index` whose table entry is `loc`, or `None` if it is
@@ -273,6 +296,7 @@ impl<B: Backend> Store<B> {
             }
         }
         drop(f);
+        mark_sums(&self.backend)?;
         if fresh {
             self.backend.sync_dir()?;
         }

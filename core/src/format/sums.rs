@@ -42,6 +42,12 @@ use super::{Header, RecordLoc, ENTRY_LEN, HEADER_LEN, MAX_RECORDS};
 
 /// Name of the checksum side file inside the store directory.
 pub const SUMS_FILE: &str = "checksums.zrc";
+/// Name of the side file that records that the store keeps checksums, written whenever
+/// zrecord creates [`SUMS_FILE`]: while it exists, a missing or unusable `checksums.zrc`
+/// is a loss to report, not a store loaderx alone wrote (`docs/format.md`, "checksums.zrk").
+pub const SUMS_MARK_FILE: &str = "checksums.zrk";
+/// The whole content of [`SUMS_MARK_FILE`]: magic "ZRCK", version 1 (u16), two zero bytes.
+pub const SUMS_MARK: [u8; 8] = *b"ZRCK\x01\x00\x00\x00";
 /// First four bytes of the side file.
 pub const SUMS_MAGIC: [u8; 4] = *b"ZRCS";
 /// The only side-file version this crate reads and writes.

@@ -195,10 +195,16 @@ fn verify_checks_checksums_counts_unchecked_and_seals() {
     assert!(!d.join("x.npy").exists());
     assert!(run(d, &["export", "raw.zr", "x.npy", "--verify", "never"]).status.success());
 
-    // Without its checksum file (as loaderx alone leaves a store) every record is unchecked;
-    // --seal checksums them (a damaged record would be sealed too: it decodes).
+    // A store that kept checksums and lost the file fails verify with one finding.
     assert!(run(d, &["convert", "a.npy", "lx.zr"]).status.success());
     std::fs::remove_file(d.join("lx.zr/checksums.zrc")).unwrap();
+    let out = run(d, &["verify", "lx.zr"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).starts_with("damaged: checksums.zrc is missing or unusable"), "{}", text(&out.stdout));
+
+    // Without its checksum files (as loaderx alone leaves a store) every record is unchecked;
+    // --seal checksums them (a damaged record would be sealed too: it decodes).
+    std::fs::remove_file(d.join("lx.zr/checksums.zrk")).unwrap();
     let out = run(d, &["verify", "lx.zr"]);
     assert_eq!(text(&out.stdout), "300 records checked, 0 bad (0 checked against their checksums, 300 unchecked)\n");
     assert_eq!(text(&run(d, &["stats", "lx.zr"]).stdout).matches("unchecked").count(), 0, "loaderx's keys only");
@@ -208,7 +214,7 @@ fn verify_checks_checksums_counts_unchecked_and_seals() {
         "sealed 300 records (0 already had a checksum, 0 failed to decode)\n\
          300 records checked, 0 bad (300 checked against their checksums, 0 unchecked)\n"
     );
-    assert!(d.join("lx.zr/checksums.zrc").exists());
+    assert!(d.join("lx.zr/checksums.zrc").exists() && d.join("lx.zr/checksums.zrk").exists());
 }
 
 #[test]

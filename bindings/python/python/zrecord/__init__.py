@@ -40,6 +40,7 @@ from .dataset import CODECS, Dataset, Field
 from .errors import (
     BufferTooSmallError,
     ChecksumError,
+    ChecksumsLostWarning,
     DecodeError,
     FormatError,
     IndexOutOfRangeError,
@@ -72,6 +73,7 @@ __all__ = [
     "BufferTooSmallError",
     "CODECS",
     "ChecksumError",
+    "ChecksumsLostWarning",
     "ChunkUse",
     "Conversion",
     "DataLoader",

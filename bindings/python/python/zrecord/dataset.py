@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import threading
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Union
@@ -32,7 +33,7 @@ import numpy as np
 from ._progress import Progress, reporter
 from . import _zrecord
 from ._zrecord import MAX_RECORD_LEN, Zrecord
-from .errors import IndexOutOfRangeError, StoreClosedError, StoreIOError
+from .errors import ChecksumsLostWarning, IndexOutOfRangeError, StoreClosedError, StoreIOError
 
 __all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES", "POOL_ARRAYS", "POOL_BYTES"]
 
@@ -133,6 +134,13 @@ class Dataset:
                 raise FileNotFoundError(str(e)) from None
             raise
         self.fields: "tuple[Field, ...]" = tuple(Field._from(f) for f in native.fields)
+        for store in native.lost_checksums:
+            warnings.warn(
+                f"{store}: checksums.zrc is missing or unusable, but this store kept checksums: its records are "
+                "read unchecked; restore the file, or zrecord.verify(path, seal=True) to checksum them as they are now",
+                ChecksumsLostWarning,
+                stacklevel=2,
+            )
         if native.has_manifest:
             # Named fields over shards: every read goes through the native dataset.
             self._native = native

@@ -54,6 +54,7 @@ __all__ = [
     "StoreClosedError",
     "ChecksumError",
     "InternalError",
+    "ChecksumsLostWarning",
     "error_for",
 ]
 
@@ -195,6 +196,12 @@ class InternalError(_Coded):
     """
 
     CODE = -100
+
+
+class ChecksumsLostWarning(UserWarning):
+    """A store that kept checksums was opened without its ``checksums.zrc`` (deleted, or
+    damaged beyond use): its records read unchecked until the file is restored or the store
+    is sealed again (``zrecord.verify(path, seal=True)``); ``verify`` fails meanwhile."""
 
 
 _BY_CODE = {

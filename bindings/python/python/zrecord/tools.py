@@ -57,12 +57,14 @@ class Schema:
 
 @dataclass(frozen=True)
 class ChunkUse:
-    """Records and bytes of one chunk file ``{id}.zr``."""
+    """Records and bytes of one chunk file ``{id}.zr``; ``file_bytes`` is the file's size
+    (``None`` when it is missing), less than ``used_bytes`` when it was truncated."""
 
     id: int
     records: int
     live_bytes: int
     used_bytes: int
+    file_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class Inspection:
             :func:`verify` with ``seal=True`` checksums them.
         chunks: per chunk file, in id order.
         schema: the dataset schema, or ``None`` for a plain record store.
+        problems: what is wrong with the store as a whole (a truncated or missing chunk
+            file, a lost ``checksums.zrc``), one line each; empty for a sound store.
     """
 
     version: int
@@ -102,6 +106,7 @@ class Inspection:
     unchecked: int
     chunks: tuple[ChunkUse, ...]
     schema: Optional[Schema]
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,9 @@ class BadRecord:
 class Verification:
     """What :func:`verify` found: ``checked`` records read, ``bad_count`` of them failed
     (a checksum that does not hold, or a record that does not decode); ``bad`` lists the
-    first 1000 failures. Of the records read, ``checksummed`` had a checksum that was
+    first 1000 failures. ``problems`` says what is wrong with the store as a whole (a
+    truncated chunk file: the ``cut_off`` records past its end are counted in ``bad_count``
+    but not listed; a lost ``checksums.zrc``). Of the records read, ``checksummed`` had a checksum that was
     checked and ``unchecked`` had none; ``sealed`` is how many ``seal=True`` checksummed
     first (``None`` without it)."""
 
@@ -126,11 +133,13 @@ class Verification:
     checksummed: int = 0
     unchecked: int = 0
     sealed: Optional[int] = None
+    problems: tuple[str, ...] = ()
+    cut_off: int = 0
 
     @property
     def ok(self) -> bool:
-        """True if every record decoded."""
-        return self.bad_count == 0
+        """True if every record decoded and the store as a whole has no problem."""
+        return self.bad_count == 0 and not self.problems
 
 
 @dataclass(frozen=True)
@@ -154,8 +163,9 @@ def inspect(path: PathLike) -> Inspection:
     """
     d = _zrecord.inspect(os.fspath(path))
     return Inspection(
-        **{k: v for k, v in d.items() if k not in ("chunks", "schema")},
+        **{k: v for k, v in d.items() if k not in ("chunks", "schema", "problems")},
         chunks=tuple(ChunkUse(**c) for c in d["chunks"]),
+        problems=tuple(d["problems"]),
         schema=None if d["schema"] is None else Schema._from(d["schema"]),
     )
 
@@ -183,6 +193,8 @@ def verify(path: PathLike, progress: Progress = False, seal: bool = False) -> Ve
         d["checksummed"],
         d["unchecked"],
         d["sealed"],
+        tuple(d["problems"]),
+        d["cut_off"],
     )
 
 
