@@ -112,6 +112,9 @@ fn crash_child() {
         (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap().parse::<u64>().unwrap());
     let dir = Path::new(dir);
     let ack = |n: u64| println!("ack {n}");
+    // The parent's kill timer starts here, after the process start-up, so that the kills
+    // land in the operations rather than before them.
+    println!("ready");
     match mode {
         "append" => {
             let zr = open(dir);
@@ -170,9 +173,14 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Option<u64> 
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
+    let (ready_tx, ready_rx) = mpsc::channel();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
+            if line.ends_with("ready") {
+                let _ = ready_tx.send(());
+                continue;
+            }
             // The first ack shares a line with libtest's "test crash_child ... ".
             if let Some(n) = line.find("ack ").map(|at| &line[at + 4..]) {
                 if tx.send(n.parse::<u64>().unwrap()).is_err() {
@@ -181,6 +189,10 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Option<u64> 
             }
         }
     });
+    if ready_rx.recv_timeout(Duration::from_secs(120)).is_err() {
+        let _ = child.kill();
+        panic!("{mode} child never became ready: {:?}", child.wait());
+    }
     let deadline = Instant::now() + after;
     let mut last = None;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
@@ -213,7 +225,7 @@ fn contents(zr: &Zrecord) -> Vec<Vec<u8>> {
 
 #[test]
 fn kill_during_appends_loses_nothing_acknowledged() {
-    let mut total_acked = 0;
+    let (mut total_acked, mut landed) = (0, 0);
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 1000 + t;
@@ -233,13 +245,16 @@ fn kill_during_appends_loses_nothing_acknowledged() {
         append_range(&zr, seed, len..len + 3);
         assert_eq!(zr.read(len + 2).unwrap(), record(seed, len + 2));
         total_acked += acked;
+        landed += u64::from(acked > 0);
     }
     eprintln!("append: {} kills, {total_acked} acknowledged records all present", trials());
+    // The kills came while appends ran (after some were acknowledged), not before them.
+    assert!(landed * 2 >= trials(), "only {landed} of {} kills came after the first append", trials());
 }
 
 #[test]
 fn kill_during_staged_writes_leaves_whole_commits_only() {
-    let mut total_acked = 0;
+    let (mut total_acked, mut landed) = (0, 0);
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 3000 + t;
@@ -268,13 +283,15 @@ fn kill_during_staged_writes_leaves_whole_commits_only() {
         assert_eq!(u64::from(zr.append(&src, 5, FIXED, Some(Codec::Flate)).unwrap()), len);
         assert_eq!(zr.read(len + 4).unwrap(), fixed_record(seed, len + 4));
         total_acked += acked;
+        landed += u64::from(acked > 0);
     }
     eprintln!("stage: {} kills, {total_acked} acknowledged records all present, no partial commit", trials());
+    assert!(landed * 2 >= trials(), "only {landed} of {} kills came after the first commit", trials());
 }
 
 #[test]
 fn kill_during_deletes_leaves_acknowledged_or_next_state() {
-    let (mut acked_total, mut one_ahead) = (0, 0);
+    let (mut acked_total, mut one_ahead, mut mid_plan) = (0, 0, 0);
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 2000 + t;
@@ -287,6 +304,7 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
         let wait = Duration::from_millis(5 + rng(seed)(60));
         let acked = run_child("delete", dir.path(), seed, wait).unwrap_or(0);
         let plan = delete_plan(seed, BASE);
+        mid_plan += u64::from(acked != u64::MAX);
         let acked = if acked == u64::MAX { plan.len() as u64 } else { acked };
         let zr = open(dir.path());
         let found = contents(&zr);
@@ -318,6 +336,7 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
          delete done (killed inside it and its journal replayed, or before its ack)",
         trials()
     );
+    assert!(mid_plan > 0, "every kill came after the last delete: none tested a delete cut short");
 }
 
 #[test]
@@ -374,4 +393,5 @@ fn kill_during_compact_keeps_contents_and_compact_converges() {
          the kills, none with a stale checksum",
         trials()
     );
+    assert!(partial > 0, "no kill landed inside a compact: the test did not test what it says");
 }

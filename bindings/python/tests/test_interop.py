@@ -237,10 +237,9 @@ def test_import_zrecord_as_loaderx(tmp_path):
     assert batch["data"].shape == (16, 12) and batch["label"].shape == (16,)
     loader.close()
     z = loaderx.Zrecord(tmp_path / "raw.zr", codec="raw")
-    try:
+    with pytest.raises(loaderx.ZrecordError) as e:  # an empty store has no record 0
         z.gather(np.array([0], np.uint64), np.empty(4, np.uint8), 4)
-    except loaderx.ZrecordError as e:
-        assert e.code == -3
+    assert e.value.code == -3
     z.close()
     dataset.close()
     labelset.close()

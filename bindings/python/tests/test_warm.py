@@ -1,6 +1,8 @@
 """DataLoader(warm=...): the stores are read into the page cache in the background when the
 workers start; warming never changes what the batches hold."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,12 @@ def test_warming_reads_every_store_and_changes_no_batch(pair):
         # Both stores: at least every stored byte of the data, and the labels' 24,000.
         assert total >= d.store.stats()["chunk_bytes"] + 3000 * 8
         assert 0 <= done <= total
+        # Warming runs to its end: every byte it set out to read is read.
+        end = time.monotonic() + 60
+        while warm.warm_progress[0] < total:
+            assert time.monotonic() < end, f"warming stalled at {warm.warm_progress}"
+            time.sleep(0.01)
+        assert warm.warm_progress == (total, total)
         assert cold.warm_progress is None
 
 
