@@ -443,16 +443,12 @@ impl NpySource {
 
 impl NpySource {
     /// The rows and sample size `h` describes, after checking that each row can be one
-    /// record: a sample axis, C order, and samples of 1 byte ..= [`MAX_RECORD_LEN`].
+    /// record: a sample axis and samples of 1 byte ..= [`MAX_RECORD_LEN`], in C or Fortran
+    /// order ([`NpySource::read_rows`] reads either as C-order rows).
     pub fn from_header(h: npy::NpyHeader) -> Result<NpySource> {
         let Some((&rows, sample_shape)) = h.shape.split_first() else {
             return Err(Error::InvalidArgument("array must have a sample axis (it is 0-dimensional)".into()));
         };
-        if h.fortran_order && sample_shape.iter().any(|&d| d > 1) {
-            return Err(Error::InvalidArgument(
-                "Fortran-ordered .npy is not supported: save it with np.ascontiguousarray first".into(),
-            ));
-        }
         let sample_len = sample_shape
             .iter()
             .try_fold(npy::itemsize(&h.descr)?, |acc, &d| acc.checked_mul(d))
@@ -467,6 +463,46 @@ impl NpySource {
     /// Bytes of array data after the header.
     pub fn data_len(&self) -> u64 {
         self.rows * self.sample_len
+    }
+
+    /// True when a row's elements are not contiguous in the file: a Fortran-ordered array
+    /// with more than one element per sample (axis 0 varies fastest).
+    pub fn transposed(&self) -> bool {
+        self.header.fortran_order && self.sample_shape().iter().product::<u64>() > 1
+    }
+
+    /// Reads rows `first..first + n` into `buf` (`n * sample_len` bytes) as C-order rows,
+    /// whichever order the file holds. A Fortran-ordered file is read one sample element at
+    /// a time across the `n` rows (`n` elements back to back in the file), so memory stays
+    /// one block and the file is still read once.
+    pub fn read_rows<F: StorageFile>(&self, input: &F, first: u64, n: u64, buf: &mut [u8]) -> Result<()> {
+        let at = self.header.data_offset;
+        if !self.transposed() {
+            return Ok(input.read_at(at + first * self.sample_len, buf)?);
+        }
+        let item = npy::itemsize(&self.header.descr)? as usize;
+        let shape = self.sample_shape();
+        let elems = shape.iter().product::<u64>() as usize;
+        let mut column = vec![0u8; n as usize * item];
+        // Walk the sample's elements in C order, keeping each one's Fortran index.
+        let mut index = vec![0u64; shape.len()];
+        let strides: Vec<u64> = (0..shape.len()).map(|k| shape[..k].iter().product()).collect();
+        for c in 0..elems {
+            let f: u64 = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+            input.read_at(at + (f * self.rows + first) * item as u64, &mut column)?;
+            for (k, value) in column.chunks_exact(item).enumerate() {
+                let to = (k * elems + c) * item;
+                buf[to..to + item].copy_from_slice(value);
+            }
+            for k in (0..shape.len()).rev() {
+                index[k] += 1;
+                if index[k] < shape[k] {
+                    break;
+                }
+                index[k] = 0;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -524,7 +560,7 @@ pub fn convert<B: Backend, P: Parallel, F: StorageFile>(
             let n = step.min(rows - done);
             let bytes = (n * sample_len) as usize;
             buf.resize(bytes, 0);
-            input.read_at(h.data_offset + done * sample_len, &mut buf)?;
+            src.read_rows(input, done, n, &mut buf)?;
             let batch = Batch::Fixed { src: &buf, count: n as usize, item_len: sample_len as usize };
             let at = store.stage(w, &batch, policy, par)?;
             if done == 0 {

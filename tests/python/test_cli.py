@@ -167,3 +167,19 @@ def test_a_lost_checksum_file_warns_and_fails_verify_until_sealed(zr, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         zrecord.Dataset(tmp_path / "s").close()
+
+
+@pytest.mark.parametrize("shape,dtype", [((37, 3, 4, 5), np.uint8), ((50, 6), np.float32), ((21, 2, 3), ">i2"),
+                                         ((9,), np.int64), ((8, 1, 7), np.uint16)])
+def test_fortran_ordered_npy_converts_like_its_c_ordered_copy(zr, tmp_path, shape, dtype):
+    rng = np.random.default_rng(len(shape))
+    a = np.asfortranarray(rng.integers(0, 1000, shape).astype(dtype))
+    np.save(tmp_path / "f.npy", a)
+    assert np.load(tmp_path / "f.npy").flags.f_contiguous
+    run(zr, "convert", tmp_path / "f.npy", tmp_path / "cli")
+    # In blocks of a few rows, so that the transposing read starts mid-array.
+    zrecord.convert(tmp_path / "f.npy", tmp_path / "py", chunk_bytes=3 * a[0].nbytes)
+    for name in ("cli", "py"):
+        with zrecord.Dataset(tmp_path / name) as ds:
+            assert len(ds) == shape[0]
+            np.testing.assert_array_equal(ds[np.arange(shape[0])], a)

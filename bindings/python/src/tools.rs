@@ -113,7 +113,7 @@ pub fn verify(py: Python<'_>, path: PathBuf, progress: Option<Py<PyAny>>, seal: 
 /// Appends every axis-0 slice of the `.npy` at `npy` to the dataset at `path` (created if
 /// missing), writing or checking `schema.json` as `Dataset.write` does.
 #[pyfunction]
-#[pyo3(signature = (npy, path, codec, chunk_bytes, progress = None))]
+#[pyo3(signature = (npy, path, codec, chunk_bytes, progress = None, min_savings = zrecord::DEFAULT_MIN_SAVINGS))]
 pub fn convert<'py>(
     py: Python<'py>,
     npy: PathBuf,
@@ -121,14 +121,16 @@ pub fn convert<'py>(
     codec: &str,
     chunk_bytes: i64,
     progress: Option<Py<PyAny>>,
+    min_savings: f64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let codec = crate::store::codec_named(codec)?;
+    let policy = crate::store::policy(codec, min_savings)?;
     let chunk_bytes = chunk_bytes_arg(chunk_bytes)?;
     let mut reporter = Progress::new(progress);
     let bar = &mut reporter;
     let c = store_call(py, move || {
         let store = zrecord::Zrecord::open_with(path, zrecord::OpenOptions { codec, ..Default::default() })?;
-        store.convert_npy(&npy, codec, chunk_bytes, &mut |done, total| bar.report(done, total))
+        store.convert_npy_with(&npy, policy, chunk_bytes, &mut |done, total| bar.report(done, total))
     })?;
     reporter.finish()?;
     let d = PyDict::new(py);
@@ -141,19 +143,22 @@ pub fn convert<'py>(
 /// Writes the dataset at `path` (opened read-only) to the `.npy` file `npy`, replacing it.
 /// Returns the number of samples written.
 #[pyfunction]
-#[pyo3(signature = (path, npy, chunk_bytes, progress = None))]
+#[pyo3(signature = (path, npy, chunk_bytes, progress = None, verify = "auto"))]
 pub fn export(
     py: Python<'_>,
     path: PathBuf,
     npy: PathBuf,
     chunk_bytes: i64,
     progress: Option<Py<PyAny>>,
+    verify: &str,
 ) -> PyResult<u64> {
     let chunk_bytes = chunk_bytes_arg(chunk_bytes)?;
+    let verify = crate::store::verify_named(verify)?;
     let mut reporter = Progress::new(progress);
     let bar = &mut reporter;
     let rows = store_call(py, move || {
-        let store = zrecord::Zrecord::open_read_only(path)?;
+        let opts = zrecord::OpenOptions { create: false, read_only: true, verify, ..Default::default() };
+        let store = zrecord::Zrecord::open_with(path, opts)?;
         store.export_npy(&npy, chunk_bytes, &mut |done, total| bar.report(done, total))
     })?;
     reporter.finish()?;

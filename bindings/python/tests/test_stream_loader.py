@@ -567,3 +567,17 @@ def test_save_state_and_load_state(store, tmp_path, monkeypatch):
     path.write_text('{"step": ')  # half a file
     with pytest.raises(ValueError, match=r"state\.json: not a saved loader state"):
         zrecord.load_state(path)
+
+
+def test_a_state_of_another_dataset_of_the_same_length_says_so(tmp_path):
+    a = Dataset.write(tmp_path / "a", np.arange(100))
+    # Another 100 samples of the same dtype: its own stores, generation and frontier.
+    b = Dataset.write(tmp_path / "b", np.arange(100) * 7)
+    assert len(a) == len(b) == 100
+    with DataLoader(a, num_workers=0, batch_size=10, mode=SHUFFLE) as dl:
+        next(dl)
+        state = dl.state_dict()
+    with pytest.raises(ValueError, match="another dataset of the same length, or its records were deleted"):
+        DataLoader(b, num_workers=0, batch_size=10, mode=SHUFFLE, state=state)
+    a.close()
+    b.close()

@@ -289,3 +289,28 @@ def test_a_bad_npy_input_is_blamed_not_the_store(tmp_path):
     assert "not a zrecord store" not in str(e.value)
     assert ".npy" in str(e.value)
     assert not (tmp_path / "out.zr").exists()
+
+
+def test_export_verify_and_convert_min_savings_as_the_cli_has_them(tmp_path):
+    from test_checksums import flip
+
+    # Smooth rows: DEFLATE saves about a third of each.
+    data = (np.arange(30 * 192).reshape(30, 3, 8, 8) // 3 % 256).astype(np.uint8)
+    np.save(tmp_path / "a.npy", data)
+    # min_savings=0: DEFLATE is kept whenever it saves anything; 1.0 (saving everything)
+    # can never be met, so every record is stored raw.
+    packed = zrecord.convert(tmp_path / "a.npy", tmp_path / "packed", min_savings=0.0)
+    raw = zrecord.convert(tmp_path / "a.npy", tmp_path / "raw", min_savings=1.0)
+    assert packed.appended == raw.appended == 30
+    assert zrecord.inspect(tmp_path / "packed").flate_records > 0
+    assert zrecord.inspect(tmp_path / "raw").raw_records == 30
+    with pytest.raises(ValueError):
+        zrecord.convert(tmp_path / "a.npy", tmp_path / "bad", min_savings=2.0)
+    flip(tmp_path / "raw", 4)
+    with pytest.raises(zrecord.ChecksumError):
+        zrecord.export(tmp_path / "raw", tmp_path / "out.npy")
+    assert not (tmp_path / "out.npy").exists()
+    assert zrecord.export(tmp_path / "raw", tmp_path / "out.npy", verify="never") == 30
+    assert np.load(tmp_path / "out.npy").shape == data.shape
+    with pytest.raises(ValueError, match="verify"):
+        zrecord.export(tmp_path / "raw", tmp_path / "out.npy", verify="sometimes")

@@ -102,8 +102,8 @@ pub enum StateError {
     /// A dataset's generation changed.
     #[error(
         "dataset {index} is at generation {current} but the state was saved at generation \
-         {saved}: records were deleted or compacted since, so the saved position would point \
-         at other samples"
+         {saved}: it is another dataset of the same length, or its records were deleted or \
+         compacted since, so the saved position would point at other samples"
     )]
     DatasetGeneration {
         /// Which source (0 for a single dataset).

@@ -325,6 +325,13 @@ pub fn import_npy(
         let (field, reader, n) = match offsets_of(&m.stem) {
             None => {
                 let src = NpySource::from_header(stream.header.clone()).map_err(bad)?;
+                if src.transposed() {
+                    return Err(bad(Error::InvalidArgument(
+                        "a Fortran-ordered field is not supported here (it is read front to back): save it with \
+                         np.ascontiguousarray, or convert it alone with `zr convert FILE.npy`"
+                            .into(),
+                    )));
+                }
                 stream.expect_data(m, src.data_len())?;
                 let field = Field::fixed(&m.stem, &src.header.descr, src.sample_shape(), options.codec);
                 (field, Reader::Fixed { data: stream, sample_len: src.sample_len }, src.rows)

@@ -19,6 +19,7 @@ from typing import Optional, Union
 
 from . import _zrecord
 from ._progress import Progress, reporter
+from ._zrecord import DEFAULT_MIN_SAVINGS
 
 __all__ = [
     "BadRecord",
@@ -204,6 +205,7 @@ def convert(
     codec: str = "flate",
     chunk_bytes: int = CHUNK_BYTES,
     progress: Progress = False,
+    min_savings: float = DEFAULT_MIN_SAVINGS,
 ) -> Conversion:
     """Append every axis-0 slice of the ``.npy`` file ``npy`` to the dataset at ``path``.
 
@@ -212,10 +214,12 @@ def convert(
     same dtype and shape is appended to (in its own codec), another one refused. A convert
     into a new ``path`` (or an empty directory) that fails leaves nothing there; one that
     fails while appending to an existing dataset keeps the blocks appended before the
-    failure, each whole.
+    failure, each whole. ``min_savings`` is the least fraction compression must save for a
+    record to be stored compressed, as in :meth:`Dataset.write` (``zr convert --min-savings``).
 
     Raises:
-        ValueError: an incompatible existing dataset, a 0-d array, a Fortran-ordered file.
+        ValueError: an incompatible existing dataset, a 0-d array (a Fortran-ordered file is
+            read as its C-ordered copy would be).
         RecordTooLargeError: a sample over 1 MiB or of 0 bytes.
         FormatError: ``npy`` is not a readable ``.npy`` (or is truncated).
         StoreIOError: ``npy`` does not exist.
@@ -225,7 +229,7 @@ def convert(
     was_empty = existed and path.is_dir() and not path.is_symlink() and not any(path.iterdir())
     try:
         with reporter(progress, "convert") as report:
-            d = _zrecord.convert(os.fspath(npy), os.fspath(path), codec, int(chunk_bytes), report)
+            d = _zrecord.convert(os.fspath(npy), os.fspath(path), codec, int(chunk_bytes), report, float(min_savings))
     except BaseException:
         # Only what this call created goes: a path that did not exist, or the contents of a
         # directory that was empty. A dataset that existed is left as the core left it:
@@ -243,10 +247,14 @@ def convert(
     return Conversion(d["appended"], d["first_index"], Schema._from(d["schema"]))
 
 
-def export(path: PathLike, npy: PathLike, chunk_bytes: int = CHUNK_BYTES, progress: Progress = False) -> int:
+def export(
+    path: PathLike, npy: PathLike, chunk_bytes: int = CHUNK_BYTES, progress: Progress = False, verify: str = "auto"
+) -> int:
     """Write the dataset at ``path`` to the ``.npy`` file ``npy``; returns the sample count.
 
-    The store is opened read-only. The file is written beside ``npy`` and renamed over it
+    The store is opened read-only; ``verify`` checks each record's checksum as ``zr export
+    --verify`` does: ``"auto"`` where it has one, ``"always"`` (a record without one fails
+    too) or ``"never"``. The file is written beside ``npy`` and renamed over it
     at the end, so a failed export leaves ``npy`` as it was.
 
     Raises:
@@ -257,7 +265,7 @@ def export(path: PathLike, npy: PathLike, chunk_bytes: int = CHUNK_BYTES, progre
     tmp = npy.with_name(f".{npy.name}.{os.getpid()}.{threading.get_ident()}.partial")
     try:
         with reporter(progress, "export") as report:
-            rows = _zrecord.export(os.fspath(path), os.fspath(tmp), int(chunk_bytes), report)
+            rows = _zrecord.export(os.fspath(path), os.fspath(tmp), int(chunk_bytes), report, verify)
         os.replace(tmp, npy)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
