@@ -188,3 +188,14 @@ def test_timeout_stops_a_runaway_call(big_npy, tmp_path, zr_wasm, run):
     p = run(zr_wasm, "--timeout", "0.02", "convert", big_npy, tmp_path / "s.zr", "--chunk-mib", "1", check=False)
     assert p.returncode == 3, p.stderr
     assert "time limit" in p.stderr and "--timeout" in p.stderr
+
+
+def test_the_readme_says_how_large_zr_wasm_is(component):
+    """The size README.md gives for zr.wasm is the built component's, within 10%."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    said = re.search(r"\(`zr\.wasm`, (\d+) KB", readme)
+    assert said, "README.md no longer says how large zr.wasm is"
+    built = component.stat().st_size / 1000
+    assert abs(built - int(said[1])) <= 0.1 * built, f"README says {said[1]} KB, the build is {built:.0f} KB"
