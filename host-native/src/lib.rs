@@ -49,7 +49,7 @@ pub use dataset::{Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, 
 pub use fs::{DirBackend, NativeFile};
 pub use loader::{
     global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, Place, RaggedBatch,
-    RaggedField, Skipped, Source, Warm,
+    RaggedField, Skipped, Source, Transform, Warm,
 };
 pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
 use zrecord_core::engine::{Batch, Options, Store, Writer};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use zrecord::{
     Codec, DatasetId, Error, Loader, LoaderError, LoaderOptions, Mixture, Mode, OnError, Source, StateError, Stream,
-    StreamState, Zrecord,
+    StreamState, Transform, Zrecord,
 };
 
 /// A store of `n` 8-byte records, record `i` holding `base + i` (little-endian).
@@ -522,4 +522,32 @@ fn on_error_skip_replaces_a_damaged_sample_within_its_mixture_source() {
     let s = &skipped[0];
     assert_eq!((s.source, s.index, s.replacement, s.chunk), (1, 7, 8, Some(0)));
     assert_eq!((s.place.path.as_path(), s.place.record), (dir.path().join("b").as_path(), Some(7)));
+}
+
+#[test]
+fn a_transform_runs_on_the_workers_and_its_result_comes_in_stream_order() {
+    struct Sum(std::sync::Mutex<HashSet<std::thread::ThreadId>>);
+    impl Transform for Sum {
+        fn transform(&self, batch: zrecord::LoaderBatch) -> Box<dyn std::any::Any + Send> {
+            self.0.lock().unwrap().insert(std::thread::current().id());
+            Box::new((batch.step, values(&batch.fields[0]).iter().sum::<u64>()))
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = Source::new(vec![(store(dir.path(), "d", 100, 0), 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Sequential, 0, 10).unwrap();
+    let sum = Arc::new(Sum(Default::default()));
+    let loader = Loader::new(stream, vec![source], opts(0, 1, 3, 6)).unwrap().with_transform(sum.clone()).unwrap();
+    for step in 0..20u64 {
+        let batch = loader.next().unwrap().unwrap();
+        assert!(batch.fields.is_empty(), "the transform took the buffers");
+        let (at, total) = *batch.fetched.unwrap().downcast::<(u64, u64)>().unwrap();
+        let first = step * 10 % 100;
+        assert_eq!((at, total), (step, (first..first + 10).sum::<u64>()));
+    }
+    let threads = sum.0.lock().unwrap().clone();
+    assert!(!threads.contains(&std::thread::current().id()), "a transform ran in next()");
+    assert!(threads.len() > 1, "one worker did every transform: {threads:?}");
+    // Too late once the loader has started.
+    assert!(loader.with_transform(sum).is_err());
 }

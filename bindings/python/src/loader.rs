@@ -22,8 +22,8 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use zrecord::{
-    BufferPool, DatasetId, Fetch, Loader, LoaderError, LoaderOptions, Mixture, OnError, RaggedField, Source, Stream,
-    StreamState, Warm,
+    BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, RaggedField,
+    Source, Stream, StreamState, Transform, Warm,
 };
 
 use crate::dataset::PyDataset;
@@ -139,20 +139,110 @@ fn plain_to_py(py: Python<'_>, e: LoaderError) -> PyErr {
 #[pyclass(module = "zrecord", name = "_Pipeline", frozen)]
 pub struct Pipeline {
     loader: Loader,
+    /// How a batch becomes the dict `next()` returns; shared with the worker-side transform.
+    layout: Arc<Layout>,
+}
+
+/// How the buffers of a batch become Python's dict of arrays.
+struct Layout {
     /// Where batch arrays give their memory back ([`BatchBuffer`]).
     buffers: Arc<BufferPool>,
     views: Vec<View>,
     /// True for a mixture: batches carry each sample's source.
     mixture: bool,
     /// For datasets of named fields: each field's numpy dtype (views of fixed fields are in
-    /// `views`, ragged ones are shaped per batch) and the keys of the arrays `next()`
-    /// returns, in order.
+    /// `views`, ragged ones are shaped per batch) and the keys of the arrays, in order;
+    /// `None` for loaderx's pair, whose keys are "data" and "label".
     named: Option<Named>,
+}
+
+/// A Python function `transform(batch) -> object` run by the loader's workers on each
+/// batch dict (with the GIL taken for the call); its result, or the exception it raised,
+/// is what [`Pipeline::next`] returns or raises.
+struct PyTransform {
+    func: Py<PyAny>,
+    layout: Arc<Layout>,
+}
+
+impl Transform for PyTransform {
+    fn transform(&self, batch: LoaderBatch) -> Box<dyn Any + Send> {
+        let result: PyResult<Py<PyAny>> = Python::attach(|py| {
+            let object = self.layout.object(py, batch)?;
+            self.func.call1(py, (object,))
+        });
+        Box::new(result)
+    }
+}
+
+impl Layout {
+    /// The batch as a dict of arrays ("source" last for a mixture), or for a fetching
+    /// loader whatever its fetch returned (or raised).
+    fn object<'py>(&self, py: Python<'py>, batch: LoaderBatch) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(fetched) = batch.fetched {
+            let result = fetched.downcast::<PyResult<Py<PyAny>>>().map_err(|_| {
+                error::zrecord_error(py, error::INTERNAL, "a fetched batch of an unexpected type".into())
+            })?;
+            return Ok((*result)?.into_bound(py));
+        }
+        let out = PyDict::new(py);
+        match &self.named {
+            None => {
+                for ((view, buf), key) in self.views.iter().zip(batch.fields).zip(["data", "label"]) {
+                    out.set_item(key, view.to_array(py, buf, &self.buffers)?)?;
+                }
+            }
+            Some(named) => {
+                let int64 = py.import("numpy")?.getattr("int64")?;
+                let mut fixed = self.views.iter();
+                let mut keys = named.keys.iter();
+                for ((buf, layout), dtype) in batch.fields.into_iter().zip(batch.ragged).zip(&named.dtypes) {
+                    let key = keys.next().expect("a key per array");
+                    match layout {
+                        None => {
+                            let view = fixed.next().expect("one view per fixed field");
+                            out.set_item(key, view.to_array(py, buf, &self.buffers)?)?;
+                        }
+                        Some(RaggedField::Offsets(offsets)) => {
+                            let flat = PyTuple::new(py, [-1i64])?;
+                            out.set_item(key, pooled_array(py, buf, &self.buffers, dtype.bind(py), flat.as_any())?)?;
+                            let key = keys.next().expect("a key per array");
+                            out.set_item(key, PyArray1::from_vec(py, offsets).call_method1("view", (&int64,))?)?;
+                        }
+                        Some(RaggedField::Padded { lengths, width }) => {
+                            let rows = PyTuple::new(py, [lengths.len(), width])?;
+                            out.set_item(key, pooled_array(py, buf, &self.buffers, dtype.bind(py), rows.as_any())?)?;
+                            let key = keys.next().expect("a key per array");
+                            out.set_item(key, PyArray1::from_vec(py, lengths).call_method1("view", (&int64,))?)?;
+                        }
+                    }
+                }
+            }
+        }
+        if self.mixture {
+            // Source numbers are below the number of sources, far below 2^31: the u32
+            // buffer is the int32 array's memory as it is.
+            let int32 = py.import("numpy")?.getattr("int32")?;
+            out.set_item("source", PyArray1::from_vec(py, batch.sources).call_method1("view", (int32,))?)?;
+        }
+        Ok(out.into_any())
+    }
 }
 
 struct Named {
     dtypes: Vec<Py<PyAny>>,
     keys: Vec<String>,
+}
+
+impl Pipeline {
+    /// The pipeline over `loader`, with `transform` run on its workers when given.
+    fn finish(loader: Loader, layout: Layout, transform: Option<Py<PyAny>>) -> Result<Self, LoaderError> {
+        let layout = Arc::new(layout);
+        let loader = match transform {
+            None => loader,
+            Some(func) => loader.with_transform(Arc::new(PyTransform { func, layout: layout.clone() }))?,
+        };
+        Ok(Pipeline { loader, layout })
+    }
 }
 
 #[pymethods]
@@ -166,7 +256,7 @@ impl Pipeline {
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
                         world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None,
-                        fetch=None, length=None, on_error="raise"))]
+                        fetch=None, length=None, on_error="raise", transform=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -189,6 +279,7 @@ impl Pipeline {
         fetch: Option<Py<PyAny>>,
         length: Option<u64>,
         on_error: &str,
+        transform: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
@@ -240,7 +331,8 @@ impl Pipeline {
                 }
             }
             .map_err(|e| to_py(py, e))?;
-            return Ok(Pipeline { buffers: loader.buffers(), loader, views: Vec::new(), mixture: false, named: None });
+            let layout = Layout { buffers: loader.buffers(), views: Vec::new(), mixture: false, named: None };
+            return Self::finish(loader, layout, transform).map_err(|e| to_py(py, e));
         }
         let built = match &datasets {
             Some(datasets) => dataset_sources(py, datasets, pads)?,
@@ -278,72 +370,21 @@ impl Pipeline {
             }
             Some(datasets) => named_views(py, &datasets[0], per_rank, pads)?,
         };
-        Ok(Pipeline { buffers: loader.buffers(), loader, views, mixture, named })
+        let layout = Layout { buffers: loader.buffers(), views, mixture, named };
+        Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
     }
 
-    /// The next batch: a tuple of one array per field, and for a mixture the int32 array
-    /// of each sample's source last. StopIteration once closed.
-    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    /// The next batch: a dict of one array per key (the fields; "data" and "label" for
+    /// loaderx's pair; "source", each sample's int32 source, for a mixture), what a fetching
+    /// loader's fetch returned, or with a transform what it returned. StopIteration once
+    /// closed.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let batch = match py.detach(|| self.loader.next()) {
             Ok(Some(batch)) => batch,
             Ok(None) => return Err(PyStopIteration::new_err(())),
             Err(e) => return Err(to_py(py, e)),
         };
-        if let Some(fetched) = batch.fetched {
-            // What `PyFetch` returned: the function's tuple, or the exception it raised.
-            let result = fetched.downcast::<PyResult<Py<PyAny>>>().map_err(|_| {
-                error::zrecord_error(py, error::INTERNAL, "a fetched batch of an unexpected type".into())
-            })?;
-            let value = (*result)?.into_bound(py);
-            return match value.cast_into::<PyTuple>() {
-                Ok(t) => Ok(t),
-                Err(e) => PyTuple::new(py, [e.into_inner()]),
-            };
-        }
-        let mut items = Vec::with_capacity(self.views.len() + 1);
-        match &self.named {
-            None => {
-                for (view, buf) in self.views.iter().zip(batch.fields) {
-                    items.push(view.to_array(py, buf, &self.buffers)?);
-                }
-            }
-            Some(named) => {
-                let int64 = py.import("numpy")?.getattr("int64")?;
-                let mut fixed = self.views.iter();
-                for ((buf, layout), dtype) in batch.fields.into_iter().zip(batch.ragged).zip(&named.dtypes) {
-                    match layout {
-                        None => {
-                            let view = fixed.next().expect("one view per fixed field");
-                            items.push(view.to_array(py, buf, &self.buffers)?);
-                        }
-                        Some(RaggedField::Offsets(offsets)) => {
-                            let flat = PyTuple::new(py, [-1i64])?;
-                            items.push(pooled_array(py, buf, &self.buffers, dtype.bind(py), flat.as_any())?);
-                            items.push(PyArray1::from_vec(py, offsets).call_method1("view", (&int64,))?);
-                        }
-                        Some(RaggedField::Padded { lengths, width }) => {
-                            let rows = PyTuple::new(py, [lengths.len(), width])?;
-                            items.push(pooled_array(py, buf, &self.buffers, dtype.bind(py), rows.as_any())?);
-                            items.push(PyArray1::from_vec(py, lengths).call_method1("view", (&int64,))?);
-                        }
-                    }
-                }
-            }
-        }
-        if self.mixture {
-            // Source numbers are below the number of sources, far below 2^31: the u32
-            // buffer is the int32 array's memory as it is.
-            let numpy = py.import("numpy")?;
-            items.push(PyArray1::from_vec(py, batch.sources).call_method1("view", (numpy.getattr("int32")?,))?);
-        }
-        PyTuple::new(py, items)
-    }
-
-    /// For datasets of named fields, the key of each array `next()` returns (before the
-    /// mixture's source array); None for the loaderx form.
-    #[getter]
-    fn keys(&self) -> Option<Vec<String>> {
-        self.named.as_ref().map(|n| n.keys.clone())
+        self.layout.object(py, batch)
     }
 
     /// The resume state after the last batch `next()` returned, as one line of JSON.

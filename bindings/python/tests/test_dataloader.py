@@ -105,20 +105,51 @@ def test_bad_arguments(pair, kw):
         DataLoader(d, l, **kw)
 
 
-def test_transform_only_when_given(pair):
-    d, l, _ = pair
-    calls = []
+def test_transform_runs_on_the_workers_in_parallel_and_in_order(pair):
+    d, l, data = pair
+    calls, lock, running, most = [], threading.Lock(), [0], [0]
 
     def transform(batch):
         data, label = batch
-        calls.append(threading.current_thread())
+        with lock:
+            calls.append(threading.get_ident())
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)  # releases the GIL, as numpy and decoders do
+        with lock:
+            running[0] -= 1
         return data.astype(np.float32) / 255, label + 1
 
-    with DataLoader(d, l, batch_size=8, transform=transform) as loader:
-        b = next(loader)
-        assert b["data"].dtype == np.float32 and b["data"].max() <= 1
-        assert b["label"].min() >= 1
-    assert len(calls) == 1
+    with DataLoader(d, l, batch_size=8, num_workers=4, prefetch_size=8, mode=0, transform=transform) as loader:
+        for step in range(12):
+            b = next(loader)
+            assert b["data"].dtype == np.float32 and b["data"].max() <= 1
+            # In stream order whatever worker finished first: SEQUENTIAL batch k is 8k..8k+7.
+            np.testing.assert_array_equal(b["label"], np.arange(8 * step, 8 * step + 8) % len(data) + 1)
+    assert threading.get_ident() not in calls, "a transform ran on the training thread"
+    assert most[0] >= 2, "no two transforms overlapped: they are not parallel"
+
+    # Without workers it runs inside next(), on the caller's thread.
+    calls.clear()
+    with DataLoader(d, l, batch_size=8, num_workers=0, transform=transform) as loader:
+        next(loader)
+    assert calls == [threading.get_ident()]
+
+
+def test_a_transform_error_is_raised_by_next_for_its_batch(pair):
+    d, l, _ = pair
+
+    def transform(batch):
+        data, label = batch
+        if label[0] == 16:
+            raise KeyError("no such label")
+        return data, label
+
+    with DataLoader(d, l, batch_size=8, num_workers=2, mode=0, transform=transform) as loader:
+        next(loader), next(loader)
+        with pytest.raises(KeyError, match="no such label"):
+            next(loader)
+        assert next(loader)["label"][0] == 24, "the failed batch counts as consumed"
 
 
 def test_close_is_prompt_and_joins_everything(pair):

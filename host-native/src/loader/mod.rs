@@ -317,6 +317,16 @@ pub trait Fetch: Send + Sync {
     fn fetch(&self, indices: &[u64]) -> Box<dyn Any + Send>;
 }
 
+/// The caller's step on each finished batch, run on the worker that gathered it (or in
+/// [`Loader::next`] without workers), so it is prefetched and, with several workers, runs
+/// several batches at once; see [`Loader::with_transform`]. It takes the batch whole and
+/// returns what the consumer gets in [`LoaderBatch::fetched`]; a failure belongs in the
+/// returned value, as for [`Fetch`]. A fetching loader's batch comes with `fetched` set.
+pub trait Transform: Send + Sync {
+    /// The finished form of `batch`.
+    fn transform(&self, batch: LoaderBatch) -> Box<dyn Any + Send>;
+}
+
 /// What a worker is asked to gather.
 struct Job {
     step: u64,
@@ -335,6 +345,8 @@ struct Shared {
     buffers: Arc<BufferPool>,
     /// Set with [`OnError::Skip`]: the samples replaced so far.
     skips: Option<Arc<skip::Skips>>,
+    /// Set by [`Loader::with_transform`].
+    transform: Option<Arc<dyn Transform>>,
 }
 
 /// Field buffers that consumers gave back, for later batches to fill again.
@@ -534,6 +546,7 @@ impl Loader {
                 pool: options.pool,
                 buffers: buffers.clone(),
                 skips: skips.clone(),
+                transform: None,
             }))),
             buffers,
             stop: Arc::new(AtomicBool::new(false)),
@@ -809,6 +822,19 @@ impl Loader {
         self.stop.load(Ordering::Acquire)
     }
 
+    /// Runs `transform` on every batch before [`Loader::next`] returns it, on the worker
+    /// that gathered it ([`Transform`]). Only before the first `next()`.
+    pub fn with_transform(self, transform: Arc<dyn Transform>) -> Result<Self, LoaderError> {
+        {
+            let mut shared = lock(&self.shared);
+            let started = shared.as_mut().and_then(Arc::get_mut).map(|s| s.transform = Some(transform)).is_none();
+            if started {
+                return Err(LoaderError::Sources("a transform must be set before the loader starts".into()));
+            }
+        }
+        Ok(self)
+    }
+
     /// The samples replaced so far under [`OnError::Skip`], each once, by source and index
     /// (empty with [`OnError::Raise`]).
     pub fn skipped(&self) -> Vec<Skipped> {
@@ -910,27 +936,27 @@ fn make_batch(shared: &Shared, job: Job) -> Produced {
                 .unwrap_or_else(|| "unknown panic".into()),
         )
     };
-    if let Some(fetch) = &shared.fetch {
+    let batch = if let Some(fetch) = &shared.fetch {
         let fetched = catch_unwind(AssertUnwindSafe(|| fetch.fetch(&job.indices))).map_err(panicked)?;
         let Job { step, indices, sources } = job;
-        return Ok(LoaderBatch {
-            step,
-            indices,
-            sources,
-            fields: Vec::new(),
-            ragged: Vec::new(),
-            fetched: Some(fetched),
-        });
-    }
-    let run = || match &shared.skips {
-        Some(skips) => skip::gather_skipping(&shared.sources, &shared.buffers, skips, job),
-        None => gather::gather(&shared.sources, &shared.buffers, job),
+        LoaderBatch { step, indices, sources, fields: Vec::new(), ragged: Vec::new(), fetched: Some(fetched) }
+    } else {
+        let run = || match &shared.skips {
+            Some(skips) => skip::gather_skipping(&shared.sources, &shared.buffers, skips, job),
+            None => gather::gather(&shared.sources, &shared.buffers, job),
+        };
+        let result = match (shared.pool)() {
+            Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
+            None => catch_unwind(AssertUnwindSafe(run)),
+        };
+        result.map_err(panicked)?.map_err(LoaderError::Dataset)?
     };
-    let result = match (shared.pool)() {
-        Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
-        None => catch_unwind(AssertUnwindSafe(run)),
-    };
-    result.map_err(panicked)?.map_err(LoaderError::Dataset)
+    let Some(transform) = &shared.transform else { return Ok(batch) };
+    // Never on the pool, as a fetch: a transform may wait for a lock (Python's) that a
+    // thread waiting on the pool holds.
+    let (step, indices, sources) = (batch.step, batch.indices.clone(), batch.sources.clone());
+    let out = catch_unwind(AssertUnwindSafe(|| transform.transform(batch))).map_err(panicked)?;
+    Ok(LoaderBatch { step, indices, sources, fields: Vec::new(), ragged: Vec::new(), fetched: Some(out) })
 }
 
 /// What a loader reads: stores, or the caller's [`Fetch`].

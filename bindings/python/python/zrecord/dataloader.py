@@ -139,6 +139,28 @@ def _pad_bytes(dataset: Dataset, pad: Mapping[str, Any]) -> dict:
     return out
 
 
+def _transform_step(transform: Callable[[Any], Any], named: bool) -> Callable[[dict], dict]:
+    """``transform`` as the native workers call it on each batch dict: for datasets of
+    named fields on the dict itself, for loaderx's pair on ``(data, label)``; what it
+    returned is checked there, and a wrong result is the ``TypeError`` ``next()`` raises."""
+
+    def step(batch: dict) -> dict:
+        if named:
+            out = transform(batch)
+            if not isinstance(out, Mapping):
+                raise TypeError(f"transform must return a dict of arrays, but returned {_describe(out)}")
+            return dict(out)
+        out = transform((batch["data"], batch["label"]))
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(f"transform must return a (data, label) pair, but returned {_describe(out)}")
+        done = {"data": out[0], "label": out[1]}
+        if "source" in batch:
+            done["source"] = batch["source"]
+        return done
+
+    return step
+
+
 def _state_text(state: State) -> str:
     """A saved state as the JSON text the native loader reads."""
     if isinstance(state, str):
@@ -164,9 +186,16 @@ class DataLoader(Epochs):
             fixed by ``(seed, epoch)``). A Mixture reads every source in shuffled epochs
             (IID and SHUFFLE both mean that; SEQUENTIAL is refused).
         seed: seed of the stream, an integer in ``0 .. 2**64 - 1``.
-        transform: called as ``transform((data, label))`` and must return a
-            ``(data, label)`` pair (a tuple or list of two); anything else is a
-            ``TypeError`` naming what it returned. Only called when given.
+        transform: called on each batch before ``next()`` returns it: for a Dataset of named
+            fields as ``transform(batch_dict)``, returning a dict; for loaderx's
+            ``(dataset, labelset)`` as ``transform((data, label))``, returning a
+            ``(data, label)`` pair (a tuple or list of two). Anything else is a
+            ``TypeError`` naming what it returned. It runs on the loader's worker threads,
+            inside the prefetch, each call holding the GIL: it is off the training
+            thread, and several batches transform at once where it releases the GIL
+            (numpy, torch and most decoders do for large arrays). With ``num_workers=0``
+            it runs inside ``next()``. An exception it raises is raised by ``next()`` for
+            that batch, which counts as consumed.
         rank, world_size: this process's place in a job of ``world_size`` processes
             (keyword-only). When not given they come from an initialised
             ``torch.distributed`` process group, else ``RANK``/``WORLD_SIZE`` (torchrun),
@@ -306,6 +335,7 @@ class DataLoader(Epochs):
             prefetch_size=prefetch_size,
             warm=warm,
             on_error=on_error,
+            transform=None if transform is None else _transform_step(transform, named),
         )
         if named:
             datasets = dataset.datasets if mixture else [dataset]
@@ -345,7 +375,7 @@ class DataLoader(Epochs):
                 # (taking the GIL for the call only). A batch whose call raised is raised
                 # by next() and counts as passed.
                 def fetch(idxs, data=dataset, labels=labelset):
-                    return data.__getitems__(idxs), labels.__getitems__(idxs)
+                    return {"data": data.__getitems__(idxs), "label": labels.__getitems__(idxs)}
 
                 spec = dict(sources=[], itemsizes=[], dtypes=[], shapes=[], fetch=fetch, length=len(dataset), **common)
                 self._make = lambda text: _Pipeline(**spec, state=text)
@@ -363,28 +393,8 @@ class DataLoader(Epochs):
             self._agreement = (self._check_ranks(),)
         if self._agreement[0] is not None:
             raise self._agreement[0]
-        items = self._pipeline.next()
+        batch = self._pipeline.next()  # the transform, if any, already ran on a worker
         self._returned = True
-        if self._named:
-            keys = self._pipeline.keys
-            batch = dict(zip(keys, items))
-            if self._mixture:
-                batch["source"] = items[len(keys)]
-            if self.transform is not None:
-                out = self.transform(batch)
-                if not isinstance(out, Mapping):
-                    raise TypeError(f"transform must return a dict of arrays, but returned {_describe(out)}")
-                batch = dict(out)
-            return batch
-        data, label = items[0], items[1]
-        if self.transform is not None:
-            out = self.transform((data, label))
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise TypeError(f"transform must return a (data, label) pair, but returned {_describe(out)}")
-            data, label = out
-        batch = {"data": data, "label": label}
-        if self._mixture:
-            batch["source"] = items[2]
         return batch
 
     def _check_ranks(self) -> Optional[Exception]:
