@@ -90,6 +90,7 @@ bench-smoke: python
 	$(PY) bench/bench.py store --quick --only zrecord,loaderx,npy --sets structured
 	$(PY) bench/bench.py policy --quick --sets structured
 	$(PY) bench/bench.py checksums --quick
+	$(PY) bench/bench.py fields --quick
 
 # DEFLATE against zstd and LZ4, one core, on the data sets a bench run cached (docs/codecs.md).
 bench-codecs: $(BENCH_VENV)/.stamp

@@ -48,7 +48,6 @@ def _interleaved(contenders, rounds):
 
 def bench_fields(args, table, results):
     import zrecord
-    from zrecord._zrecord import _StreamShard
 
     quick = args.quick
     n = 4000 if quick else 20000
@@ -134,7 +133,7 @@ def bench_fields(args, table, results):
                 number = 200 if quick else 2000
                 times = {}
                 for name, mode in (("IID", iid), ("SHUFFLE", shuffle)):
-                    s = _StreamShard(space, size, int(mode), 42)
+                    s = zrecord.Sampler(space, size, int(mode), 42)  # the stream at world size 1
                     s.next()
                     times[name] = _median_time(s.next, repeat=7, number=number)
                 ratio = times["SHUFFLE"] / times["IID"]
