@@ -91,6 +91,7 @@ bench-smoke: python
 	$(PY) bench/bench.py policy --quick --sets structured
 	$(PY) bench/bench.py checksums --quick
 	$(PY) bench/bench.py fields --quick
+	$(PY) bench/bench.py stream --quick
 
 # DEFLATE against zstd and LZ4, one core, on the data sets a bench run cached (docs/codecs.md).
 bench-codecs: $(BENCH_VENV)/.stamp
