@@ -521,8 +521,16 @@ pub trait Host {
     fn open_store(&mut self, path: &str, access: Access) -> Result<(Store<Self::Backend>, Writer), Error>;
     /// Opens the existing file `path` for reading.
     fn open_input(&mut self, path: &str) -> Result<Self::File, Error>;
+    /// True when `path` is a directory with nothing in it: a new store or dataset is then
+    /// built beside it and moved over it, as for a missing path, so that a failure leaves
+    /// it empty. Hosts that cannot tell keep the default (written in place).
+    fn is_empty_dir(&self, path: &str) -> bool {
+        let _ = path;
+        false
+    }
     /// Makes a new empty directory beside `path` (creating missing parents) where a new
-    /// store is built; returns its path, which [`Host::commit`] moves to `path`.
+    /// store is built; returns its path, which [`Host::commit`] moves to `path` (replacing
+    /// an empty directory there).
     fn stage_store(&mut self, path: &str) -> Result<String, Error>;
     /// Creates a new empty file beside `path` for output; returns it and its path, which
     /// [`Host::commit`] moves to `path`.
@@ -829,6 +837,9 @@ fn convert<H: Host, P: Parallel>(
     // A new dataset is built beside its final path and moved there at the end; appending
     // to an existing one happens in place (an append is all-or-nothing per batch already).
     let (dir, staged) = match host.kind(output) {
+        PathKind::Dir if host.is_empty_dir(output) => {
+            (host.stage_store(output).map_err(|e| Failure::at(out_shown.clone(), e))?, true)
+        }
         PathKind::Dir => (output.to_string(), false),
         PathKind::File => return Err(Failure::new(out_shown, "is a file, not a store directory")),
         PathKind::Missing | PathKind::MissingParent => {

@@ -216,6 +216,9 @@ pub(super) fn convert<H: Host>(host: &mut H, input: &str, output: &str, options:
         return Err(Failure::new(in_shown, super::NO_FIELDS_IO));
     }
     let (dir, staged) = match host.kind(output) {
+        PathKind::Dir if host.is_empty_dir(output) => {
+            (host.stage_store(output).map_err(|e| Failure::at(out_shown.clone(), e))?, true)
+        }
         PathKind::Dir => (output.to_string(), false),
         PathKind::File => return Err(Failure::new(out_shown, "is a file, not a dataset directory")),
         PathKind::Missing | PathKind::MissingParent => {

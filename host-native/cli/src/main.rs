@@ -135,6 +135,21 @@ impl Host for Native {
         path.to_string()
     }
 
+    fn is_empty_dir(&self, path: &str) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        // Built beside it and renamed over it, which only works within one file system: an
+        // empty mount point is written in place, as before.
+        let parent = match Path::new(path).parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let same_fs = match (std::fs::metadata(path), std::fs::metadata(parent)) {
+            (Ok(dir), Ok(parent)) => dir.dev() == parent.dev(),
+            _ => false,
+        };
+        same_fs && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+    }
+
     fn open_store(&mut self, path: &str, access: Access) -> Result<(Store<DirBackend>, Writer), Error> {
         let options = match access {
             Access::Read => Options::read_only(),

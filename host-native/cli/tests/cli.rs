@@ -356,17 +356,25 @@ fn sigint_and_sigterm_remove_the_unfinished_output_and_orphans_are_cleaned() {
     std::fs::write(d.join("big.npy"), &big).unwrap();
     std::fs::create_dir(d.join("fields")).unwrap();
     std::fs::write(d.join("fields/x.npy"), &big).unwrap();
+    // Existing empty directories stay empty: the output is built beside them too.
+    std::fs::create_dir(d.join("empty")).unwrap();
+    std::fs::create_dir(d.join("empty-ds")).unwrap();
     let before = tree(d);
     for (args, signal) in [
         (&["convert", "big.npy", "out/new.zr", "--chunk-mib", "1"][..], "-INT"),
         (&["convert", "big.npy", "new.zr", "--chunk-mib", "1"][..], "-TERM"),
         (&["convert", "fields", "ds", "--chunk-mib", "1"][..], "-INT"),
+        (&["convert", "big.npy", "empty", "--chunk-mib", "1"][..], "-INT"),
+        (&["convert", "fields", "empty-ds", "--chunk-mib", "1"][..], "-TERM"),
     ] {
         let out = interrupted(d, args, signal);
         assert_eq!(out.status.code(), Some(130), "{args:?} {signal}: {}", text(&out.stderr));
         assert_eq!(text(&out.stderr).lines().last(), Some("zr: interrupted; the unfinished output was removed"));
         assert_eq!(tree(d), before, "{args:?} {signal} left something behind");
     }
+    // Uninterrupted, the new store takes the empty directory's place.
+    assert!(run(d, &["convert", "big.npy", "empty", "--chunk-mib", "32"]).status.success());
+    assert!(d.join("empty/meta.zr").exists() && d.join("empty/checksums.zrk").exists());
     // A zr killed outright leaves its partial output; the next command beside it removes it.
     assert!(run(d, &["convert", "fields", "ds"]).status.success());
     let mut dead = Command::new("true").spawn().unwrap();
