@@ -22,6 +22,7 @@
 
 use pyo3::prelude::*;
 
+mod batch;
 mod buffers;
 mod dataset;
 mod error;

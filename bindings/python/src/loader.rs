@@ -16,7 +16,6 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
@@ -26,6 +25,7 @@ use zrecord::{
     Source, Stream, StreamState, Transform, Warm,
 };
 
+use crate::batch::pooled_array;
 use crate::dataset::PyDataset;
 use crate::error;
 use crate::pool::loader_pool;
@@ -58,45 +58,6 @@ impl View {
     /// every view of it (a reshape, a slice, a torch tensor from `torch.from_numpy`) are gone.
     fn to_array<'py>(&self, py: Python<'py>, buf: Vec<u8>, pool: &Arc<BufferPool>) -> PyResult<Bound<'py, PyAny>> {
         pooled_array(py, buf, pool, self.dtype.bind(py), self.shape.bind(py).as_any())
-    }
-}
-
-/// Hands `buf` to numpy as an array of `dtype` shaped `shape`, without copying it (see
-/// [`View::to_array`]).
-fn pooled_array<'py>(
-    py: Python<'py>,
-    buf: Vec<u8>,
-    pool: &Arc<BufferPool>,
-    dtype: &Bound<'py, PyAny>,
-    shape: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    {
-        let owner = Bound::new(py, BatchBuffer { buf, pool: pool.clone() })?;
-        let bytes: &[u8] = &owner.get().buf;
-        let view = ArrayView1::from(bytes);
-        // SAFETY: the array views `owner.buf`, which `owner` (the array's base object, kept
-        // alive by numpy for as long as the array or any view of it lives) owns and never
-        // changes: the class is frozen, so the Vec is neither reallocated nor written through
-        // it, and its memory is only handed back (in `Drop`) once `owner` itself is freed.
-        let array = unsafe { PyArray1::borrow_from_array(&view, owner.clone().into_any()) };
-        array.call_method1("view", (dtype,))?.call_method1("reshape", (shape,))
-    }
-}
-
-/// The memory of one field of one batch, as the base object of its numpy array. When the
-/// last array viewing it is freed, the buffer goes back to its loader's pool for a later
-/// batch to fill ([`BufferPool`]): the batch a caller holds is never written again, and a
-/// loop that drops each batch before the next reuses the same few buffers instead of
-/// mapping, faulting in and zeroing fresh memory every step.
-#[pyclass(module = "zrecord", frozen)]
-struct BatchBuffer {
-    buf: Vec<u8>,
-    pool: Arc<BufferPool>,
-}
-
-impl Drop for BatchBuffer {
-    fn drop(&mut self) {
-        self.pool.give(std::mem::take(&mut self.buf));
     }
 }
 

@@ -82,6 +82,8 @@ pub struct Zrecord {
     policy: CodecPolicy,
     path: PathBuf,
     read_only: bool,
+    /// Where `_gather_batch`'s arrays give their memory back ([`crate::batch`]).
+    buffers: Arc<zrecord::BufferPool>,
 }
 
 impl Zrecord {
@@ -126,6 +128,7 @@ impl Zrecord {
             slot: Mutex::new(Slot::Open(store)),
             freed: Condvar::new(),
             read_only,
+            buffers: Arc::default(),
         }
     }
 
@@ -257,6 +260,7 @@ impl Zrecord {
             policy,
             path,
             read_only,
+            buffers: Arc::default(),
         })
     }
 
@@ -397,6 +401,51 @@ impl Zrecord {
         let store = self.handle(py)?;
         let dst = region.bytes_mut();
         store_call(py, move || store.gather(&idxs, dst, stride))
+    }
+
+    /// Records `idxs` (flattened, non-negative) decoded into a new array of `dtype` shaped
+    /// `(len(idxs), *shape)`, `stride` bytes per record: `Dataset.__getitems__`. A batch of
+    /// 256 KiB or more starts on a page and comes from this handle's batch pool, going back
+    /// to it when the array and every view of it are gone, so a later batch reuses the
+    /// memory and a batch someone holds is never overwritten; a smaller one is a plain
+    /// numpy array.
+    fn _gather_batch<'py>(
+        &self,
+        py: Python<'py>,
+        idxs: &Bound<'py, PyAny>,
+        stride: i64,
+        dtype: &Bound<'py, PyAny>,
+        shape: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let stride = buffers::size(stride, "stride")?;
+        let idxs = indices(idxs)?;
+        let n = idxs.len();
+        let len = n.checked_mul(stride).ok_or_else(|| error::to_py(py, zrecord::Error::OutOfMemory))?;
+        let store = self.handle(py)?;
+        let mut dims = vec![n];
+        for d in shape.try_iter()? {
+            dims.push(d?.extract::<usize>()?);
+        }
+        let full = PyTuple::new(py, dims)?;
+        if len < crate::batch::POOL_MIN_BYTES {
+            // A plain array of its own, as loaderx returns.
+            let out = py.import("numpy")?.call_method1("empty", (full, dtype))?;
+            let mut region = buffers::writable(&out, "out")?;
+            let dst = region.bytes_mut();
+            store_call(py, move || store.gather(&idxs, dst, stride))?;
+            drop(region);
+            return Ok(out);
+        }
+        let (mut buf, start) = crate::batch::take_aligned(&self.buffers, len).map_err(|e| error::to_py(py, e))?;
+        let dst = &mut buf[start..start + len];
+        store_call(py, move || store.gather(&idxs, dst, stride))?;
+        crate::batch::aligned_array(py, (buf, start), len, &self.buffers, dtype, full.as_any())
+    }
+
+    /// Buffers waiting in the batch pool of `_gather_batch` (for tests).
+    #[getter]
+    fn _pooled_buffers(&self) -> usize {
+        self.buffers.len()
     }
 
     /// Decode ragged records `idxs` into `dst`, record `i` at byte `offsets[i]`.

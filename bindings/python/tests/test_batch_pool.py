@@ -1,4 +1,5 @@
-"""Dataset batches come from a reuse pool, but never overwrite an array someone holds."""
+"""Dataset batches come from a reuse pool (the native one the DataLoader uses too), but never
+overwrite an array someone holds."""
 
 import threading
 
@@ -7,9 +8,9 @@ import pytest
 
 import zrecord
 from zrecord import Dataset
-from zrecord import dataset as dataset_mod
 
-SHAPE = (3, 64, 64)  # 12 KiB samples: a batch of 64 is 768 KiB, over POOL_MIN_BYTES
+SHAPE = (3, 64, 64)  # 12 KiB samples: a batch of 64 is 768 KiB, large enough to be pooled
+KEEP = 16  # buffers a pool keeps at most (zrecord::BufferPool)
 
 
 @pytest.fixture
@@ -27,10 +28,10 @@ def batches(n=64, start=0):
 def test_released_batch_memory_is_reused(ds):
     d, data = ds
     a = d.__getitems__(batches())
-    first = id(a)
+    first = a.ctypes.data
     del a
     b = d.__getitems__(batches(start=64))
-    assert id(b) == first
+    assert b.ctypes.data == first, "the freed batch's memory was not reused"
     np.testing.assert_array_equal(b, data[64:128])
 
 
@@ -70,11 +71,14 @@ def test_read_only_flag_and_shapes(ds):
 
 def test_pool_is_bounded_and_small_batches_are_not_pooled(ds):
     d, _ = ds
-    held = [d.__getitems__(batches(n=64)) for _ in range(dataset_mod.POOL_ARRAYS + 3)]
-    assert len(d._pool) == dataset_mod.POOL_ARRAYS
+    held = [d.__getitems__(batches(n=64)) for _ in range(KEEP + 3)]
+    assert len({a.ctypes.data for a in held}) == KEEP + 3, "held batches share memory"
+    assert d.store._pooled_buffers == 0
     del held
-    d.__getitems__([1, 2, 3])
-    assert all(a.shape[0] == 64 for a in d._pool)
+    assert d.store._pooled_buffers == KEEP, "the pool keeps at most KEEP buffers"
+    for _ in range(5):
+        d.__getitems__([1, 2, 3])  # 36 KiB: allocated, never pooled
+    assert d.store._pooled_buffers == KEEP
 
 
 def test_threads_never_share_a_batch(ds):
@@ -99,11 +103,10 @@ def test_threads_never_share_a_batch(ds):
 
 
 def test_close_drops_the_pool(ds):
-    d, _ = ds
-    d.__getitems__(batches())
-    assert d._pool
+    d, data = ds
+    kept = d.__getitems__(batches())
     d.close()
-    assert d._pool == []
+    np.testing.assert_array_equal(kept, data[:64])  # a batch outlives its store
     with pytest.raises(zrecord.StoreClosedError):
         d.__getitems__(batches())
 

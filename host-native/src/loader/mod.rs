@@ -371,7 +371,7 @@ impl BufferPool {
     /// A buffer of exactly `len` bytes: a given-back one (holding an earlier batch's bytes:
     /// the caller overwrites or clears every byte), or a new zeroed one. Its second value
     /// says whether it was reused.
-    fn take(&self, len: usize) -> Result<(Vec<u8>, bool), Error> {
+    pub fn take(&self, len: usize) -> Result<(Vec<u8>, bool), Error> {
         let mut free = lock(&self.free);
         if let Some(k) = free.iter().position(|b| b.len() == len) {
             return Ok((free.swap_remove(k), true));

@@ -152,7 +152,7 @@ def test_cli_writes_only_its_output(tmp_path, zr_wasm, run):
     before = sorted(p.name for p in src.iterdir())
     run(zr_wasm, "convert", src / "a.npy", tmp_path / "out" / "s.zr")
     assert sorted(p.name for p in src.iterdir()) == before
-    assert sorted(p.name for p in (tmp_path / "out" / "s.zr").iterdir()) == ["0.zr", "checksums.zrc", "meta.zr", "schema.json"]
+    assert sorted(p.name for p in (tmp_path / "out" / "s.zr").iterdir()) == ["0.zr", "checksums.zrc", "checksums.zrk", "meta.zr", "schema.json"]
     run(zr_wasm, "export", tmp_path / "out" / "s.zr", tmp_path / "x.npy")
     # Export staged its file in a private directory and left nothing else behind.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out", "x.npy"]

@@ -5,12 +5,12 @@ tensors: ``schema.json`` inside the store directory, naming the per-sample dtype
 The file is written byte for byte as loaderx 0.5.4 writes it, so loaderx and zrecord read
 and append to each other's datasets.
 
-Reads decode straight into the output array; there is no staging copy. Batch arrays come
-from a small per-dataset pool (:data:`POOL_ARRAYS`, :data:`POOL_BYTES`): an array is reused
-only once nothing but the pool refers to it (no caller variable, view, memoryview or tensor
-made from it), so a caller never sees a batch it still holds overwritten, and a training
-loop that drops each batch gets warm, already-mapped memory instead of paying the page
-faults of a fresh multi-megabyte allocation per batch.
+Reads decode straight into the output array; there is no staging copy. A batch's memory
+comes from the store handle's batch pool, the same native pool the DataLoader's batches use:
+it goes back to the pool only once the array and every view, memoryview or tensor made from
+it are gone, so a caller never sees a batch it still holds overwritten, and a training loop
+that drops each batch gets warm, already-mapped memory instead of paying the page faults
+of a fresh multi-megabyte allocation per batch.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import mmap
 import operator
 import os
 import shutil
-import sys
-import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -35,7 +33,7 @@ from . import _zrecord
 from ._zrecord import MAX_RECORD_LEN, Zrecord
 from .errors import ChecksumsLostWarning, IndexOutOfRangeError, StoreClosedError, StoreIOError
 
-__all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES", "POOL_ARRAYS", "POOL_BYTES"]
+__all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
 
 
 class Field(NamedTuple):
@@ -63,12 +61,6 @@ SCHEMA = "schema.json"
 FORMAT = "loaderx-zrecord"
 #: Default upper bound on the source bytes handed to one append by ``Dataset.write``.
 WRITE_CHUNK_BYTES = 64 << 20
-
-#: Most batch arrays one dataset keeps for reuse, and the most bytes they may hold in all.
-POOL_ARRAYS = 8
-POOL_BYTES = 256 << 20
-#: Batches smaller than this are not pooled: malloc serves them from warm memory anyway.
-POOL_MIN_BYTES = 256 << 10
 
 #: Codec name -> on-disk tag, from the core's codec list: "raw" 0 and "flate" 1 as in
 #: loaderx, and "zstd" 2, which loaderx 0.5.4 cannot read.
@@ -125,8 +117,6 @@ class Dataset:
         self.path = Path(path)
         self._verify = verify
         self._read_only_arg = read_only
-        self._pool: list[np.ndarray] = []
-        self._pool_lock = threading.Lock()
         try:
             native = _zrecord._Dataset(self.path, read_only=read_only, verify=verify)
         except StoreIOError as e:
@@ -295,9 +285,7 @@ class Dataset:
                 raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
             idxs = np.flatnonzero(idxs)
         idxs = _wrap_negative(idxs.reshape(-1), len(store))
-        out = self._batch_array(idxs.size)
-        store.gather(idxs, out, self._itemsize)
-        return out
+        return store._gather_batch(idxs, self._itemsize, self.dtype, self.shape)
 
     def _fields_item(self, idx: Any) -> dict:
         """``ds[idx]`` of a multi-field dataset: one sample as a dict for an integer, a
@@ -343,35 +331,6 @@ class Dataset:
                 native.gather(i, idxs, arr)
                 out[f.name] = arr
         return out
-
-    def _batch_array(self, k: int) -> np.ndarray:
-        """An array for ``k`` samples: a pooled one nobody else refers to, or a new one
-        (pooled if there is room). Every byte of it is overwritten by the gather."""
-        nbytes = k * self._itemsize
-        if nbytes < POOL_MIN_BYTES:
-            return np.empty((k, *self.shape), dtype=self.dtype)
-        shape = (k, *self.shape)
-        if nbytes > POOL_BYTES // 2:
-            return _page_aligned(shape, self.dtype, nbytes)
-        with self._pool_lock:
-            pool = self._pool
-            for i in range(len(pool)):
-                # Free when nothing but the pool refers to it: any other reference (a
-                # caller's name, a view, a memoryview or tensor over it) means a consumer
-                # may still read it.
-                if _only_pooled(pool, i) and pool[i].shape == shape and pool[i].flags.writeable:
-                    return pool[i]
-            arr = _page_aligned(shape, self.dtype, nbytes)
-            held = sum(a.nbytes for a in pool)
-            if len(pool) < POOL_ARRAYS and held + nbytes <= POOL_BYTES:
-                pool.append(arr)
-            else:
-                # Full: a free array of another shape makes room, if there is one.
-                for i in range(len(pool)):
-                    if _only_pooled(pool, i) and held - pool[i].nbytes + nbytes <= POOL_BYTES:
-                        pool[i] = arr
-                        break
-            return arr
 
     def __iter__(self):
         """Samples in index order."""
@@ -578,7 +537,6 @@ class Dataset:
     def close(self) -> None:
         """Close the underlying store. Idempotent."""
         store, self._store = getattr(self, "_store", None), None
-        self._pool = []
         if store is not None:
             store.close()
         native = getattr(self, "_native", None)
@@ -607,44 +565,6 @@ class Dataset:
 
 def _reopen(cls, path: str, verify: str, read_only: "bool | None") -> "Dataset":
     return cls(path, verify=verify, read_only=read_only)
-
-
-_PAGE = mmap.PAGESIZE
-
-
-def _page_aligned(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
-    """An uninitialised array whose data starts on a page boundary.
-
-    malloc puts a large block's data 16 bytes past a page boundary. Records in a chunk file
-    start at offsets that are often multiples of 4 KiB, so copying them into such a block
-    puts every store 16 bytes (mod 4 KiB) ahead of the loads that follow it, and the CPU
-    stalls each load on a store it only appears to depend on ("4K aliasing"): gathers into
-    those blocks measured up to 2x slower than into page-aligned ones.
-
-    The array is a view: its ``.base`` is the over-allocated block, and numpy points the
-    ``.base`` of every further view at that block too, which :func:`_only_pooled` checks.
-    """
-    raw = np.empty(nbytes + _PAGE, np.uint8)
-    start = -raw.ctypes.data % _PAGE
-    return raw[start : start + nbytes].view(dtype).reshape(shape)
-
-
-def _pool_refs(pool: list, i: int) -> "tuple[int, int]":
-    arr = pool[i]
-    return sys.getrefcount(arr), sys.getrefcount(arr.base)
-
-
-def _only_pooled(pool: list, i: int) -> bool:
-    """True if ``pool[i]`` and the block under it have no reference but the pool's: a
-    view of the array refers to the block (numpy collapses view chains to the owner), a
-    memoryview or tensor to the array itself."""
-    return _pool_refs(pool, i) == _FREE_REFS
-
-
-# The counts `_pool_refs` sees on an array only a list holds, measured rather than
-# assumed, so an interpreter that counts references differently still gets the right
-# baseline.
-_FREE_REFS = _pool_refs([_page_aligned((1,), np.dtype(np.uint8), 1)], 0)
 
 
 def _is_integer(idx: Any) -> bool:
