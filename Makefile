@@ -14,7 +14,22 @@ export CARGO_TERM_COLOR ?= never
 # conftest.py); `make test` lists them in its final summary so a skip never looks passed.
 export ZRECORD_SKIP_LOG := $(CURDIR)/target/skipped-tests.txt
 
-.PHONY: bench-codecs setup setup-rust setup-python build python test test-start test-rust test-nostd test-python demo bench bench-smoke clean
+.PHONY: help check bench-codecs setup setup-rust setup-python build python test test-start test-rust test-nostd test-python demo bench bench-smoke clean
+
+# The targets, one line each.
+help:
+	@echo "make check   quick loop (about a minute warm): fmt, clippy, the core's tests, the no_std build"
+	@echo "make test    every test, with set-up (Rust, no_std, Python + loaderx/torch/JAX, wasm, JS)"
+	@echo "make demo    set up, build, write a sample dataset, read random batches, inspect it"
+	@echo "make bench   benchmarks against peers, in bench/.venv (about 20 minutes)"
+	@echo "make wasm-build / wasm-test   zr.wasm, zr-wasm and the JS bindings / their tests"
+
+# The quick loop while editing: no Python, no wasm, no stress runs.
+check: setup-rust
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy -q --all-targets -p zrecord-core -p zrecord -p zrecord-cli -- -D warnings
+	$(CARGO) test -q -p zrecord-core
+	$(CARGO) build -q -p zrecord-core --no-default-features --target wasm32-unknown-unknown
 
 setup: setup-rust setup-python
 
