@@ -253,9 +253,14 @@ fn a_damaged_record_names_its_shard_store() {
         let ds = Dataset::open(&path).unwrap();
         ds.store(1, 0).stats().unwrap().chunk_bytes
     };
-    let mut bytes = std::fs::read(&chunk).unwrap();
-    bytes[used as usize / 2] ^= 0x55;
-    std::fs::write(&chunk, &bytes[..used as usize]).unwrap();
+    {
+        // One byte in place: the chunk file is 4 GiB, sparse.
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&chunk).unwrap();
+        let mut byte = [0u8];
+        file.read_exact_at(&mut byte, used / 2).unwrap();
+        file.write_all_at(&[byte[0] ^ 0x55], used / 2).unwrap();
+    }
     let ds = Dataset::open(&path).unwrap();
     let all: Vec<u64> = (100..200).collect();
     let mut out = vec![0u8; all.len() * 12];

@@ -481,10 +481,14 @@ fn on_error_skip_replaces_a_damaged_sample_within_its_mixture_source() {
     let a = Source::new(vec![(store(dir.path(), "a", 300, 0), 8)]).unwrap();
     drop(store(dir.path(), "b", 40, 10_000));
     // Record 7 of b: raw 8-byte records back to back in chunk 0.
-    let chunk = dir.path().join("b/0.zr");
-    let mut bytes = std::fs::read(&chunk).unwrap();
-    bytes[7 * 8] ^= 0xFF;
-    std::fs::write(&chunk, &bytes).unwrap();
+    {
+        // One byte in place: the chunk file is 4 GiB, sparse.
+        use std::os::unix::fs::FileExt;
+        let chunk = std::fs::OpenOptions::new().read(true).write(true).open(dir.path().join("b/0.zr")).unwrap();
+        let mut byte = [0u8];
+        chunk.read_exact_at(&mut byte, 7 * 8).unwrap();
+        chunk.write_all_at(&[!byte[0]], 7 * 8).unwrap();
+    }
     let b = Source::new(vec![(Arc::new(Zrecord::open(dir.path().join("b")).unwrap()), 8)]).unwrap();
     let mixture = Mixture::new(vec![a.id(), b.id()], vec![0.5, 0.5]).unwrap();
     let stream = Stream::mixture(mixture, 4, 20).unwrap();
