@@ -408,3 +408,12 @@ def test_an_interrupted_write_into_a_new_path_leaves_nothing(tmp_path, kind):
     assert len(Dataset(new)) == 3000
     if kind == "named fields":
         assert sorted(p.relative_to(new) for p in new.rglob("*")) == before
+
+
+def test_a_damaged_manifest_is_a_metadata_error_naming_the_file(tmp_path):
+    zrecord.Dataset.write(tmp_path / "d", {"x": np.arange(10)}).close()
+    manifest = tmp_path / "d" / "dataset.json"
+    manifest.write_bytes(manifest.read_bytes()[:30])  # a copy cut short
+    with pytest.raises(zrecord.MetadataError) as e:
+        zrecord.Dataset(tmp_path / "d")
+    assert isinstance(e.value, ValueError) and str(manifest) in str(e.value), e.value

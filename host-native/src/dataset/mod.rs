@@ -170,7 +170,7 @@ impl Dataset {
         if manifest_path.exists() {
             let bytes =
                 read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e))?;
-            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::at(&path, None, e))?;
+            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             if opts.read_only == Some(false) {
                 return Err(DatasetError::at(
                     &path,
