@@ -73,19 +73,20 @@ impl PyDataset {
 impl PyDataset {
     /// `read_only`: None (writable where allowed), True or False; `verify`: "auto",
     /// "always" or "never".
+    /// With `warn`, a `ChecksumsLostWarning` for each store that kept checksums but lost its
+    /// `checksums.zrc`, pointing at the caller's caller (`zrecord.Dataset(...)`'s line).
     #[new]
-    #[pyo3(signature = (path, *, read_only = None, verify = "auto"))]
-    fn new(py: Python<'_>, path: PathBuf, read_only: Option<bool>, verify: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, read_only = None, verify = "auto", warn = true))]
+    fn new(py: Python<'_>, path: PathBuf, read_only: Option<bool>, verify: &str, warn: bool) -> PyResult<Self> {
         let verify = verify_named(verify)?;
         let options = DatasetOptions { read_only, verify };
         let ds = call(py, move || zrecord::Dataset::open_with(path, options))?;
+        if warn {
+            for store in ds.stores().filter(|s| s.checksums_lost()) {
+                crate::error::warn_checksums_lost(py, store.path(), 2)?;
+            }
+        }
         Ok(PyDataset { inner: Mutex::new(Some(Arc::new(ds))) })
-    }
-
-    /// The stores that kept checksums but lost their `checksums.zrc`.
-    #[getter]
-    fn lost_checksums(&self, py: Python<'_>) -> PyResult<Vec<PathBuf>> {
-        Ok(self.handle(py)?.stores().filter(|s| s.checksums_lost()).map(|s| s.path().to_path_buf()).collect())
     }
 
     /// True for a dataset with a manifest (named fields, shards); False for one loaderx store.

@@ -54,8 +54,9 @@ pub fn metadata_error(py: Python<'_>, message: String) -> PyErr {
 }
 
 /// Warns (`zrecord.errors.ChecksumsLostWarning`) that the store at `path` kept checksums
-/// but its `checksums.zrc` is gone: its records read unchecked.
-pub fn warn_checksums_lost(py: Python<'_>, path: &std::path::Path) -> PyResult<()> {
+/// but its `checksums.zrc` is gone: its records read unchecked. `stacklevel` as Python's
+/// `warnings.warn` counts it from the frame that called into the extension.
+pub fn warn_checksums_lost(py: Python<'_>, path: &std::path::Path, stacklevel: i32) -> PyResult<()> {
     let module = ERRORS.get_or_try_init(py, || PyModule::import(py, "zrecord.errors").map(Bound::unbind))?;
     let category = module.bind(py).getattr("ChecksumsLostWarning")?;
     let message = std::ffi::CString::new(format!(
@@ -64,7 +65,7 @@ pub fn warn_checksums_lost(py: Python<'_>, path: &std::path::Path) -> PyResult<(
         path.display()
     ))
     .unwrap_or_default();
-    PyErr::warn(py, &category, &message, 1)
+    PyErr::warn(py, &category, &message, stacklevel)
 }
 
 /// Calls `zrecord.errors.<factory>(*args)` and returns the exception it builds.

@@ -251,7 +251,7 @@ impl Zrecord {
         let at = path.clone();
         let store = store_call(py, move || zrecord::Zrecord::open_with(at, opts))?;
         if store.checksums_lost() {
-            crate::error::warn_checksums_lost(py, &path)?;
+            crate::error::warn_checksums_lost(py, &path, 1)?;
         }
         Ok(Zrecord {
             slot: Mutex::new(Slot::Open(Arc::new(store))),

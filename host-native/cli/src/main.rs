@@ -86,14 +86,19 @@ fn io_err(e: std::io::Error, context: String) -> Error {
     Error::Io(IoError::from_std(e, context))
 }
 
-/// `.NAME.zr-partial-PID` beside `path`, and `path`'s parent.
-fn partial(path: &str) -> Result<(PathBuf, PathBuf), Error> {
-    let p = Path::new(path);
-    let name = p.file_name().ok_or_else(|| Error::InvalidArgument(format!("{path} does not name a file")))?;
-    let parent = match p.parent() {
+/// The directory holding `path` (`.` for a bare name).
+fn parent_of(path: &str) -> PathBuf {
+    match Path::new(path).parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
-    };
+    }
+}
+
+/// `.NAME.zr-partial-PID` beside `path`, and `path`'s parent.
+fn partial(path: &str) -> Result<(PathBuf, PathBuf), Error> {
+    let name =
+        Path::new(path).file_name().ok_or_else(|| Error::InvalidArgument(format!("{path} does not name a file")))?;
+    let parent = parent_of(path);
     remove_orphans(&parent, &name.to_string_lossy());
     let staged = parent.join(format!(".{}.zr-partial-{}", name.to_string_lossy(), std::process::id()));
     Ok((parent, staged))
@@ -139,11 +144,7 @@ impl Host for Native {
         use std::os::unix::fs::MetadataExt;
         // Built beside it and renamed over it, which only works within one file system: an
         // empty mount point is written in place, as before.
-        let parent = match Path::new(path).parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let same_fs = match (std::fs::metadata(path), std::fs::metadata(parent)) {
+        let same_fs = match (std::fs::metadata(path), std::fs::metadata(parent_of(path))) {
             (Ok(dir), Ok(parent)) => dir.dev() == parent.dev(),
             _ => false,
         };

@@ -21,7 +21,6 @@ import mmap
 import operator
 import os
 import shutil
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Union
@@ -31,7 +30,7 @@ import numpy as np
 from ._progress import Progress, reporter
 from . import _zrecord
 from ._zrecord import MAX_RECORD_LEN, Zrecord
-from .errors import ChecksumsLostWarning, IndexOutOfRangeError, StoreClosedError, StoreIOError
+from .errors import IndexOutOfRangeError, StoreClosedError, StoreIOError
 
 __all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
 
@@ -124,13 +123,6 @@ class Dataset:
                 raise FileNotFoundError(str(e)) from None
             raise
         self.fields: "tuple[Field, ...]" = tuple(Field._from(f) for f in native.fields)
-        for store in native.lost_checksums:
-            warnings.warn(
-                f"{store}: checksums.zrc is missing or unusable, but this store kept checksums: its records are "
-                "read unchecked; restore the file, or zrecord.verify(path, seal=True) to checksum them as they are now",
-                ChecksumsLostWarning,
-                stacklevel=2,
-            )
         if native.has_manifest:
             # Named fields over shards: every read goes through the native dataset.
             self._native = native
@@ -186,7 +178,7 @@ class Dataset:
         if self._native is not None:
             return self._live()
         self.store  # raises once closed
-        return _zrecord._Dataset(self.path, read_only=True, verify=self._verify)
+        return _zrecord._Dataset(self.path, read_only=True, verify=self._verify, warn=False)
 
     def _live(self):
         if getattr(self, "_native_closed", False) or self._native is None:
