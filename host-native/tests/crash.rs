@@ -204,6 +204,9 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Option<u64> 
             }
         }
     }
+    // The kill lands in the middle of the work: after the child's start-up ("ready"), and
+    // while it is still running (every mode works until it is killed).
+    assert!(child.try_wait().unwrap().is_none(), "{mode} child finished before the kill");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     // Acks still in the pipe were sent before the kill: let the reader reach the end of
@@ -225,7 +228,7 @@ fn contents(zr: &Zrecord) -> Vec<Vec<u8>> {
 
 #[test]
 fn kill_during_appends_loses_nothing_acknowledged() {
-    let (mut total_acked, mut landed) = (0, 0);
+    let mut total_acked = 0;
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 1000 + t;
@@ -245,16 +248,13 @@ fn kill_during_appends_loses_nothing_acknowledged() {
         append_range(&zr, seed, len..len + 3);
         assert_eq!(zr.read(len + 2).unwrap(), record(seed, len + 2));
         total_acked += acked;
-        landed += u64::from(acked > 0);
     }
     eprintln!("append: {} kills, {total_acked} acknowledged records all present", trials());
-    // The kills came while appends ran (after some were acknowledged), not before them.
-    assert!(landed * 2 >= trials(), "only {landed} of {} kills came after the first append", trials());
 }
 
 #[test]
 fn kill_during_staged_writes_leaves_whole_commits_only() {
-    let (mut total_acked, mut landed) = (0, 0);
+    let mut total_acked = 0;
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 3000 + t;
@@ -283,10 +283,8 @@ fn kill_during_staged_writes_leaves_whole_commits_only() {
         assert_eq!(u64::from(zr.append(&src, 5, FIXED, Some(Codec::Flate)).unwrap()), len);
         assert_eq!(zr.read(len + 4).unwrap(), fixed_record(seed, len + 4));
         total_acked += acked;
-        landed += u64::from(acked > 0);
     }
     eprintln!("stage: {} kills, {total_acked} acknowledged records all present, no partial commit", trials());
-    assert!(landed * 2 >= trials(), "only {landed} of {} kills came after the first commit", trials());
 }
 
 #[test]
