@@ -378,7 +378,7 @@ proptest! {
         let datasets: Vec<_> = datasets.into_iter().map(|(length, generation)| DatasetId { length, generation }).collect();
         let weights = weights.map(|w| w[..datasets.len()].to_vec());
         let datasets = if weights.is_some() { datasets } else { datasets[..1].to_vec() };
-        let state = StreamState { version: 1, seed, mode, global_batch, step, datasets, weights };
+        let state = StreamState { version: 1, seed, mode, global_batch, step, datasets, weights, pack: None };
         let text = state.encode();
         prop_assert!(text.len() < 1024, "{} bytes: {}", text.len(), text);
         let back = StreamState::decode(&text).unwrap();

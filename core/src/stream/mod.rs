@@ -48,6 +48,7 @@
 
 mod jump;
 mod mixture;
+pub mod pack;
 mod permutation;
 mod state;
 
@@ -58,7 +59,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 pub use mixture::Mixture;
 pub use permutation::Permutation;
-pub use state::{StateError, StreamState, STATE_VERSION};
+pub use state::{PackedState, StateError, StreamState, STATE_VERSION};
 
 use crate::sampler::Mode;
 
@@ -357,6 +358,7 @@ impl Stream {
             step,
             datasets: self.datasets().to_vec(),
             weights: self.mixture_sources().map(|m| m.weights().to_vec()),
+            pack: None,
         }
     }
 

@@ -15,6 +15,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use super::pack::{self, PackCursor, PackMode, PackSpec};
 use super::{DatasetId, Mixture, Stream};
 use crate::sampler::Mode;
 
@@ -38,6 +39,34 @@ pub struct StreamState {
     pub datasets: Vec<DatasetId>,
     /// A mixture's weights as given; `None` for a single dataset.
     pub weights: Option<Vec<f64>>,
+    /// A packed loader's spec and cursor ([`super::pack`]); `None` for batches of samples.
+    /// `global_batch` then counts rows, and `step` global batches of rows.
+    pub pack: Option<PackedState>,
+}
+
+/// What a packed loader's state adds: the packing it did and where it stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedState {
+    /// Row length, mode, ids and window.
+    pub spec: PackSpec,
+    /// Documents taken, tokens taken and pieces waiting after the last batch returned.
+    pub cursor: PackCursor,
+}
+
+/// The JSON layout of [`PackedState`]: waiting pieces as one flat array of
+/// `source, position, start` triples.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PackWire {
+    seq_len: u32,
+    mode: String,
+    bos: Option<u64>,
+    eos: Option<u64>,
+    pad: u64,
+    window: u64,
+    taken: Vec<u64>,
+    tokens: Vec<u64>,
+    waiting: Vec<u64>,
 }
 
 /// The JSON layout.
@@ -52,6 +81,8 @@ struct Wire {
     datasets: Vec<DatasetId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     weights: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pack: Option<PackWire>,
 }
 
 /// Why a saved state cannot be loaded into a stream.
@@ -150,6 +181,22 @@ pub enum StateError {
         /// Global batch now.
         current: u64,
     },
+    /// A packed state loaded into a loader of samples, or the reverse.
+    #[error("the state was saved from {saved}, but this loader reads {current}")]
+    Packing {
+        /// What the state was saved from.
+        saved: &'static str,
+        /// What the loader reads.
+        current: &'static str,
+    },
+    /// Another packing.
+    #[error("the state was saved from {saved}; this loader does {current}")]
+    Pack {
+        /// The saved packing, in words.
+        saved: String,
+        /// This loader's.
+        current: String,
+    },
     /// The saved step lies beyond the stream's last position.
     #[error("the saved step {step} lies beyond the stream's 2^62 samples")]
     Step {
@@ -179,6 +226,17 @@ impl StreamState {
             step: self.step,
             datasets: self.datasets.clone(),
             weights: self.weights.as_ref().map(|w| w.iter().map(|x| format!("{x:?}")).collect()),
+            pack: self.pack.as_ref().map(|p| PackWire {
+                seq_len: p.spec.seq_len,
+                mode: p.spec.mode.name().into(),
+                bos: p.spec.bos,
+                eos: p.spec.eos,
+                pad: p.spec.pad,
+                window: p.spec.window,
+                taken: p.cursor.taken.clone(),
+                tokens: p.cursor.tokens.clone(),
+                waiting: p.cursor.waiting.iter().flat_map(|&(s, pos, start)| [u64::from(s), pos, start]).collect(),
+            }),
         };
         // Plain integers, strings and arrays: serialising them cannot fail.
         serde_json::to_string(&wire).unwrap_or_default()
@@ -217,6 +275,31 @@ impl StreamState {
         if weights.is_none() && wire.datasets.len() != 1 {
             return Err(StateError::Malformed("a single-dataset state names more than one dataset".into()));
         }
+        let pack = match wire.pack {
+            None => None,
+            Some(p) => {
+                let mode = PackMode::from_name(&p.mode)
+                    .ok_or_else(|| StateError::Malformed(format!("packing mode {:?} is not concat or best_fit", p.mode)))?;
+                if p.waiting.len() % 3 != 0 {
+                    return Err(StateError::Malformed("waiting pieces are not source, position, start triples".into()));
+                }
+                if p.taken.len() != wire.datasets.len() || p.tokens.len() != wire.datasets.len() {
+                    return Err(StateError::Malformed("the packing cursor needs one count per dataset".into()));
+                }
+                let mut waiting = Vec::with_capacity(p.waiting.len() / 3);
+                for t in p.waiting.chunks_exact(3) {
+                    let source = u32::try_from(t[0])
+                        .ok()
+                        .filter(|&s| (s as usize) < wire.datasets.len())
+                        .ok_or_else(|| StateError::Malformed(format!("waiting piece of source {} out of range", t[0])))?;
+                    waiting.push((source, t[1], t[2]));
+                }
+                Some(PackedState {
+                    spec: PackSpec { seq_len: p.seq_len, mode, bos: p.bos, eos: p.eos, pad: p.pad, window: p.window },
+                    cursor: PackCursor { taken: p.taken, tokens: p.tokens, waiting },
+                })
+            }
+        };
         Ok(StreamState {
             version: wire.version,
             seed: wire.seed,
@@ -225,11 +308,36 @@ impl StreamState {
             step: wire.step,
             datasets: wire.datasets,
             weights,
+            pack,
         })
+    }
+
+    /// Checks that this state was saved by a packed loader of `spec` with global batches
+    /// of `rows` rows over `docs` (the document stream, global batch 1), and returns the
+    /// global batch to read next and the packing cursor.
+    pub fn check_packed(&self, docs: &Stream, spec: &PackSpec, rows: u64) -> Result<(u64, PackCursor), StateError> {
+        let Some(saved) = &self.pack else {
+            return Err(StateError::Packing { saved: "a loader of samples", current: "packed rows" });
+        };
+        self.check_with(docs, rows)?;
+        pack::check_saved(&saved.spec, spec)?;
+        Ok((self.step, saved.cursor.clone()))
     }
 
     /// Checks that this state belongs to `stream` (see [`Stream::resume`]).
     pub(super) fn check(&self, stream: &Stream) -> Result<(), StateError> {
+        if self.pack.is_some() {
+            return Err(StateError::Packing { saved: "packed rows", current: "batches of samples" });
+        }
+        self.check_with(stream, stream.global_batch())?;
+        if stream.position(self.step).is_err() {
+            return Err(StateError::Step { step: self.step });
+        }
+        Ok(())
+    }
+
+    /// The checks of [`StreamState::check`] but the global batch, which is `global_batch`.
+    fn check_with(&self, stream: &Stream, global_batch: u64) -> Result<(), StateError> {
         if self.version != STATE_VERSION {
             return Err(StateError::UnsupportedVersion { found: self.version, supported: STATE_VERSION });
         }
@@ -271,11 +379,8 @@ impl StreamState {
                 return Err(mismatch());
             }
         }
-        if self.global_batch != stream.global_batch() {
-            return Err(StateError::GlobalBatch { saved: self.global_batch, current: stream.global_batch() });
-        }
-        if stream.position(self.step).is_err() {
-            return Err(StateError::Step { step: self.step });
+        if self.global_batch != global_batch {
+            return Err(StateError::GlobalBatch { saved: self.global_batch, current: global_batch });
         }
         Ok(())
     }
