@@ -300,7 +300,8 @@ fn bad_specs_and_empty_documents_fail() {
     let wide = Stream::new(DatasetId { length: 10, generation: 1 }, Mode::Shuffle, 1, 2).unwrap();
     assert!(Packer::new(&wide, spec(8, PackMode::Concat, 1, false, false), 1, 0, None, &mut lengths).is_err());
     // Every document empty and nothing added: an error, not an endless loop.
-    let mut packer = Packer::new(&stream, spec(8, PackMode::Concat, 1, false, false), 1, 0, None, &mut lengths).unwrap();
+    let mut packer =
+        Packer::new(&stream, spec(8, PackMode::Concat, 1, false, false), 1, 0, None, &mut lengths).unwrap();
     let mut plan = Plan::default();
     assert!(matches!(packer.plan(&mut lengths, &mut plan), Err(Fail::Pack(PackError::Empty))));
     // With an eos, an empty document is one token.
@@ -308,4 +309,3 @@ fn bad_specs_and_empty_documents_fail() {
     packer.plan(&mut lengths, &mut plan).unwrap();
     assert_eq!(plan.placed.len(), 8);
 }
-

@@ -48,8 +48,8 @@ use rayon::prelude::*;
 pub use dataset::{Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
 pub use fs::{DirBackend, NativeFile};
 pub use loader::{
-    global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, Place, RaggedBatch,
-    RaggedField, Skipped, Source, Transform, Warm,
+    global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, PackInfo, PackOptions,
+    Place, RaggedBatch, RaggedField, Skipped, Source, Transform, Warm,
 };
 pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
@@ -58,6 +58,7 @@ pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, 
 pub use zrecord_core::format::{MAX_RECORDS, MAX_RECORD_LEN};
 use zrecord_core::io::Parallel;
 pub use zrecord_core::sampler::{Mode, Sampler};
+pub use zrecord_core::stream::pack::PackMode;
 pub use zrecord_core::stream::{
     DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState, STATE_VERSION,
 };

@@ -403,7 +403,11 @@ impl Packer {
                     let rest = done.doc.len - done.start - u64::from(n);
                     if rest > 0 {
                         let start = done.start + u64::from(n);
-                        self.waiting.push_front(Piece { doc: done.doc, start, len: rest.min(u64::from(u32::MAX)) as u32 });
+                        self.waiting.push_front(Piece {
+                            doc: done.doc,
+                            start,
+                            len: rest.min(u64::from(u32::MAX)) as u32,
+                        });
                     }
                 } else {
                     front.start += u64::from(n);
@@ -547,7 +551,8 @@ fn check_spec(spec: &PackSpec, rows: u32) -> Result<(), PackError> {
     if spec.mode == PackMode::BestFit && spec.window < u64::from(rows) * u64::from(spec.seq_len) {
         return Err(PackError::Spec(alloc::format!(
             "the best-fit window ({} tokens) must hold at least one global batch ({rows} rows of {} tokens)",
-            spec.window, spec.seq_len
+            spec.window,
+            spec.seq_len
         )));
     }
     Ok(())

@@ -278,8 +278,9 @@ impl StreamState {
         let pack = match wire.pack {
             None => None,
             Some(p) => {
-                let mode = PackMode::from_name(&p.mode)
-                    .ok_or_else(|| StateError::Malformed(format!("packing mode {:?} is not concat or best_fit", p.mode)))?;
+                let mode = PackMode::from_name(&p.mode).ok_or_else(|| {
+                    StateError::Malformed(format!("packing mode {:?} is not concat or best_fit", p.mode))
+                })?;
                 if p.waiting.len() % 3 != 0 {
                     return Err(StateError::Malformed("waiting pieces are not source, position, start triples".into()));
                 }
@@ -288,10 +289,10 @@ impl StreamState {
                 }
                 let mut waiting = Vec::with_capacity(p.waiting.len() / 3);
                 for t in p.waiting.chunks_exact(3) {
-                    let source = u32::try_from(t[0])
-                        .ok()
-                        .filter(|&s| (s as usize) < wire.datasets.len())
-                        .ok_or_else(|| StateError::Malformed(format!("waiting piece of source {} out of range", t[0])))?;
+                    let source =
+                        u32::try_from(t[0]).ok().filter(|&s| (s as usize) < wire.datasets.len()).ok_or_else(|| {
+                            StateError::Malformed(format!("waiting piece of source {} out of range", t[0]))
+                        })?;
                     waiting.push((source, t[1], t[2]));
                 }
                 Some(PackedState {

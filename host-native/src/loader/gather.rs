@@ -106,7 +106,15 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
         fields.push(buf);
         ragged.push(Some(layout));
     }
-    Ok(LoaderBatch { step: job.step, indices: job.indices, sources: job.sources, fields, ragged, fetched: None })
+    Ok(LoaderBatch {
+        step: job.step,
+        indices: job.indices,
+        sources: job.sources,
+        fields,
+        ragged,
+        fetched: None,
+        pack: None,
+    })
 }
 
 /// Decodes field `f` of each slot at its byte offset, from its source.

@@ -86,13 +86,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use zrecord_core::stream::pack::PackCursor;
 use zrecord_core::stream::{Shard, StateError, Stream, StreamError, StreamState};
 
 mod gather;
+mod pack;
 mod skip;
 mod source;
 
 pub use gather::{RaggedBatch, RaggedField};
+pub use pack::{PackInfo, PackOptions};
 pub use skip::{OnError, Skipped};
 pub use source::Source;
 
@@ -306,6 +309,10 @@ pub struct LoaderBatch {
     pub ragged: RaggedBatch,
     /// For a [`Loader::fetching`] loader: what [`Fetch::fetch`] returned (and no fields).
     pub fetched: Option<Box<dyn Any + Send>>,
+    /// For a [`Loader::packed`] loader: where packing stands after this batch. Its
+    /// `fields` are then the rows' tokens, segment ids, positions (and sources), and
+    /// `indices` / `sources` the documents the rows hold.
+    pub pack: Option<PackInfo>,
 }
 
 /// The caller's reader of a dataset that is not zrecord's (see [`Loader::fetching`]).
@@ -332,6 +339,26 @@ struct Job {
     step: u64,
     indices: Vec<u64>,
     sources: Vec<u32>,
+    /// A packed loader's pieces of this rank's rows.
+    pack: Option<pack::PackJob>,
+}
+
+/// Where the sampler thread takes its jobs from.
+#[allow(clippy::large_enum_variant)] // one per loader, never moved in a loop
+enum Planner {
+    /// Batches of samples: the shard's slice of each global batch.
+    Samples { shard: Shard, mixture: bool },
+    /// Packed rows ([`Loader::packed`]).
+    Packed(pack::RankPlanner),
+}
+
+impl Planner {
+    fn next_job(&mut self) -> Result<Job, LoaderError> {
+        match self {
+            Planner::Samples { shard, mixture } => Ok(next_job(shard, *mixture)?),
+            Planner::Packed(planner) => planner.next_job(),
+        }
+    }
 }
 
 type Produced = Result<LoaderBatch, LoaderError>;
@@ -347,6 +374,8 @@ struct Shared {
     skips: Option<Arc<skip::Skips>>,
     /// Set by [`Loader::with_transform`].
     transform: Option<Arc<dyn Transform>>,
+    /// Set for a packed loader, with its rows per rank.
+    packing: Option<(pack::Packing, usize)>,
 }
 
 /// Field buffers that consumers gave back, for later batches to fill again.
@@ -422,12 +451,15 @@ pub struct Loader {
     /// from `consumer` so that `state()` never waits for a `next()` that is waiting.
     consumed: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    /// With no workers, `next()` reads the shard itself.
-    inline: Option<Mutex<Shard>>,
-    /// With workers: what the first `next()` starts the threads with (shard, workers,
+    /// With no workers, `next()` plans each batch itself.
+    inline: Option<Mutex<Planner>>,
+    /// With workers: what the first `next()` starts the threads with (planner, workers,
     /// prefetch). Starting there rather than in the constructor means a loader that is
     /// resumed, or dropped, before it is read never gathers a batch for nothing.
-    pending: Mutex<Option<(Shard, usize, usize)>>,
+    pending: Mutex<Option<(Planner, usize, usize)>>,
+    /// A packed loader's packing, the cursor after the last batch returned (with its step)
+    /// and the padding tokens of the batches returned.
+    packing: Option<Packed>,
     owner_pid: u32,
     /// Where consumers give field buffers back ([`Loader::buffers`]).
     buffers: Arc<BufferPool>,
@@ -439,6 +471,15 @@ pub struct Loader {
     warmer: Mutex<Option<JoinHandle<()>>>,
     /// With [`OnError::Skip`]: the samples replaced so far (kept after close).
     skips: Option<Arc<skip::Skips>>,
+}
+
+/// A packed loader's own state ([`Loader::packed`]).
+struct Packed {
+    packing: pack::Packing,
+    /// `(step after, cursor)` of the last batch returned.
+    last: Mutex<(u64, PackCursor)>,
+    padding: AtomicU64,
+    batches: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -504,10 +545,67 @@ impl Loader {
         Self::start(stream, Feed::Sources(sources), options, step)
     }
 
+    /// A loader of packed rows: `rows` rows of `pack.seq_len` tokens per global batch
+    /// (rank `r` of `W` reads rows `r rows / W ..`), made of the token documents of ragged
+    /// field `pack.field`, read in the order of `docs`: the stream of documents, with a
+    /// global batch of 1 (`Stream::new(source.id(), mode, seed, 1)`, or a mixture's, whose
+    /// weights then count tokens). See [`zrecord_core::stream::pack`] for how rows are
+    /// made, and [`PackInfo`] for what each batch carries.
+    ///
+    /// Fails as [`Loader::new`] does, and when the field is not a ragged integer field,
+    /// an id does not fit its dtype, `rows` is not a multiple of the world size, or with
+    /// [`OnError::Skip`] (a replaced document would change every later row).
+    pub fn packed(
+        docs: Stream,
+        rows: u64,
+        sources: Vec<Source>,
+        pack: PackOptions,
+        options: LoaderOptions,
+    ) -> Result<Loader, LoaderError> {
+        Self::start(docs, Feed::Packed { sources, pack, rows, cursor: None }, options, 0)
+    }
+
+    /// [`Loader::packed`], going on where a packed loader of the same documents, spec and
+    /// global rows saved `state` (any world size and number of workers).
+    pub fn resume_packed(
+        docs: Stream,
+        rows: u64,
+        sources: Vec<Source>,
+        pack: PackOptions,
+        options: LoaderOptions,
+        state: &StreamState,
+    ) -> Result<Loader, LoaderError> {
+        check_sources(&docs, &sources)?;
+        let mixture = docs.mixture_sources().is_some();
+        let packing = pack::Packing::new(&pack, &sources, rows, mixture)?;
+        let (step, cursor) = state.check_packed(&docs, &packing.spec, rows)?;
+        Self::start(docs, Feed::Packed { sources, pack, rows, cursor: Some(cursor) }, options, step)
+    }
+
     fn start(stream: Stream, feed: Feed, options: LoaderOptions, step: u64) -> Result<Loader, LoaderError> {
+        let mixture = stream.mixture_sources().is_some();
+        let mut packed = None;
         let (sources, fetch) = match feed {
             Feed::Sources(sources) => {
                 check_sources(&stream, &sources)?;
+                (sources, None)
+            }
+            Feed::Packed { sources, pack, rows, cursor } => {
+                check_sources(&stream, &sources)?;
+                if options.on_error == OnError::Skip {
+                    return Err(LoaderError::Sources(
+                        "on_error=skip cannot be used with packing: a replaced document would change every later row"
+                            .into(),
+                    ));
+                }
+                if options.world_size == 0 || rows % options.world_size != 0 || rows == 0 {
+                    return Err(LoaderError::Stream(StreamError::WorldSize {
+                        world_size: options.world_size,
+                        global_batch: rows,
+                    }));
+                }
+                let packing = pack::Packing::new(&pack, &sources, rows, mixture)?;
+                packed = Some((packing, rows, cursor));
                 (sources, None)
             }
             Feed::Fetch(fetch) => {
@@ -523,16 +621,53 @@ impl Loader {
                 (Vec::new(), Some(fetch))
             }
         };
-        let mut shard = stream.shard(options.rank, options.world_size)?;
-        shard.seek(step)?;
-        let batch_size = shard.batch_size();
-        // Make one batch's buffers now, so that an impossible batch size fails here rather
-        // than inside a thread.
-        zeroed::<u64>(batch_size)?;
-        zeroed::<u32>(batch_size)?;
-        for size in sources.first().map(Source::sample_sizes).unwrap_or_default() {
-            zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
-        }
+        let (planner, batch_size, packing) = match packed {
+            None => {
+                let mut shard = stream.shard(options.rank, options.world_size)?;
+                shard.seek(step)?;
+                let batch_size = shard.batch_size();
+                // Make one batch's buffers now, so that an impossible batch size fails
+                // here rather than inside a thread.
+                zeroed::<u64>(batch_size)?;
+                zeroed::<u32>(batch_size)?;
+                for size in sources.first().map(Source::sample_sizes).unwrap_or_default() {
+                    zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
+                }
+                (Planner::Samples { shard, mixture }, batch_size, None)
+            }
+            Some((packing, rows, cursor)) => {
+                if options.rank >= options.world_size {
+                    return Err(LoaderError::Stream(StreamError::Rank {
+                        rank: options.rank,
+                        world_size: options.world_size,
+                    }));
+                }
+                let per_rank = (rows / options.world_size) as usize;
+                let cells = per_rank.checked_mul(packing.spec.seq_len as usize).ok_or(Error::OutOfMemory)?;
+                zeroed::<u8>(cells.checked_mul(packing.item.max(4)).ok_or(Error::OutOfMemory)?)?;
+                let planner = pack::RankPlanner::new(
+                    &stream,
+                    sources.clone(),
+                    packing.clone(),
+                    options.rank,
+                    per_rank,
+                    step,
+                    cursor.as_ref(),
+                )?;
+                let last = planner.packer.cursor();
+                let packed = Packed {
+                    packing: packing.clone(),
+                    last: Mutex::new((step, last)),
+                    padding: AtomicU64::new(0),
+                    batches: AtomicU64::new(0),
+                };
+                (Planner::Packed(planner), per_rank, Some((packed, (packing, per_rank))))
+            }
+        };
+        let (packing, shared_packing) = match packing {
+            Some((p, s)) => (Some(p), Some(s)),
+            None => (None, None),
+        };
         let buffers = Arc::new(BufferPool::default());
         let skips = (options.on_error == OnError::Skip).then(|| Arc::new(skip::Skips::default()));
         let mut loader = Loader {
@@ -547,6 +682,7 @@ impl Loader {
                 buffers: buffers.clone(),
                 skips: skips.clone(),
                 transform: None,
+                packing: shared_packing,
             }))),
             buffers,
             stop: Arc::new(AtomicBool::new(false)),
@@ -555,6 +691,7 @@ impl Loader {
             threads: Mutex::new(Vec::new()),
             inline: None,
             pending: Mutex::new(None),
+            packing,
             owner_pid: std::process::id(),
             warm: options.warm,
             warming: Mutex::new(None),
@@ -562,9 +699,9 @@ impl Loader {
             skips,
         };
         if options.num_workers == 0 {
-            loader.inline = Some(Mutex::new(shard));
+            loader.inline = Some(Mutex::new(planner));
         } else {
-            *lock(&loader.pending) = Some((shard, options.num_workers, options.prefetch.max(1)));
+            *lock(&loader.pending) = Some((planner, options.num_workers, options.prefetch.max(1)));
         }
         lock(&loader.consumer).queues = Some(Vec::new());
         Ok(loader)
@@ -574,7 +711,7 @@ impl Loader {
     /// consumer lock).
     fn spawn(
         &self,
-        mut shard: Shard,
+        mut planner: Planner,
         shared: Arc<Shared>,
         workers: usize,
         prefetch: usize,
@@ -585,7 +722,7 @@ impl Loader {
         // `prefetch` batches ahead in all, spread over the workers' queues.
         let depth = prefetch.div_ceil(workers).max(1);
         for w in 0..workers {
-            let (job_tx, job_rx) = sync_channel::<Job>(1);
+            let (job_tx, job_rx) = sync_channel::<Result<Job, LoaderError>>(1);
             let (out_tx, out_rx) = sync_channel::<Produced>(depth);
             let shared = Arc::clone(&shared);
             let stop = Arc::clone(&self.stop);
@@ -597,15 +734,14 @@ impl Loader {
             batch_queues.push(out_rx);
         }
         let stop = Arc::clone(&self.stop);
-        let mixture = self.stream.mixture_sources().is_some();
         let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
             let mut turn = 0usize;
             while !stop.load(Ordering::Acquire) {
-                // The constructor made a batch of this size, so these allocations succeed
-                // as surely as any other; if they do not, the consumer hears of it (the
-                // queues close and `next` reports the worker gone).
-                let Ok(job) = next_job(&mut shard, mixture) else { break };
-                if job_queues[turn].send(job).is_err() {
+                // A failure (an allocation, a packed loader's table read) goes to the
+                // worker whose turn it is, which hands it to the consumer in order.
+                let job = planner.next_job();
+                let failed = job.is_err();
+                if job_queues[turn].send(job).is_err() || failed {
                     break;
                 }
                 turn = (turn + 1) % job_queues.len();
@@ -713,10 +849,10 @@ impl Loader {
             if let Some((code, message, at)) = &lock(&self.consumer).failure {
                 return Err(LoaderError::Stopped { code: *code, message: message.clone(), at: at.clone() });
             }
-            let job = next_job(&mut lock(inline), self.stream.mixture_sources().is_some());
+            let job = lock(inline).next_job();
             match job {
                 Ok(job) => make_batch(&shared, job),
-                Err(e) => Err(e.into()),
+                Err(e) => Err(e),
             }
         } else {
             let mut consumer = lock(&self.consumer);
@@ -754,6 +890,14 @@ impl Loader {
         };
         match produced {
             Ok(batch) => {
+                if let (Some(packed), Some(info)) = (&self.packing, &batch.pack) {
+                    let mut last = lock(&packed.last);
+                    if batch.step + 1 > last.0 {
+                        *last = (batch.step + 1, info.cursor.clone());
+                    }
+                    packed.padding.fetch_add(info.padding, Ordering::AcqRel);
+                    packed.batches.fetch_add(1, Ordering::AcqRel);
+                }
                 // Batches come in stream order; `max` keeps the count from going back when
                 // several threads call an inline loader's `next()` at once.
                 self.consumed.fetch_max(batch.step + 1, Ordering::AcqRel);
@@ -770,7 +914,23 @@ impl Loader {
     /// (never counting what workers prepared ahead), with the stream's identity. Save
     /// [`StreamState::encode`]; every rank's is the same.
     pub fn state(&self) -> StreamState {
-        self.stream.state(self.step())
+        match &self.packing {
+            None => self.stream.state(self.step()),
+            Some(packed) => {
+                let (step, cursor) = lock(&packed.last).clone();
+                packed.packing.state(&self.stream, step, cursor)
+            }
+        }
+    }
+
+    /// A packed loader's padding so far: the share of padding tokens in the global
+    /// batches returned (0 for concat), or `None` for a loader of samples or before the
+    /// first batch.
+    pub fn padding_fraction(&self) -> Option<f64> {
+        let packed = self.packing.as_ref()?;
+        let batches = packed.batches.load(Ordering::Acquire);
+        let cells = batches * u64::from(packed.packing.rows) * u64::from(packed.packing.spec.seq_len);
+        (cells > 0).then(|| packed.padding.load(Ordering::Acquire) as f64 / cells as f64)
     }
 
     /// Where to give a batch's field buffers back once nothing reads them any more, so
@@ -808,6 +968,9 @@ impl Loader {
     /// Batches per epoch of every rank (SHUFFLE over one dataset); `None` for the endless
     /// SEQUENTIAL, IID and mixture streams.
     pub fn steps_per_epoch(&self) -> Option<u64> {
+        if self.packing.is_some() {
+            return None; // rows are endless; epochs are the documents'
+        }
         self.stream.steps_per_epoch()
     }
 
@@ -908,15 +1071,15 @@ fn next_job(shard: &mut Shard, mixture: bool) -> Result<Job, Error> {
     let mut indices = zeroed::<u64>(n)?;
     let mut sources = zeroed::<u32>(n)?;
     let step = if mixture { shard.fill_with_sources(&mut indices, &mut sources) } else { shard.fill(&mut indices) };
-    Ok(Job { step, indices, sources })
+    Ok(Job { step, indices, sources, pack: None })
 }
 
-fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Job>, out: SyncSender<Produced>) {
+fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Result<Job, LoaderError>>, out: SyncSender<Produced>) {
     while let Ok(job) = jobs.recv() {
         if stop.load(Ordering::Acquire) {
             break;
         }
-        let batch = make_batch(shared, job);
+        let batch = job.and_then(|job| make_batch(shared, job));
         let failed = batch.is_err();
         if out.send(batch).is_err() || failed {
             break;
@@ -938,12 +1101,23 @@ fn make_batch(shared: &Shared, job: Job) -> Produced {
     };
     let batch = if let Some(fetch) = &shared.fetch {
         let fetched = catch_unwind(AssertUnwindSafe(|| fetch.fetch(&job.indices))).map_err(panicked)?;
-        let Job { step, indices, sources } = job;
-        LoaderBatch { step, indices, sources, fields: Vec::new(), ragged: Vec::new(), fetched: Some(fetched) }
+        let Job { step, indices, sources, .. } = job;
+        LoaderBatch {
+            step,
+            indices,
+            sources,
+            fields: Vec::new(),
+            ragged: Vec::new(),
+            fetched: Some(fetched),
+            pack: None,
+        }
     } else {
-        let run = || match &shared.skips {
-            Some(skips) => skip::gather_skipping(&shared.sources, &shared.buffers, skips, job),
-            None => gather::gather(&shared.sources, &shared.buffers, job),
+        let run = || match (&shared.packing, &shared.skips) {
+            (Some((packing, per_rank)), _) => {
+                pack::gather_rows(&shared.sources, &shared.buffers, packing, *per_rank, job)
+            }
+            (None, Some(skips)) => skip::gather_skipping(&shared.sources, &shared.buffers, skips, job),
+            (None, None) => gather::gather(&shared.sources, &shared.buffers, job),
         };
         let result = match (shared.pool)() {
             Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
@@ -954,13 +1128,20 @@ fn make_batch(shared: &Shared, job: Job) -> Produced {
     let Some(transform) = &shared.transform else { return Ok(batch) };
     // Never on the pool, as a fetch: a transform may wait for a lock (Python's) that a
     // thread waiting on the pool holds.
-    let (step, indices, sources) = (batch.step, batch.indices.clone(), batch.sources.clone());
+    let (step, indices, sources, pack) = (batch.step, batch.indices.clone(), batch.sources.clone(), batch.pack.clone());
     let out = catch_unwind(AssertUnwindSafe(|| transform.transform(batch))).map_err(panicked)?;
-    Ok(LoaderBatch { step, indices, sources, fields: Vec::new(), ragged: Vec::new(), fetched: Some(out) })
+    Ok(LoaderBatch { step, indices, sources, fields: Vec::new(), ragged: Vec::new(), fetched: Some(out), pack })
 }
 
 /// What a loader reads: stores, or the caller's [`Fetch`].
 enum Feed {
     Sources(Vec<Source>),
     Fetch(Arc<dyn Fetch>),
+    /// Packed rows of `rows` per global batch, from the start or a saved cursor.
+    Packed {
+        sources: Vec<Source>,
+        pack: PackOptions,
+        rows: u64,
+        cursor: Option<PackCursor>,
+    },
 }

@@ -88,7 +88,7 @@ impl Skips {
 
 /// Whether sample `index` of `source` reads cleanly: `Ok(None)`, or the record error.
 fn check(source: &Source, buffers: &BufferPool, index: u64) -> Result<Option<DatasetError>, DatasetError> {
-    let one = Job { step: 0, indices: vec![index], sources: vec![0] };
+    let one = Job { step: 0, indices: vec![index], sources: vec![0], pack: None };
     match gather::gather(std::slice::from_ref(source), buffers, one) {
         Ok(_) => Ok(None),
         Err(e) if is_record_error(&e) => Ok(Some(e)),
@@ -109,7 +109,7 @@ pub(super) fn gather_skipping(
             *index = r;
         }
     }
-    let retry = Job { step: job.step, indices: job.indices.clone(), sources: job.sources.clone() };
+    let retry = Job { step: job.step, indices: job.indices.clone(), sources: job.sources.clone(), pack: None };
     let first = match gather::gather(sources, buffers, job) {
         Err(e) if is_record_error(&e) => e,
         done => return done,

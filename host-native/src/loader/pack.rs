@@ -1,0 +1,344 @@
+//! Packed loading: the core's [`Packer`] plans each global batch's rows from the stores'
+//! tables (document lengths only) on the sampler thread; a worker decodes the documents of
+//! its rank's rows and writes the rows straight into the batch buffers.
+//!
+//! A packed batch has four buffers (five for a mixture), each `(rows, seq_len)` elements:
+//! the tokens (the field's dtype), `segment_ids` (int32: the documents of a row numbered
+//! from 1, 0 for padding), `positions` (int32: each piece's tokens counted from 0, so a
+//! piece that continues a document cut at the previous row's end starts again at 0), and
+//! for a mixture `source` (int32, per token).
+
+use zrecord_core::stream::pack::{DocLengths, PackCursor, PackError, PackSpec, Packer, Placed, Plan};
+use zrecord_core::stream::{PackedState, Stream, StreamState};
+
+use super::{BufferPool, Job, LoaderBatch, LoaderError, Source};
+use crate::{DatasetError, Error};
+
+/// How a loader packs a ragged token field into rows ([`crate::Loader::packed`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackOptions {
+    /// The ragged field of token documents.
+    pub field: String,
+    /// Tokens per row.
+    pub seq_len: u32,
+    /// `concat` or `best_fit`.
+    pub mode: zrecord_core::stream::pack::PackMode,
+    /// A token id put before every document.
+    pub bos: Option<u64>,
+    /// A token id put after every document.
+    pub eos: Option<u64>,
+    /// The padding id (best fit), default 0.
+    pub pad: u64,
+    /// Best fit's window in tokens; `None`: two global batches' worth
+    /// (`2 * rows * seq_len`).
+    pub window: Option<u64>,
+}
+
+/// What the packed batch of a job adds to it.
+#[derive(Debug)]
+pub(super) struct PackJob {
+    /// This rank's pieces, rows counted from the rank's first row.
+    pub placed: Vec<Placed>,
+    /// Where packing stands after this global batch.
+    pub cursor: PackCursor,
+    /// Padding tokens of the global batch.
+    pub padding: u64,
+}
+
+/// What a packed batch tells the loader beside its rows.
+#[derive(Debug, Clone)]
+pub struct PackInfo {
+    /// Where packing stands after this global batch (the state saved after it).
+    pub cursor: PackCursor,
+    /// Padding tokens in the whole global batch.
+    pub padding: u64,
+}
+
+/// The packing a loader does: the field, its element size and the resolved spec.
+#[derive(Debug, Clone)]
+pub(super) struct Packing {
+    pub field: usize,
+    pub item: usize,
+    pub spec: PackSpec,
+    /// Rows of a global batch.
+    pub rows: u32,
+    /// Bytes of the bos, eos and pad ids in the field's dtype.
+    pub bos: Option<Vec<u8>>,
+    pub eos: Option<Vec<u8>>,
+    pub pad: Vec<u8>,
+    /// A mixture: batches carry each token's source.
+    pub mixture: bool,
+}
+
+impl Packing {
+    /// Checks the options against the sources and resolves them.
+    pub fn new(options: &PackOptions, sources: &[Source], rows: u64, mixture: bool) -> Result<Packing, LoaderError> {
+        let data = sources[0].data();
+        let Some(field) = data.field_index(&options.field) else {
+            let names: Vec<&str> = data.fields().iter().map(|f| f.name.as_str()).collect();
+            return Err(LoaderError::Sources(format!(
+                "pack names field {:?}, which the dataset does not have (its fields: {})",
+                options.field,
+                names.join(", ")
+            )));
+        };
+        let f = &data.fields()[field];
+        if !f.is_ragged() {
+            return Err(LoaderError::Sources(format!(
+                "pack needs a ragged field of token documents; {:?} is a fixed field of shape {:?}",
+                f.name, f.shape
+            )));
+        }
+        let (signed, item) = integer_dtype(&f.dtype).ok_or_else(|| {
+            LoaderError::Sources(format!("pack needs integer tokens; field {:?} holds {}", f.name, f.dtype))
+        })?;
+        if sources.iter().any(|s| s.pads[field].is_some()) {
+            return Err(LoaderError::Sources(format!("field {:?} is packed: it takes no pad= of its own", f.name)));
+        }
+        let rows32 = u32::try_from(rows).map_err(|_| {
+            LoaderError::Sources(format!("a packed global batch holds at most 2^32 - 1 rows, not {rows}"))
+        })?;
+        let id_bytes = |what: &str, v: u64| {
+            token_bytes(v, item, signed).ok_or_else(|| {
+                LoaderError::Sources(format!("{what} id {v} does not fit field {:?}'s dtype {}", f.name, f.dtype))
+            })
+        };
+        let spec = PackSpec {
+            seq_len: options.seq_len,
+            mode: options.mode,
+            bos: options.bos,
+            eos: options.eos,
+            pad: options.pad,
+            window: match options.mode {
+                zrecord_core::stream::pack::PackMode::Concat => 0,
+                zrecord_core::stream::pack::PackMode::BestFit => {
+                    options.window.unwrap_or(2 * rows * u64::from(options.seq_len))
+                }
+            },
+        };
+        Ok(Packing {
+            field,
+            item,
+            spec,
+            rows: rows32,
+            bos: options.bos.map(|v| id_bytes("bos", v)).transpose()?,
+            eos: options.eos.map(|v| id_bytes("eos", v)).transpose()?,
+            pad: id_bytes("pad", options.pad)?,
+            mixture,
+        })
+    }
+
+    /// The state of a packed loader over `docs` after `step` global batches.
+    pub fn state(&self, docs: &Stream, step: u64, cursor: PackCursor) -> StreamState {
+        let mut state = docs.state(step);
+        state.global_batch = u64::from(self.rows);
+        state.pack = Some(PackedState { spec: self.spec, cursor });
+        state
+    }
+}
+
+/// `(signed, bytes)` of a numpy integer dtype string such as `<u2` or `|i1`.
+fn integer_dtype(dtype: &str) -> Option<(bool, usize)> {
+    let b = dtype.as_bytes();
+    if b.len() != 3 || !matches!(b[0], b'<' | b'|' | b'=') {
+        return None;
+    }
+    let item = (b[2] as char).to_digit(10)? as usize;
+    if !matches!(item, 1 | 2 | 4 | 8) || (item > 1 && b[0] == b'|') {
+        return None;
+    }
+    match b[1] {
+        b'u' => Some((false, item)),
+        b'i' => Some((true, item)),
+        _ => None,
+    }
+}
+
+/// Token `v` as `item` little-endian bytes, if it fits (a signed dtype holds `0..2^(8 item - 1)`).
+fn token_bytes(v: u64, item: usize, signed: bool) -> Option<Vec<u8>> {
+    let bits = 8 * item as u32 - u32::from(signed);
+    if bits < 64 && v >> bits != 0 {
+        return None;
+    }
+    Some(v.to_le_bytes()[..item].to_vec())
+}
+
+/// Document lengths in tokens, read from the sources' tables.
+pub(super) struct TableLengths<'a> {
+    pub sources: &'a [Source],
+    pub field: usize,
+    pub item: usize,
+}
+
+impl DocLengths for TableLengths<'_> {
+    type Error = LoaderError;
+    fn lengths(&mut self, source: usize, indices: &[u64], out: &mut [u64]) -> Result<(), LoaderError> {
+        self.sources[source].data().byte_lengths(self.field, indices, out)?;
+        for len in out.iter_mut() {
+            *len /= self.item as u64;
+        }
+        Ok(())
+    }
+}
+
+impl From<PackError> for LoaderError {
+    fn from(e: PackError) -> Self {
+        LoaderError::Sources(e.to_string())
+    }
+}
+
+/// The sampler's side of a packed loader: plans global batches and cuts out this rank's rows.
+pub(super) struct RankPlanner {
+    pub packer: Packer,
+    pub sources: Vec<Source>,
+    pub packing: Packing,
+    /// This rank's rows of each global batch.
+    pub first_row: u32,
+    pub rows: u32,
+    plan: Plan,
+}
+
+impl RankPlanner {
+    /// The planner of rank `rank`'s `per_rank` rows, from `cursor` at `step` (or the start).
+    pub fn new(
+        docs: &Stream,
+        sources: Vec<Source>,
+        packing: Packing,
+        rank: u64,
+        per_rank: usize,
+        step: u64,
+        cursor: Option<&PackCursor>,
+    ) -> Result<RankPlanner, LoaderError> {
+        let mut lengths = TableLengths { sources: &sources, field: packing.field, item: packing.item };
+        let packer = Packer::new(docs, packing.spec, packing.rows, step, cursor, &mut lengths)?;
+        let per_rank = per_rank as u32;
+        Ok(RankPlanner {
+            packer,
+            packing,
+            first_row: rank as u32 * per_rank,
+            rows: per_rank,
+            sources,
+            plan: Plan::default(),
+        })
+    }
+
+    /// The next global batch's job: this rank's pieces.
+    pub fn next_job(&mut self) -> Result<Job, LoaderError> {
+        let mut lengths = TableLengths { sources: &self.sources, field: self.packing.field, item: self.packing.item };
+        self.packer.plan(&mut lengths, &mut self.plan)?;
+        let first = self.first_row;
+        let placed: Vec<Placed> =
+            self.plan.rows(first..first + self.rows).iter().map(|p| Placed { row: p.row - first, ..*p }).collect();
+        let mut docs: Vec<(u32, u64)> = placed.iter().map(|p| (p.piece.doc.source, p.piece.doc.index)).collect();
+        docs.dedup();
+        Ok(Job {
+            step: self.plan.step,
+            indices: docs.iter().map(|d| d.1).collect(),
+            sources: docs.iter().map(|d| d.0).collect(),
+            pack: Some(PackJob { placed, cursor: self.plan.cursor.clone(), padding: self.plan.padding }),
+        })
+    }
+}
+
+/// A worker's packed batch: decodes the documents of the rank's pieces and writes its rows.
+pub(super) fn gather_rows(
+    sources: &[Source],
+    buffers: &BufferPool,
+    packing: &Packing,
+    per_rank: usize,
+    job: Job,
+) -> Result<LoaderBatch, DatasetError> {
+    let pack = job.pack.expect("a packed job");
+    let seq = packing.spec.seq_len as usize;
+    let item = packing.item;
+    let cells = per_rank * seq;
+    let first = sources[0].data();
+    let oom = |e: Error| DatasetError::at(first.path(), None, e);
+    // Each source's documents, decoded once for the batch.
+    let mut decoded: Vec<(Vec<u64>, Vec<u8>, Vec<u64>)> = Vec::with_capacity(sources.len());
+    for (s, source) in sources.iter().enumerate() {
+        let mut wanted: Vec<u64> =
+            pack.placed.iter().filter(|p| p.piece.doc.source as usize == s).map(|p| p.piece.doc.index).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let (values, offsets) = if wanted.is_empty() {
+            (Vec::new(), vec![0])
+        } else {
+            source.data().gather_ragged(packing.field, &wanted)?
+        };
+        decoded.push((wanted, values, offsets));
+    }
+    let (mut tokens, _) = buffers.take(cells * item).map_err(oom)?;
+    let (mut segments, _) = buffers.take(cells * 4).map_err(oom)?;
+    let (mut positions, _) = buffers.take(cells * 4).map_err(oom)?;
+    let mut source_ids = if packing.mixture { Some(buffers.take(cells * 4).map_err(oom)?.0) } else { None };
+    // Every cell is written: padding first, then the pieces over it.
+    for cell in tokens.chunks_exact_mut(item) {
+        cell.copy_from_slice(&packing.pad);
+    }
+    segments.fill(0);
+    positions.fill(0);
+    if let Some(ids) = &mut source_ids {
+        ids.fill(0);
+    }
+    let bos = usize::from(packing.bos.is_some());
+    let mut row = u32::MAX;
+    let mut segment = 0i32;
+    for p in &pack.placed {
+        if p.row != row {
+            row = p.row;
+            segment = 0;
+        }
+        segment += 1;
+        let doc = &p.piece.doc;
+        let (wanted, values, offsets) = &decoded[doc.source as usize];
+        let k = wanted.binary_search(&doc.index).expect("every placed document was decoded");
+        let body = &values[offsets[k] as usize..offsets[k + 1] as usize];
+        let at = p.row as usize * seq + p.col as usize;
+        let len = p.piece.len as usize;
+        let start = p.piece.start as usize;
+        let body_tokens = body.len() / item;
+        let mut j = 0;
+        while j < len {
+            let (v, dst) = (start + j, at + j);
+            if bos == 1 && v == 0 {
+                tokens[dst * item..(dst + 1) * item].copy_from_slice(packing.bos.as_deref().expect("bos set"));
+                j += 1;
+                continue;
+            }
+            let from = v - bos;
+            if from >= body_tokens {
+                // Only the eos lies past the document's tokens.
+                tokens[dst * item..(dst + 1) * item].copy_from_slice(packing.eos.as_deref().expect("eos set"));
+                j += 1;
+                continue;
+            }
+            let run = (body_tokens - from).min(len - j);
+            tokens[dst * item..(dst + run) * item].copy_from_slice(&body[from * item..(from + run) * item]);
+            j += run;
+        }
+        for j in 0..len {
+            put_i32(&mut segments, at + j, segment);
+            put_i32(&mut positions, at + j, j as i32);
+            if let Some(ids) = &mut source_ids {
+                put_i32(ids, at + j, doc.source as i32);
+            }
+        }
+    }
+    let mut fields = vec![tokens, segments, positions];
+    fields.extend(source_ids);
+    let ragged = vec![None; fields.len()];
+    Ok(LoaderBatch {
+        step: job.step,
+        indices: job.indices,
+        sources: job.sources,
+        fields,
+        ragged,
+        fetched: None,
+        pack: Some(PackInfo { cursor: pack.cursor, padding: pack.padding }),
+    })
+}
+
+fn put_i32(buf: &mut [u8], cell: usize, v: i32) {
+    buf[cell * 4..cell * 4 + 4].copy_from_slice(&v.to_le_bytes());
+}

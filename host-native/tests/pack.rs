@@ -1,0 +1,262 @@
+//! Packed loading over real datasets: rows hold the documents' tokens as the core planned
+//! them, and resumes with other world sizes and worker counts continue token for token.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use zrecord::{
+    Codec, Column, Dataset, DatasetWriter, Field, Loader, LoaderBatch, LoaderOptions, Mixture, Mode, OnError, PackMode,
+    PackOptions, Source, Stream, StreamState, WriteOptions,
+};
+
+/// Document `i` of dataset `salt`: `1 + (i * 37) % 90` u32 tokens `salt * 10^8 + i * 1000 + k`,
+/// so every token says which document and offset it is.
+fn doc(salt: u32, i: u64) -> Vec<u32> {
+    (0..1 + (i * 37) % 90).map(|k| salt * 100_000_000 + i as u32 * 1000 + k as u32).collect()
+}
+
+fn write_docs(path: &Path, salt: u32, n: u64) -> Arc<Dataset> {
+    let fields = vec![Field::ragged("tokens", "<u4", Codec::Flate), Field::fixed("id", "<u8", &[], Codec::Raw)];
+    let options = WriteOptions { shard_records: 97, ..WriteOptions::default() };
+    let mut w = DatasetWriter::open(path, fields, options).unwrap();
+    let mut values = Vec::new();
+    let mut offsets = vec![0u64];
+    for i in 0..n {
+        values.extend(doc(salt, i).iter().flat_map(|t| t.to_le_bytes()));
+        offsets.push(values.len() as u64);
+    }
+    let ids: Vec<u8> = (0..n).flat_map(u64::to_le_bytes).collect();
+    w.write(&[Column::Ragged { values: &values, offsets: &offsets }, Column::Fixed(&ids)]).unwrap();
+    Arc::new(w.commit().unwrap())
+}
+
+fn pack(mode: PackMode, seq_len: u32) -> PackOptions {
+    PackOptions { field: "tokens".into(), seq_len, mode, bos: Some(1), eos: Some(2), pad: 3, window: None }
+}
+
+fn options(rank: u64, world_size: u64, num_workers: usize) -> LoaderOptions {
+    LoaderOptions { rank, world_size, num_workers, prefetch: 3, ..LoaderOptions::default() }
+}
+
+/// One packed row: its tokens, segment ids and positions.
+type Row = (Vec<u32>, Vec<i32>, Vec<i32>);
+
+fn rows_of(batch: &LoaderBatch, seq_len: usize) -> Vec<Row> {
+    let words = |b: &[u8]| b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>();
+    let tokens = words(&batch.fields[0]);
+    let segments: Vec<i32> = words(&batch.fields[1]).into_iter().map(|v| v as i32).collect();
+    let positions: Vec<i32> = words(&batch.fields[2]).into_iter().map(|v| v as i32).collect();
+    (0..tokens.len() / seq_len)
+        .map(|r| {
+            let span = r * seq_len..(r + 1) * seq_len;
+            (tokens[span.clone()].to_vec(), segments[span.clone()].to_vec(), positions[span].to_vec())
+        })
+        .collect()
+}
+
+/// Rows of global batches `from..to` read by `world` ranks of `workers` workers each,
+/// starting from `state` (or the start), and the state after them (the same on every rank).
+#[allow(clippy::too_many_arguments)]
+fn read(
+    docs: &Stream,
+    sources: &[Source],
+    spec: &PackOptions,
+    rows: u64,
+    world: u64,
+    workers: usize,
+    state: Option<&str>,
+    batches: usize,
+) -> (Vec<Row>, String) {
+    let mut per_rank: Vec<Vec<Vec<Row>>> = Vec::new();
+    let mut states = Vec::new();
+    for rank in 0..world {
+        let opts = options(rank, world, workers);
+        let loader = match state {
+            None => Loader::packed(docs.clone(), rows, sources.to_vec(), spec.clone(), opts).unwrap(),
+            Some(text) => Loader::resume_packed(
+                docs.clone(),
+                rows,
+                sources.to_vec(),
+                spec.clone(),
+                opts,
+                &StreamState::decode(text).unwrap(),
+            )
+            .unwrap(),
+        };
+        let mut mine = Vec::new();
+        for _ in 0..batches {
+            let batch = loader.next().unwrap().unwrap();
+            mine.push(rows_of(&batch, spec.seq_len as usize));
+        }
+        states.push(loader.state().encode());
+        per_rank.push(mine);
+    }
+    assert!(states.windows(2).all(|w| w[0] == w[1]), "ranks disagree on the state");
+    // Global batch by global batch, rank by rank: the rows in order.
+    let mut out = Vec::new();
+    for b in 0..batches {
+        for rank in &per_rank {
+            out.extend(rank[b].iter().cloned());
+        }
+    }
+    (out, states.pop().unwrap())
+}
+
+/// The expected virtual tokens of document `i` of dataset `salt`: bos, tokens, eos.
+fn virtual_doc(salt: u32, i: u64) -> Vec<u32> {
+    let mut v = vec![1];
+    v.extend(doc(salt, i));
+    v.push(2);
+    v
+}
+
+#[test]
+fn concat_rows_are_the_documents_in_stream_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = write_docs(&dir.path().join("docs"), 1, 500);
+    let source = Source::dataset(ds).unwrap();
+    let docs = Stream::new(source.id(), Mode::Shuffle, 7, 1).unwrap();
+    let spec = pack(PackMode::Concat, 64);
+    let (rows, _) = read(&docs, &[source], &spec, 8, 1, 2, None, 20);
+    let flat: Vec<u32> = rows.iter().flat_map(|r| r.0.iter().copied()).collect();
+    let mut expect = Vec::new();
+    let mut ids = [0u64];
+    let mut p = 0;
+    while expect.len() < flat.len() {
+        docs.batch_at(p, 0, 1, &mut ids, None).unwrap();
+        expect.extend(virtual_doc(1, ids[0]));
+        p += 1;
+    }
+    assert_eq!(flat, expect[..flat.len()]);
+    // Segments count the documents of a row from 1 (no padding in concat); positions
+    // count each piece's tokens from 0.
+    for (tokens, segments, positions) in &rows {
+        assert_eq!(segments[0], 1);
+        assert_eq!(positions[0], 0);
+        for k in 1..tokens.len() {
+            if tokens[k] == 1 {
+                assert_eq!((segments[k], positions[k]), (segments[k - 1] + 1, 0), "a bos starts a document");
+            } else {
+                assert_eq!((segments[k], positions[k]), (segments[k - 1], positions[k - 1] + 1));
+            }
+        }
+    }
+}
+
+#[test]
+fn best_fit_rows_hold_whole_documents_and_count_padding() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = write_docs(&dir.path().join("docs"), 1, 500);
+    let source = Source::dataset(ds).unwrap();
+    let docs = Stream::new(source.id(), Mode::Shuffle, 7, 1).unwrap();
+    let spec = pack(PackMode::BestFit, 128);
+    let loader = Loader::packed(docs, 8, vec![source], spec, options(0, 1, 2)).unwrap();
+    let mut pads = 0usize;
+    for _ in 0..20 {
+        let batch = loader.next().unwrap().unwrap();
+        for (tokens, segments, positions) in rows_of(&batch, 128) {
+            let mut k = 0;
+            while k < tokens.len() {
+                if segments[k] == 0 {
+                    assert_eq!(tokens[k], 3, "padding holds the pad id");
+                    pads += 1;
+                    k += 1;
+                    continue;
+                }
+                // A whole document: bos, its tokens in order, eos (all are under 128).
+                assert_eq!(tokens[k], 1);
+                let i = u64::from(tokens[k + 1] % 100_000_000 / 1000);
+                let want = virtual_doc(1, i);
+                assert_eq!(tokens[k..k + want.len()], want[..], "document {i}");
+                assert!(positions[k..k + want.len()].iter().enumerate().all(|(j, &p)| p == j as i32));
+                k += want.len();
+            }
+        }
+    }
+    let fraction = loader.padding_fraction().unwrap();
+    assert!((fraction - pads as f64 / (20.0 * 8.0 * 128.0)).abs() < 1e-12);
+}
+
+/// The promise: 4 ranks x 2 rows, then 1 x 8, then 2 x 4, with other worker counts,
+/// read the very rows one process reads without stopping; for both modes, with a mixture.
+#[test]
+fn resumes_are_exact_across_world_sizes_and_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Source::dataset(write_docs(&dir.path().join("a"), 1, 300)).unwrap();
+    let b = Source::dataset(write_docs(&dir.path().join("b"), 2, 200)).unwrap();
+    let single = Stream::new(a.id(), Mode::Shuffle, 11, 1).unwrap();
+    let mixture = Stream::mixture(Mixture::new(vec![a.id(), b.id()], vec![0.6, 0.4]).unwrap(), 11, 1).unwrap();
+    for mode in [PackMode::Concat, PackMode::BestFit] {
+        for (docs, sources) in [(&single, vec![a.clone()]), (&mixture, vec![a.clone(), b.clone()])] {
+            let spec = pack(mode, 96);
+            let (whole, _) = read(docs, &sources, &spec, 8, 1, 3, None, 24);
+            let (first, state) = read(docs, &sources, &spec, 8, 4, 2, None, 7);
+            let (second, state) = read(docs, &sources, &spec, 8, 1, 0, Some(&state), 9);
+            let (third, _) = read(docs, &sources, &spec, 8, 2, 1, Some(&state), 8);
+            let joined: Vec<Row> = first.into_iter().chain(second).chain(third).collect();
+            assert_eq!(joined.len(), whole.len());
+            assert!(joined == whole, "{mode:?}, {} source(s): resumed rows differ", sources.len());
+        }
+    }
+}
+
+#[test]
+fn packing_refuses_what_it_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Source::dataset(write_docs(&dir.path().join("docs"), 1, 50)).unwrap();
+    let docs = Stream::new(source.id(), Mode::Shuffle, 7, 1).unwrap();
+    let fail = |spec: PackOptions, opts: LoaderOptions| {
+        Loader::packed(docs.clone(), 4, vec![source.clone()], spec, opts).expect_err("refused").to_string()
+    };
+    let e = fail(PackOptions { field: "id".into(), ..pack(PackMode::Concat, 8) }, options(0, 1, 1));
+    assert!(e.contains("ragged") && e.contains("\"id\""), "{e}");
+    let e = fail(PackOptions { field: "text".into(), ..pack(PackMode::Concat, 8) }, options(0, 1, 1));
+    assert!(e.contains("\"text\"") && e.contains("tokens, id"), "{e}");
+    let e = fail(PackOptions { eos: Some(1 << 40), ..pack(PackMode::Concat, 8) }, options(0, 1, 1));
+    assert!(e.contains("eos id 1099511627776") && e.contains("<u4"), "{e}");
+    let e = fail(pack(PackMode::Concat, 8), LoaderOptions { on_error: OnError::Skip, ..options(0, 1, 1) });
+    assert!(e.contains("on_error=skip"), "{e}");
+    let e = fail(pack(PackMode::Concat, 8), options(0, 3, 1));
+    assert!(e.contains("world_size 3"), "{e}");
+    let e = fail(PackOptions { window: Some(8), ..pack(PackMode::BestFit, 8) }, options(0, 1, 1));
+    assert!(e.contains("window"), "{e}");
+
+    // A state of a loader of samples, or of another packing, is refused with the reason.
+    let loader =
+        Loader::packed(docs.clone(), 4, vec![source.clone()], pack(PackMode::Concat, 8), options(0, 1, 0)).unwrap();
+    loader.next().unwrap().unwrap();
+    let saved = loader.state();
+    let e = Loader::resume_packed(
+        docs.clone(),
+        4,
+        vec![source.clone()],
+        pack(PackMode::Concat, 16),
+        options(0, 1, 0),
+        &saved,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("concat packing of 8 tokens") && e.contains("16 tokens"), "{e}");
+    let e = Loader::resume_packed(
+        docs.clone(),
+        8,
+        vec![source.clone()],
+        pack(PackMode::Concat, 8),
+        options(0, 1, 0),
+        &saved,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("global batch of 4"), "{e}");
+    let samples = Stream::new(source.id(), Mode::Shuffle, 7, 4).unwrap();
+    let e = Loader::resume(samples.clone(), vec![source.clone()], options(0, 1, 0), &saved).err().unwrap().to_string();
+    assert!(e.contains("packed rows"), "{e}");
+    let plain = Loader::new(samples, vec![source.clone()], options(0, 1, 0)).unwrap().state();
+    let e = Loader::resume_packed(docs, 4, vec![source], pack(PackMode::Concat, 8), options(0, 1, 0), &plain)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("loader of samples"), "{e}");
+}
