@@ -21,8 +21,8 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use zrecord::{
-    BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, RaggedField,
-    Source, Stream, StreamState, Transform, Warm,
+    BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, PackMode,
+    PackOptions, RaggedField, Source, Stream, StreamState, Transform, Warm,
 };
 
 use crate::batch::pooled_array;
@@ -115,6 +115,8 @@ struct Layout {
     /// `views`, ragged ones are shaped per batch) and the keys of the arrays, in order;
     /// `None` for loaderx's pair, whose keys are "data" and "label".
     named: Option<Named>,
+    /// A packed loader: the keys of its `(rows, seq_len)` arrays, one per view.
+    packed: Option<Vec<String>>,
 }
 
 /// A Python function `transform(batch) -> object` run by the loader's workers on each
@@ -146,6 +148,12 @@ impl Layout {
             return Ok((*result)?.into_bound(py));
         }
         let out = PyDict::new(py);
+        if let Some(keys) = &self.packed {
+            for ((view, buf), key) in self.views.iter().zip(batch.fields).zip(keys) {
+                out.set_item(key, view.to_array(py, buf, &self.buffers)?)?;
+            }
+            return Ok(out.into_any());
+        }
         match &self.named {
             None => {
                 for ((view, buf), key) in self.views.iter().zip(batch.fields).zip(["data", "label"]) {
@@ -195,6 +203,77 @@ struct Named {
 }
 
 impl Pipeline {
+    /// A packed loader (`pack`: field, seq_len, mode, bos, eos, pad, window) over the
+    /// documents of `built`, `global` rows per global batch.
+    #[allow(clippy::too_many_arguments)]
+    fn packed(
+        py: Python<'_>,
+        pack: &Bound<'_, PyDict>,
+        datasets: &[PyRef<'_, PyDataset>],
+        built: Vec<Source>,
+        ids: Vec<DatasetId>,
+        weights: Option<Vec<f64>>,
+        mode: zrecord::Mode,
+        seed: u64,
+        global: u64,
+        options: LoaderOptions,
+        state: Option<&str>,
+        transform: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+            pack.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("pack needs {key:?}")))
+        };
+        let mode_name: String = get("mode")?.extract()?;
+        let spec = PackOptions {
+            field: get("field")?.extract()?,
+            seq_len: get("seq_len")?.extract()?,
+            mode: PackMode::from_name(&mode_name).ok_or_else(|| {
+                PyValueError::new_err(format!("pack mode must be \"concat\" or \"best_fit\", not {mode_name:?}"))
+            })?,
+            bos: get("bos")?.extract()?,
+            eos: get("eos")?.extract()?,
+            pad: get("pad")?.extract()?,
+            window: get("window")?.extract()?,
+        };
+        let mixture = weights.is_some();
+        let docs = match weights {
+            None => Stream::new(ids[0], mode, seed, 1),
+            Some(weights) => Mixture::new(ids, weights).and_then(|m| Stream::mixture(m, seed, 1)),
+        }
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let field = spec.field.clone();
+        let seq_len = spec.seq_len as usize;
+        let loader = match state {
+            None => py.detach(|| Loader::packed(docs, global, built, spec, options)),
+            Some(text) => {
+                let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                py.detach(|| Loader::resume_packed(docs, global, built, spec, options, &state))
+            }
+        }
+        .map_err(|e| to_py(py, e))?;
+        let handle = datasets[0].handle(py)?;
+        let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
+        let token_dtype = handle
+            .fields()
+            .iter()
+            .find(|f| f.name == field)
+            .map(|f| f.dtype.clone())
+            .ok_or_else(|| PyValueError::new_err(format!("no field {field:?}")))?;
+        let shape = PyTuple::new(py, [loader.batch_size(), seq_len])?.unbind();
+        let mut keys = vec![field, "segment_ids".to_owned(), "positions".to_owned()];
+        let mut dtypes = vec![token_dtype.as_str(), "<i4", "<i4"];
+        if mixture {
+            keys.push("source".into());
+            dtypes.push("<i4");
+        }
+        let views = dtypes
+            .iter()
+            .map(|d| Ok(View { dtype: numpy_dtype.call1((*d,))?.unbind(), shape: shape.clone_ref(py) }))
+            .collect::<PyResult<Vec<_>>>()?;
+        let layout = Layout { buffers: loader.buffers(), views, mixture: false, named: None, packed: Some(keys) };
+        Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
+    }
+
     /// The pipeline over `loader`, with `transform` run on its workers when given.
     fn finish(loader: Loader, layout: Layout, transform: Option<Py<PyAny>>) -> Result<Self, LoaderError> {
         let layout = Arc::new(layout);
@@ -217,7 +296,7 @@ impl Pipeline {
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
                         world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None,
-                        fetch=None, length=None, on_error="raise", transform=None))]
+                        fetch=None, length=None, on_error="raise", transform=None, pack=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -241,6 +320,7 @@ impl Pipeline {
         length: Option<u64>,
         on_error: &str,
         transform: Option<Py<PyAny>>,
+        pack: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
@@ -292,7 +372,8 @@ impl Pipeline {
                 }
             }
             .map_err(|e| to_py(py, e))?;
-            let layout = Layout { buffers: loader.buffers(), views: Vec::new(), mixture: false, named: None };
+            let layout =
+                Layout { buffers: loader.buffers(), views: Vec::new(), mixture: false, named: None, packed: None };
             return Self::finish(loader, layout, transform).map_err(|e| to_py(py, e));
         }
         let built = match &datasets {
@@ -300,6 +381,13 @@ impl Pipeline {
             None => store_sources(py, sources, &itemsizes, &dtypes, shapes)?,
         };
         let ids: Vec<_> = built.iter().map(Source::id).collect();
+        if let Some(pack) = pack {
+            let datasets =
+                datasets.as_ref().ok_or_else(|| PyValueError::new_err("pack reads a Dataset of named fields"))?;
+            return Self::packed(
+                py, pack, datasets, built, ids, weights, mode, seed, global, options, state, transform,
+            );
+        }
         let stream = match weights {
             None => {
                 let [id] = ids[..] else {
@@ -331,8 +419,15 @@ impl Pipeline {
             }
             Some(datasets) => named_views(py, &datasets[0], per_rank, pads)?,
         };
-        let layout = Layout { buffers: loader.buffers(), views, mixture, named };
+        let layout = Layout { buffers: loader.buffers(), views, mixture, named, packed: None };
         Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
+    }
+
+    /// A packed loader's share of padding tokens so far (None for a loader of samples, or
+    /// before the first batch).
+    #[getter]
+    fn padding_fraction(&self) -> Option<f64> {
+        self.loader.padding_fraction()
     }
 
     /// The next batch: a dict of one array per key (the fields; "data" and "label" for
@@ -374,7 +469,7 @@ impl Pipeline {
     /// `(epoch, step within it)` of global batch `step` (SHUFFLE over one dataset), else
     /// None: the core stream's arithmetic.
     fn epoch_of(&self, step: u64) -> Option<(u64, u64)> {
-        self.loader.stream().epoch_of(step)
+        self.loader.epoch_of(step)
     }
 
     /// Stop and join every thread, then let go of the stores. Idempotent; returns once no

@@ -974,6 +974,12 @@ impl Loader {
         self.stream.steps_per_epoch()
     }
 
+    /// `(epoch, step within it)` of global batch `step` (SHUFFLE over one dataset); `None`
+    /// for endless streams, packed rows among them (their epochs are the documents').
+    pub fn epoch_of(&self, step: u64) -> Option<(u64, u64)> {
+        self.steps_per_epoch().and_then(|_| self.stream.epoch_of(step))
+    }
+
     /// Stops and joins every thread, then lets go of the stores. Idempotent; returns once
     /// no thread is left. [`Loader::next`] then returns `Ok(None)`.
     pub fn close(&self) {

@@ -37,6 +37,7 @@ from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord,
 from ._world import RanksDisagreeError, load_state, resolve_world, save_state
 from .dataloader import DataLoader, Mixture
 from .dataset import CODECS, Dataset, Field
+from .pack import Pack
 from .errors import (
     BufferTooSmallError,
     ChecksumError,
@@ -91,6 +92,7 @@ __all__ = [
     "MAX_RECORD_LEN",
     "Mixture",
     "OutOfMemoryError",
+    "Pack",
     "RecordTooLargeError",
     "Sampler",
     "RanksDisagreeError",

@@ -24,6 +24,7 @@ import numpy as np
 from ._zrecord import _Pipeline, _check_mixture_weights
 from ._epochs import Epochs
 from .dataset import Dataset
+from .pack import Pack
 from .sampler import Sampler, check_seed
 from ._world import RanksDisagreeError, check_ranks_agree, resolve_world
 
@@ -230,6 +231,10 @@ class DataLoader(Epochs):
             process must call it) and raises :class:`RanksDisagreeError` on every rank,
             naming the seed, mode, global batch, step, dataset or world size that differs;
             ``False`` skips that (keyword-only).
+        pack: a :class:`Pack` (keyword-only): batches of ``batch_size`` rows of packed
+            token documents from a ragged field, instead of samples (see :class:`Pack`).
+            ``mode`` then orders the documents (SHUFFLE: epochs over documents), a
+            Mixture's weights count tokens, and the state resumes to the token.
 
     There are no epochs in the iterator, so ``len()`` raises ``TypeError``; in SHUFFLE
     mode :attr:`steps_per_epoch` batches make an epoch, the same on every rank (the last
@@ -276,6 +281,7 @@ class DataLoader(Epochs):
         pad: Optional[Mapping[str, Any]] = None,
         check_ranks: bool = True,
         on_error: str = "raise",
+        pack: Optional[Pack] = None,
     ) -> None:
         if warm is not None and not isinstance(warm, bool):
             raise TypeError(f"warm must be None, True or False, not {warm!r}")
@@ -290,6 +296,11 @@ class DataLoader(Epochs):
         named = (labelset is None and isinstance(dataset, Dataset)) or (mixture and dataset.datasets is not None)
         if pad and not named:
             raise ValueError("pad applies to the ragged fields of a Dataset read without a labelset")
+        if pack is not None and not isinstance(pack, Pack):
+            raise TypeError(f"pack must be a zrecord.Pack, not {pack!r}")
+        if pack is not None and not named:
+            raise ValueError("pack reads the ragged token field of a zrecord Dataset (or a Mixture of them), alone")
+        self.pack = pack
         if mixture:
             if labelset is not None:
                 raise ValueError("a Mixture carries its own labels: pass no labelset")
@@ -346,6 +357,7 @@ class DataLoader(Epochs):
                 weights=dataset.weights if mixture else None,
                 datasets=natives,
                 pads=pads,
+                pack=None if pack is None else pack._spec(),
                 **common,
             )
             self._make: Callable[[Optional[str]], Any] = lambda text: _Pipeline(**spec, state=text)
@@ -464,17 +476,22 @@ class DataLoader(Epochs):
         on_error="skip", "skipped_samples": [one dict per sample: source, index,
         replacement, path, field, record, chunk, message]}``."""
         samples = list(getattr(self._pipeline, "skipped", []))
-        return {"step": self.step, "skipped": len(samples), "skipped_samples": samples}
+        out = {"step": self.step, "skipped": len(samples), "skipped_samples": samples}
+        if self.pack is not None:
+            out["padding_fraction"] = self._pipeline.padding_fraction
+        return out
 
     def __repr__(self) -> str:
         what = repr(self.dataset) if self.labelset is None else f"{self.dataset!r}, {self.labelset!r}"
         mode = {0: "SEQUENTIAL", 1: "IID", 2: "SHUFFLE"}.get(self.mode, str(self.mode))
         epoch = self.epoch
+        packing = "" if self.pack is None else f", pack={self.pack!r}"
         at = f"step {self.step}" + ("" if epoch is None else f" (epoch {epoch}, {self.steps_left_in_epoch} left in it)")
         return (
             f"zrecord.DataLoader({what}, batch_size={self.batch_size}, mode={mode}, seed={self.seed}, "
             f"rank={self.rank}, world_size={self.world_size}, num_workers={self.num_workers}, "
-            f"prefetch_size={self.prefetch_size}, on_error={self.on_error!r}; at {at}"
+            f"prefetch_size={self.prefetch_size}, on_error={self.on_error!r}"
+            f"{packing}; at {at}"
             f"{'; closed' if self.closed else ''})"
         )
 
