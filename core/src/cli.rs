@@ -64,6 +64,11 @@ usage:
                                 one per field, to the dataset of named fields OUT; a ragged
                                 field NAME is NAME.npy (values) with NAME_offsets.npy
                                 (n + 1 element offsets from 0); a new shard every N samples
+  zr convert TOKENS.bin OUT --tokens uint16|uint32|int32|... --eos ID [--shard-records N] ...
+                                split a flat file of token ids (nanoGPT's train.bin) into
+                                documents at each end-of-document id ID (not kept: give
+                                it back with Pack(eos=ID)) and add them to the dataset OUT
+                                as the ragged field tokens
   zr export STORE OUT.npy [--verify auto|always|never]
                                 write a dataset back to a .npy file, checking checksums
                                 as --verify says (default auto: where there is one)
@@ -124,6 +129,9 @@ pub enum Command {
         chunk_mib: usize,
         /// Samples per shard of a dataset of named fields (`None`: the writer's default).
         shard_records: Option<u64>,
+        /// `--tokens DTYPE --eos ID`: the input is a flat token file, split into documents
+        /// at each `ID` (the numpy dtype string and the id).
+        tokens: Option<(&'static str, u64)>,
     },
     /// `export STORE OUT.npy [--verify MODE]`.
     Export {
@@ -265,7 +273,7 @@ impl Command {
             return Err(usage("no command given".into()));
         };
         let valued: &[&str] = match cmd.as_str() {
-            "convert" => &["codec", "chunk-mib", "min-savings", "shard-records"],
+            "convert" => &["codec", "chunk-mib", "min-savings", "shard-records", "tokens", "eos"],
             "export" => &["verify"],
             _ => &[],
         };
@@ -376,6 +384,26 @@ impl Command {
                     ),
                     None => None,
                 };
+                let tokens = match (flag("tokens"), flag("eos")) {
+                    (None, None) => None,
+                    (Some(name), Some(eos)) => {
+                        let descr =
+                            TOKEN_DTYPES.iter().find(|(n, _)| *n == name).map(|(_, d)| *d).ok_or_else(|| {
+                                let names: Vec<&str> = TOKEN_DTYPES.iter().map(|(n, _)| *n).collect();
+                                usage(format!("--tokens takes a token dtype ({}), not {name:?}", names.join(", ")))
+                            })?;
+                        let eos = eos
+                            .parse::<u64>()
+                            .map_err(|_| usage(format!("--eos takes a token id (an integer >= 0), not {eos:?}")))?;
+                        Some((descr, eos))
+                    }
+                    (Some(_), None) => {
+                        return Err(usage(
+                            "--tokens needs --eos ID: the end-of-document id to split the file on".into(),
+                        ))
+                    }
+                    (None, Some(_)) => return Err(usage("--eos goes with --tokens DTYPE (a flat token file)".into())),
+                };
                 let output = pos.pop().expect("two positionals");
                 Command::Convert {
                     input: pos.pop().expect("two positionals"),
@@ -383,6 +411,7 @@ impl Command {
                     policy,
                     chunk_mib,
                     shard_records,
+                    tokens,
                 }
             }
             "export" => {
@@ -461,7 +490,7 @@ impl Command {
                 v.extend(indices.iter().map(|i| i.to_string()));
                 v
             }
-            Command::Convert { input, output, policy, chunk_mib, shard_records } => {
+            Command::Convert { input, output, policy, chunk_mib, shard_records, tokens } => {
                 let mut v = alloc::vec![
                     s("convert"),
                     s(input),
@@ -472,6 +501,11 @@ impl Command {
                 ];
                 if let Some(n) = shard_records {
                     v.push(format!("--shard-records={n}"));
+                }
+                if let Some((descr, eos)) = tokens {
+                    let name = TOKEN_DTYPES.iter().find(|(_, d)| d == descr).map_or(*descr, |(n, _)| *n);
+                    v.push(format!("--tokens={name}"));
+                    v.push(format!("--eos={eos}"));
                 }
                 v
             }
@@ -584,7 +618,13 @@ pub struct FieldImport {
     pub chunk_mib: usize,
     /// Samples per shard (`None`: the writer's default, the store's record limit).
     pub shard_records: Option<u64>,
+    /// A flat token file (numpy dtype string, end-of-document id) instead of `.npy` files.
+    pub tokens: Option<(&'static str, u64)>,
 }
+
+/// The token dtypes `convert --tokens` reads: the name it takes, the numpy dtype string.
+pub const TOKEN_DTYPES: &[(&str, &str)] =
+    &[("uint8", "|u1"), ("uint16", "<u2"), ("int32", "<i4"), ("uint32", "<u4"), ("int64", "<i8")];
 
 /// What [`Host::import_fields`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -799,9 +839,9 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Convert { input, output, policy, chunk_mib, shard_records } => {
-            if host.kind(&input) == PathKind::Dir || input.to_ascii_lowercase().ends_with(".npz") {
-                let options = FieldImport { policy, chunk_mib, shard_records };
+        Command::Convert { input, output, policy, chunk_mib, shard_records, tokens } => {
+            if tokens.is_some() || host.kind(&input) == PathKind::Dir || input.to_ascii_lowercase().ends_with(".npz") {
+                let options = FieldImport { policy, chunk_mib, shard_records, tokens };
                 return dataset::convert(host, &input, &output, &options);
             }
             if shard_records.is_some() {

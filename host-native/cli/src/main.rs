@@ -16,7 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use zrecord::dataset::{export_npy, import_npy, ExportTo, ImportOptions};
+use zrecord::dataset::{export_npy, import_npy, import_tokens, ExportTo, ImportOptions};
 use zrecord::{Dataset, DatasetError, DatasetOptions, Verify, WriteOptions};
 use zrecord::{DirBackend, Error, IoError, IoErrorKind, NativeFile, Rayon};
 use zrecord_core::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
@@ -255,9 +255,24 @@ impl Host for Native {
             min_savings: o.policy.min_savings(),
         };
         let options = ImportOptions { codec: o.policy.codec, write, chunk_bytes: o.chunk_mib << 20 };
-        let done =
-            import_npy(Path::new(input), Path::new(output), &options, &mut |d, t| self.progress("convert", d, t))
-                .map_err(failure)?;
+        let (input, output) = (Path::new(input), Path::new(output));
+        let done = match o.tokens {
+            None => import_npy(input, output, &options, &mut |d, t| self.progress("convert", d, t)),
+            Some((descr, eos)) => {
+                import_tokens(input, output, descr, eos, &options, &mut |d, t| self.progress("convert", d, t)).map(
+                    |t| {
+                        if t.empty > 0 {
+                            self.err(&format!(
+                                "zr: {} empty documents (two end-of-document ids in a row) skipped\n",
+                                t.empty
+                            ));
+                        }
+                        t.imported
+                    },
+                )
+            }
+        }
+        .map_err(failure)?;
         let ds = &done.dataset;
         Ok(FieldsDone { added: done.samples, samples: ds.len(), fields: ds.fields().len(), shards: ds.shard_count() })
     }

@@ -14,6 +14,7 @@
 //! when the system refuses (EACCES, EROFS), unless [`DatasetOptions::read_only`] says which.
 
 mod convert;
+mod tokens;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use zrecord_core::schema::{Schema, SCHEMA_FILE};
 use zrecord_core::stream::DatasetId;
 
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
+pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 
 use crate::{OpenOptions, Verify, Zrecord};

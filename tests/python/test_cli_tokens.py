@@ -1,0 +1,94 @@
+"""`zr convert` on-ramps for language-model data: a nanoGPT-style flat token file split at
+each end-of-document id, and a .npy of token ids with document offsets. The packed
+stream of the result is the file's own stream."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+import zrecord
+
+EOT = 50256
+
+
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300)
+
+
+def documents(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, EOT, size=int(rng.integers(1, 400)), dtype=np.uint16) for _ in range(n)]
+
+
+def packed_stream(path, seq_len, tokens, eos):
+    with zrecord.DataLoader(zrecord.Dataset(path), batch_size=4, mode=zrecord.Sampler.Mode.SEQUENTIAL,
+                            num_workers=1, pack=zrecord.Pack(seq_len=seq_len, eos=eos)) as dl:
+        out = []
+        while sum(map(len, out)) < tokens:
+            out.append(next(dl)["tokens"].reshape(-1))
+    return np.concatenate(out)[:tokens]
+
+
+def test_flat_token_file_becomes_documents_and_packs_back_to_itself(zr, tmp_path):
+    docs = documents(3000)
+    flat = np.concatenate([np.append(d, np.uint16(EOT)) for d in docs])
+    (tmp_path / "train.bin").write_bytes(flat.tobytes())  # what nanoGPT's prepare.py writes
+    p = run(zr, "convert", str(tmp_path / "train.bin"), str(tmp_path / "ds"), "--tokens", "uint16",
+            "--eos", str(EOT), "--shard-records", "1000", "--chunk-mib", "1")
+    assert p.returncode == 0, p.stderr
+    assert "added 3000 samples" in p.stdout
+    ds = zrecord.Dataset(tmp_path / "ds")
+    assert len(ds) == 3000 and ds.fields[0].name == "tokens" and ds.fields[0].dtype == np.uint16
+    for i in (0, 1, 1234, 2999):
+        np.testing.assert_array_equal(ds[i]["tokens"], docs[i])
+    np.testing.assert_array_equal(packed_stream(tmp_path / "ds", 256, len(flat), EOT), flat)
+
+
+def test_edges_of_a_token_file(zr, tmp_path):
+    # Two ids in a row (an empty document) and tokens after the last id.
+    flat = np.array([5, 6, EOT, EOT, 7, EOT, 8, 9], np.uint16)
+    (tmp_path / "t.bin").write_bytes(flat.tobytes())
+    p = run(zr, "convert", str(tmp_path / "t.bin"), str(tmp_path / "ds"), "--tokens", "uint16", "--eos", str(EOT))
+    assert p.returncode == 0, p.stderr
+    assert "1 empty documents" in p.stderr
+    ds = zrecord.Dataset(tmp_path / "ds")
+    assert [list(ds[i]["tokens"]) for i in range(len(ds))] == [[5, 6], [7], [8, 9]]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tokens", "uint16"], "--tokens needs --eos"),
+    (["--eos", "3"], "--eos goes with --tokens"),
+    (["--tokens", "float32", "--eos", "3"], "--tokens takes a token dtype (uint8, uint16, int32, uint32, int64)"),
+    (["--tokens", "uint16", "--eos", "-1"], "--eos takes a token id"),
+    (["--tokens", "uint16", "--eos", "70000"], "--eos 70000 does not fit"),
+    (["--tokens", "uint32", "--eos", "3"], "not a whole number of 4-byte tokens"),
+])
+def test_bad_token_conversions_say_why_and_leave_nothing(zr, tmp_path, args, message):
+    (tmp_path / "t.bin").write_bytes(np.arange(7, dtype=np.uint16).tobytes())  # 14 bytes
+    p = run(zr, "convert", str(tmp_path / "t.bin"), str(tmp_path / "out"), *args)
+    assert p.returncode == 2, p.stdout
+    assert message in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_document_longer_than_a_record_is_named(zr, tmp_path):
+    flat = np.concatenate([np.array([1, 2, EOT], np.uint16), np.ones(600_000, np.uint16)])
+    (tmp_path / "t.bin").write_bytes(flat.tobytes())
+    p = run(zr, "convert", str(tmp_path / "t.bin"), str(tmp_path / "out"), "--tokens", "uint16", "--eos", str(EOT))
+    assert p.returncode == 2
+    assert "document 1 (from token 3) is longer than a record holds" in p.stderr, p.stderr
+    assert str(tmp_path / "t.bin") in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_token_ids_with_document_offsets(zr, tmp_path):
+    docs = documents(500, seed=1)
+    src = tmp_path / "src"
+    src.mkdir()
+    np.save(src / "tokens.npy", np.concatenate(docs))
+    np.save(src / "tokens_offsets.npy", np.concatenate([[0], np.cumsum([len(d) for d in docs])]).astype(np.int64))
+    p = run(zr, "convert", str(src), str(tmp_path / "ds"))
+    assert p.returncode == 0, p.stderr
+    flat = np.concatenate([np.append(d, np.uint16(EOT)) for d in docs])
+    np.testing.assert_array_equal(packed_stream(tmp_path / "ds", 100, len(flat), EOT), flat)
