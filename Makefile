@@ -107,6 +107,7 @@ bench-smoke: python
 	$(PY) bench/bench.py checksums --quick
 	$(PY) bench/bench.py fields --quick
 	$(PY) bench/bench.py stream --quick
+	$(PY) bench/bench.py packing --quick
 
 # DEFLATE against zstd and LZ4, one core, on the data sets a bench run cached (docs/codecs.md).
 bench-codecs: $(BENCH_VENV)/.stamp

@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|packing|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -184,12 +184,10 @@ def _stdlib_text(limit_bytes):
     return parts
 
 
-def make_tokens(n, seed=4):
-    """uint16 windows of 2,048 BPE tokens of the Python standard library's sources.
-
-    A byte-level BPE with a 32,000-token vocabulary (the size of LLaMA's) is trained here on
-    the same text with the `tokenizers` package; windows start at random token offsets.
-    """
+def _bpe():
+    """(tokenizer, texts): a byte-level BPE with a 32,000-token vocabulary (the size of
+    LLaMA's), trained here with the `tokenizers` package on the Python standard library's
+    sources, and those sources."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
 
     texts = _stdlib_text(24 << 20)
@@ -199,10 +197,37 @@ def make_tokens(n, seed=4):
     trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts[: max(1, len(texts) // 3)], trainer=trainer)
+    return tok, texts
+
+
+def make_tokens(n, seed=4):
+    """uint16 windows of 2,048 BPE tokens of the Python standard library's sources; windows
+    start at random token offsets."""
+    tok, texts = _bpe()
     ids = np.concatenate([np.asarray(e.ids, np.uint16) for e in tok.encode_batch(texts)])
     rng = np.random.default_rng(seed)
     starts = rng.integers(0, len(ids) - TOKEN_WINDOW, n)
     return np.stack([ids[s:s + TOKEN_WINDOW] for s in starts])
+
+
+def token_documents():
+    """One uint16 BPE document per standard library source file, ids shifted up by one so
+    that 0 is free for an end-of-text id; built once and cached."""
+    path = CACHE / "token-documents.npz"
+    if path.is_file():
+        with np.load(path) as z:
+            values, offsets = z["values"], z["offsets"]
+    else:
+        tok, texts = _bpe()
+        docs = [np.asarray(e.ids, np.uint16) + np.uint16(1) for e in tok.encode_batch(texts)]
+        docs = [d for d in docs if len(d)]
+        values = np.concatenate(docs)
+        offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
+        CACHE.mkdir(exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, values=values, offsets=offsets)
+        os.replace(tmp, path)
+    return [values[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
 
 
 def make_features(n, dim=768, seed=5):
@@ -1001,6 +1026,28 @@ def bench_fields(args):
     fields.bench_fields(args, table, RESULTS)
 
 
+def bench_packing(args):
+    """Packed token batches against nanoGPT's random windows and Grain's packing
+    (bench/packing.py)."""
+    import packing
+
+    def documents():
+        try:
+            return token_documents()
+        except ImportError as e:
+            if not args.quick:
+                raise
+            # The smoke run's venv has no tokenizers: synthetic documents keep the code run.
+            SKIPPED.append(f"packing on real documents: {e}; --quick used synthetic ones")
+            rng = np.random.default_rng(0)
+            return [rng.integers(1, BPE_VOCAB, int(n), dtype=np.uint16) for n in rng.lognormal(7, 1.2, 4000)]
+
+    try:
+        packing.bench_packing(args, table, RESULTS, documents, optional)
+    except ImportError as e:
+        SKIPPED.append(f"packing: {type(e).__name__}: {e} (pip install -r bench/requirements.txt)")
+
+
 # ----------------------------------------------------------------------------- stream
 
 def bench_stream(args):
@@ -1264,8 +1311,10 @@ def bench_summary(args):
             gcost <= limit)
         row(f"checksums [{label}]: write, kept vs not", f"{wcost * 100:+.1f}%", "<= +5%", wcost <= 0.05)
     import fields
+    import packing
 
     fields.summary_rows(RESULTS, row)
+    packing.summary_rows(RESULTS, row)
     if rows:
         table("Targets: every ratio above, against its target (same run)",
               ["what", "measured", "target", "", "note"], rows)
@@ -1274,8 +1323,8 @@ def bench_summary(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="all",
-                    choices=["sampler", "store", "checksums", "loader", "stream", "fields", "pool", "policy", "threads",
-                             "scale", "all"])
+                    choices=["sampler", "store", "checksums", "loader", "stream", "fields", "packing", "pool", "policy",
+                             "threads", "scale", "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir; "
@@ -1293,7 +1342,8 @@ def main():
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
           f"Python {platform.python_version()}, numpy {np.__version__}; "
           f"{'cold' if args.cold else 'warm'} page cache; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    for part in ("sampler", "store", "checksums", "loader", "stream", "fields", "pool", "policy", "threads", "scale"):
+    for part in ("sampler", "store", "checksums", "loader", "stream", "fields", "packing", "pool", "policy", "threads",
+                 "scale"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)

@@ -1,0 +1,176 @@
+"""Packed token batches: zrecord's packing loader against what a pretraining team runs
+instead, in finished (B, L) batches of tokens per second, measured in the same run.
+
+- nanoGPT-style random windows: B random offsets into an `np.memmap` of the same tokens
+  (the whole corpus back to back, an end-of-text id after each document), each window
+  copied and widened to int64 as nanoGPT's `get_batch` does. It neither shuffles
+  documents nor packs them nor resumes: the floor of what a batch can cost
+  (target: zrecord's packed SHUFFLE batches >= 0.8x of it).
+- Grain's packing (`grain.experimental` ConcatThenSplit, FirstFit and BestFit packers) of
+  the same documents, held in memory as a list of arrays: no storage read at all
+  (target: zrecord >= 5x; best fit's padding no worse than Grain's first fit).
+
+The documents are the Python standard library's source files, BPE-tokenised (32,000-token
+vocabulary) as in bench.py's token set: real lengths, from a few tokens to tens of
+thousands. Every figure is the median of interleaved rounds.
+"""
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SEQ = 2048
+ROWS = 16
+EOT = 0  # the BPE's first id, kept free as end-of-text
+
+
+def _documents(make_tokenizer_docs, quick):
+    docs = make_tokenizer_docs()
+    if quick:
+        docs = docs[: len(docs) // 5]
+    return docs
+
+
+def _rate(make_iter, batches, rounds_out, tokens_per_batch):
+    it = make_iter()
+    next(it)  # started; timed from the second batch
+    t = time.perf_counter()
+    for _ in range(batches):
+        next(it)
+    rounds_out.append(batches * tokens_per_batch / (time.perf_counter() - t))
+    close = getattr(it, "close", None)
+    if close:
+        close()
+
+
+def bench_packing(args, table, results, token_documents, optional):
+    import zrecord
+
+    docs = _documents(token_documents, args.quick)
+    total = sum(len(d) + 1 for d in docs)
+    batches = 20 if args.quick else 150
+    rounds = 3
+    work = Path(tempfile.mkdtemp(prefix="zr-pack-", dir=args.workdir))
+    out = {}
+    try:
+        flat = np.concatenate([np.append(d, np.uint16(EOT)) for d in docs])
+        flat.tofile(work / "train.bin")
+        zrecord.Dataset.write(work / "docs", {"tokens": docs}, codec="raw")
+        ds = zrecord.Dataset(work / "docs")
+
+        def zr(mode):
+            def make():
+                return zrecord.DataLoader(ds, batch_size=ROWS, mode=zrecord.Sampler.Mode.SHUFFLE, seed=1,
+                                          num_workers=args.workers, pack=zrecord.Pack(seq_len=SEQ, mode=mode, eos=EOT))
+            return make
+
+        def nanogpt():
+            data = np.memmap(work / "train.bin", dtype=np.uint16, mode="r")
+            rng = np.random.default_rng(0)
+
+            def batches_():
+                while True:
+                    ix = rng.integers(len(data) - SEQ, size=ROWS)
+                    yield np.stack([data[i:i + SEQ].astype(np.int64) for i in ix])
+            return batches_()
+
+        contenders = {
+            "zrecord packed SHUFFLE, concat": zr("concat"),
+            "zrecord packed SHUFFLE, best_fit": zr("best_fit"),
+            "nanoGPT random windows (np.memmap)": nanogpt,
+        }
+        grain = optional("grain")
+        if grain is not None:
+            import grain.experimental as ge
+
+            # The same documents with their end-of-text id; the packers that keep documents
+            # whole take them cut into pieces of at most L, as zrecord's best fit cuts them.
+            whole = [np.append(d, np.uint16(EOT)) for d in docs]
+            pieces = [w[i:i + SEQ] for w in whole for i in range(0, len(w), SEQ)]
+
+            def grain_pipe(packer):
+                def make():
+                    items = whole if packer == "concat" else pieces
+                    src = grain.MapDataset.source(items).shuffle(seed=1).map(lambda d: {"tokens": d})
+                    it = src.repeat().to_iter_dataset()
+                    if packer == "concat":
+                        packed = ge.ConcatThenSplitIterDataset(it, length_struct={"tokens": SEQ})
+                    elif packer == "first_fit":
+                        packed = ge.FirstFitPackIterDataset(it, length_struct={"tokens": SEQ},
+                                                            num_packing_bins=ROWS, shuffle_bins=False)
+                    else:
+                        packed = ge.BestFitPackIterDataset(it, length_struct={"tokens": SEQ},
+                                                           num_packing_bins=ROWS, shuffle_bins=False)
+                    return iter(packed.batch(ROWS))
+                return make
+
+            contenders["Grain ConcatThenSplit (in memory)"] = grain_pipe("concat")
+            contenders["Grain FirstFitPack (in memory)"] = grain_pipe("first_fit")
+            if hasattr(ge, "BestFitPackIterDataset"):
+                contenders["Grain BestFitPack (in memory)"] = grain_pipe("best_fit")
+        rates = {name: [] for name in contenders}
+        per_batch = ROWS * SEQ
+        for _ in range(rounds):
+            for name, make in contenders.items():
+                n = batches if name.startswith(("zrecord", "nanoGPT")) else max(5, batches // 10)
+                _rate(make, n, rates[name], per_batch)
+        med = {name: float(np.median(v)) for name, v in rates.items()}
+
+        # Padding: zrecord's best fit from its own count; Grain's from the segment ids.
+        padding = {"zrecord packed SHUFFLE, concat": 0.0}
+        with zr("best_fit")() as dl:
+            for _ in range(batches):
+                next(dl)
+            padding["zrecord packed SHUFFLE, best_fit"] = dl.stats["padding_fraction"]
+        for name in [n for n in contenders if n.startswith("Grain") and "Pack" in n]:
+            it = contenders[name]()
+            pads = cells = 0
+            for _ in range(max(5, batches // 10)):
+                b = next(it)
+                seg = b["tokens_segment_ids"]
+                pads += int((seg == 0).sum())
+                cells += seg.size
+            padding[name] = pads / cells
+        base = med["nanoGPT random windows (np.memmap)"]
+        rows = []
+        for name, m in med.items():
+            pad = padding.get(name)
+            rows.append([name, f"{m / 1e6:,.2f}", ", ".join(f"{x / 1e6:,.2f}" for x in rates[name]),
+                         f"{m / base:.2f}x", "-" if pad is None else f"{pad * 100:.2f}%"])
+        table(f"Packing: finished ({ROWS}, {SEQ}) token batches per second, {len(docs):,} documents of "
+              f"{total:,} tokens (median of {rounds} rounds)",
+              ["contender", "M tokens/s", "rounds", "vs nanoGPT windows", "padding"], rows)
+        out["concat_vs_nanogpt"] = med["zrecord packed SHUFFLE, concat"] / base
+        out["best_fit_vs_nanogpt"] = med["zrecord packed SHUFFLE, best_fit"] / base
+        out["best_fit_padding"] = padding["zrecord packed SHUFFLE, best_fit"]
+        if "Grain FirstFitPack (in memory)" in med:
+            out["best_fit_vs_grain_first_fit"] = med["zrecord packed SHUFFLE, best_fit"] / med[
+                "Grain FirstFitPack (in memory)"]
+            out["concat_vs_grain_concat"] = med["zrecord packed SHUFFLE, concat"] / med[
+                "Grain ConcatThenSplit (in memory)"]
+            out["grain_first_fit_padding"] = padding["Grain FirstFitPack (in memory)"]
+        ds.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results[("packing",)] = out
+
+
+def summary_rows(results, row):
+    """The packing section's targets, for the targets table."""
+    p = results.get(("packing",))
+    if not p:
+        return
+    for mode in ("concat", "best_fit"):
+        r = p[f"{mode}_vs_nanogpt"]
+        row(f"packing: {mode} SHUFFLE batches vs nanoGPT random windows (tokens/s)", f"{r:.2f}x", ">= 0.8x", r >= 0.8)
+    if "best_fit_vs_grain_first_fit" in p:
+        r = p["best_fit_vs_grain_first_fit"]
+        row("packing: best_fit vs Grain FirstFitPack (tokens/s)", f"{r:.2f}x", ">= 5x", r >= 5)
+        r = p["concat_vs_grain_concat"]
+        row("packing: concat vs Grain ConcatThenSplit (tokens/s)", f"{r:.2f}x", ">= 5x", r >= 5)
+        ours, theirs = p["best_fit_padding"], p["grain_first_fit_padding"]
+        row("packing: best_fit padding vs Grain first fit", f"{ours * 100:.2f}% vs {theirs * 100:.2f}%",
+            "no more", ours <= theirs)
