@@ -120,7 +120,7 @@ def bench_fields(args, table, results):
                 return len(idx) * dst.nbytes / (time.perf_counter() - t)
             gathers[name] = run
         rates = _interleaved(gathers, 7)
-        (oa, ov), (ea, ev) = rates["1 store"], rates["8 shards"]
+        (oa, _), (ea, _) = rates["1 store"], rates["8 shards"]
         table(f"Fields: gathering {batch} random images of 12 KiB, one dataset of 8 shards against one store "
               "(median of 7 rounds)", ["dataset", "MiB/s", "rounds (MiB/s)", "vs 1 store"],
               [[name, f"{m / 2**20:,.0f}", ", ".join(f"{x / 2**20:,.0f}" for x in v), f"{m / oa:.2f}x"]

@@ -48,7 +48,7 @@ def main():
         assert np.array_equal(batch, data[idx]) and np.array_equal(ls[idx], labels[idx])
         print(f"random batch of 256: {dt * 1e3:.2f} ms ({batch.nbytes / dt / 2**20:.0f} MiB/s), contents verified")
         with zrecord.DataLoader(ds, ls, batch_size=256) as loader:
-            for i, b in enumerate(loader):
+            for i, b in enumerate(loader):  # noqa: B007 (the last batch is printed below)
                 if i == 50:
                     break
         print(f"DataLoader: batch data {b['data'].shape} {b['data'].dtype}, label {b['label'].shape}")

@@ -152,6 +152,6 @@ def test_loader_batches_held_by_the_caller_are_never_overwritten(ds, hold):
             want = data[idx]
             np.testing.assert_array_equal(arr, want[3] if arr.ndim == want.ndim - 1 else want)
     # Still readable after the loader and the stores closed.
-    for held, idx in kept:
+    for held, _ in kept:
         arr = np.asarray(held["data"] if isinstance(held, dict) else held)
         assert arr.size > 0

@@ -247,7 +247,7 @@ def test_on_error_skip_replaces_damaged_samples_and_the_stream_stays_exact(tmp_p
         capfd.readouterr()
         with zrecord.DataLoader(ds, batch_size=b, mode=2, seed=3, num_workers=2, on_error="skip") as dl:
             got, state = [], None
-            for epoch in range(2):
+            for _ in range(2):
                 for batch in dl.epoch_iter():
                     np.testing.assert_array_equal(batch["image"], data[batch["label"]])
                     got.append(batch["label"])

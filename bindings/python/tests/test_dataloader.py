@@ -251,8 +251,6 @@ class Numbers:
         return self.n
 
     def __getitems__(self, idxs):
-        import os
-
         with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
             name = f.read().strip()
         with self.lock:

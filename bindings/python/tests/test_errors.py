@@ -8,9 +8,7 @@ it was built from; ``core/tests/error_table.rs`` compares the source files.
 import builtins
 import errno
 import pickle
-import shutil
 
-import numpy as np
 import pytest
 
 import zrecord

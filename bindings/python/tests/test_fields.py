@@ -256,7 +256,9 @@ def test_zr_exports_a_python_dataset_and_converts_numpy_files_back(tmp_path, loa
     if not ZR:
         pytest.skip("ZR (the zr binary) is not set; make test sets it")
     ds, images, labels, docs = write3(tmp_path / "ds", n=1200, shard_records=500)
-    zr = lambda *a: subprocess.run([ZR, *map(str, a)], capture_output=True, text=True, check=True).stdout
+    def zr(*a):
+        return subprocess.run([ZR, *map(str, a)], capture_output=True, text=True, check=True).stdout
+
     assert zr("export", tmp_path / "ds", tmp_path / "out") == f"exported 1200 samples to {tmp_path / 'out'}\n"
     zr("export", tmp_path / "ds", tmp_path / "out.npz")
     lengths = np.array([d.size for d in docs])
@@ -279,7 +281,7 @@ def test_zr_exports_a_python_dataset_and_converts_numpy_files_back(tmp_path, loa
     idx = np.array([1199, 0, 400, 399, 801])
     got = back[idx]
     np.testing.assert_array_equal(got["image"], images[idx])
-    for k, i in enumerate(idx):
+    for i in idx:
         np.testing.assert_array_equal(back[int(i)]["tokens"], docs[i])
     # Each fixed field store of each shard is a loaderx dataset.
     lx = loaderx.Dataset(str(tmp_path / "back" / "shard-000001" / "image"))

@@ -7,7 +7,6 @@ import subprocess
 import numpy as np
 import pytest
 
-import zrecord
 from zrecord import DataLoader, Dataset
 
 ZR = os.environ.get("ZR")

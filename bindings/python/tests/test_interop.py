@@ -82,7 +82,7 @@ def test_zrecord_zrecord_writes_loaderx_reads_and_appends(loaderx, tmp_path, cod
 
 @pytest.mark.parametrize("writer,reader", [("loaderx", "zrecord"), ("zrecord", "loaderx")])
 def test_ragged_both_ways(loaderx, tmp_path, writer, reader):
-    W, R = getattr({"loaderx": loaderx, "zrecord": zrecord}[writer], "Zrecord"), getattr({"loaderx": loaderx, "zrecord": zrecord}[reader], "Zrecord")
+    W, R = {"loaderx": loaderx, "zrecord": zrecord}[writer].Zrecord, {"loaderx": loaderx, "zrecord": zrecord}[reader].Zrecord
     recs, src, offs, lens = ragged(3)
     with W(tmp_path / "s") as z:
         z.append_var(src, offs, lens)
@@ -100,7 +100,7 @@ def test_ragged_both_ways(loaderx, tmp_path, writer, reader):
 def test_after_delete_and_compact_both_ways(loaderx, tmp_path, writer, reader, codec):
     """One side writes, deletes and compacts; the other reads the same records in the
     same order (swap-last order is part of the format's behaviour)."""
-    W, R = getattr({"loaderx": loaderx, "zrecord": zrecord}[writer], "Zrecord"), getattr({"loaderx": loaderx, "zrecord": zrecord}[reader], "Zrecord")
+    W, R = {"loaderx": loaderx, "zrecord": zrecord}[writer].Zrecord, {"loaderx": loaderx, "zrecord": zrecord}[reader].Zrecord
     data = images(60, 4)
     item = data[0].nbytes
     with W(tmp_path / "s", codec=codec) as z:
@@ -231,7 +231,7 @@ def test_import_zrecord_as_loaderx(tmp_path):
     dataset = loaderx.Dataset(tmp_path / "train_data.zr")
     labelset = loaderx.Dataset(tmp_path / "train_label.zr")
     loader = loaderx.DataLoader(dataset, labelset, batch_size=16, transform=lambda x: x)
-    for i, batch in enumerate(loader):
+    for i, batch in enumerate(loader):  # noqa: B007 (the last batch is checked below)
         if i >= 8:
             break
     assert batch["data"].shape == (16, 12) and batch["label"].shape == (16,)

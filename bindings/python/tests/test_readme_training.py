@@ -11,7 +11,6 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from _ml import child_env, free_port, need, run

@@ -1,7 +1,6 @@
 """zrecord.inspect / verify / convert / export, and progress reporting."""
 
 import dataclasses
-import os
 import subprocess
 import sys
 import textwrap

@@ -6,7 +6,6 @@ import time
 import numpy as np
 import pytest
 
-import zrecord
 from zrecord import DataLoader, Dataset
 
 

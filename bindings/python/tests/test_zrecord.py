@@ -1,7 +1,6 @@
 """zrecord.Zrecord: every method, with loaderx 0.5.4's semantics."""
 
 import threading
-import time
 
 import numpy as np
 import pytest

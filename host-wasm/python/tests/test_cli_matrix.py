@@ -170,13 +170,15 @@ def test_fields_convert_and_export_are_native_only(base, native, zr_wasm, tmp_pa
     d = tmp_path / "w"
     shutil.copytree(base, d, copy_function=copy_sparse)
     shutil.copy(d / "a.npy", d / "npydir" / "a.npy")
-    go = lambda exe, *a: subprocess.run([str(exe), *a], cwd=d, capture_output=True, text=True, env=env)
+    def go(exe, *a):
+        return subprocess.run([str(exe), *a], cwd=d, capture_output=True, text=True, env=env)
+
     needs = "needs the native zr"
     before = snapshot(d)
     for args in (["convert", "npydir", "new"], ["convert", "npydir", "good.zr"]):
         p = go(zr_wasm, *args)
         assert p.returncode == 2 and p.stdout == "", p.stderr
-        assert p.stderr.startswith(f"zr: error: npydir: converting") and needs in p.stderr, p.stderr
+        assert p.stderr.startswith("zr: error: npydir: converting") and needs in p.stderr, p.stderr
         assert len(p.stderr.splitlines()) == 1
         assert snapshot(d) == before
     p = go(native, "convert", "npydir", "ds")

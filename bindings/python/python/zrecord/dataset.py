@@ -177,7 +177,7 @@ class Dataset:
         """The native dataset a DataLoader reads (a single store opens as field "data")."""
         if self._native is not None:
             return self._live()
-        self.store  # raises once closed
+        self.store  # noqa: B018 (the property raises once the dataset is closed)
         return _zrecord._Dataset(self.path, read_only=True, verify=self._verify, warn=False)
 
     def _live(self):
