@@ -1,24 +1,27 @@
 # zrecord: one entry point for set-up, the demo and the tests.
+#   make setup  - rustup targets, a Python venv in .venv, npm packages (idempotent)
+#   make test   - set up and run every test (lint, Rust, no-std, Python, interop, wasm, JS)
 #   make demo   - set up, build, write a sample dataset, read random batches, inspect it
-#   make test   - set up and run every test (Rust, no-std, Python, interop, wasm, JS)
-# Set-up is idempotent: rustup targets, a Python venv in .venv, npm packages.
 
 SHELL := /bin/bash
 VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 CARGO ?= cargo
+NODE ?= node
 ZR := $(CURDIR)/target/release/zr
 export CARGO_TERM_COLOR ?= never
 # Every test that could not run here writes a line to this file (full_disk.rs, the root
 # conftest.py); `make test` lists them in its final summary so a skip never looks passed.
 export ZRECORD_SKIP_LOG := $(CURDIR)/target/skipped-tests.txt
 
-.PHONY: help check bench-codecs setup setup-rust setup-python build python test test-start test-rust test-nostd test-python demo bench bench-smoke clean
+.PHONY: help check lint bench-codecs setup setup-rust setup-python build python test test-start test-rust test-nostd test-python demo bench bench-smoke clean
 
 # The targets, one line each.
 help:
+	@echo "make setup   rustup targets, the Python venv in .venv, npm packages (make test does it too)"
 	@echo "make check   quick loop (about a minute warm): fmt, clippy, the core's tests, the no_std build"
+	@echo "make lint    ruff over every Python file, node --check over the JavaScript (a few seconds)"
 	@echo "make test    every test, with set-up (Rust, no_std, Python + loaderx/torch/JAX, wasm, JS)"
 	@echo "make demo    set up, build, write a sample dataset, read random batches, inspect it"
 	@echo "make bench   benchmarks against peers, in bench/.venv (about 20 minutes)"
@@ -31,7 +34,7 @@ check: setup-rust
 	$(CARGO) test -q -p zrecord-core
 	$(CARGO) build -q -p zrecord-core --no-default-features --target wasm32-unknown-unknown
 
-setup: setup-rust setup-python
+setup: setup-rust setup-python $(if $(wildcard host-wasm/wasm.mk),wasm-setup,)
 
 setup-rust:
 	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
@@ -64,6 +67,14 @@ test-rust: test-start
 	# The native lock, concurrency and CLI tests, 20 runs, two suites at a time.
 	tests/reliability/stress-locks.sh 20
 
+# The linters for the languages pytest and cargo do not check: ruff (rules and their reasons
+# in ruff.toml) over every Python file of the tree, and node's syntax check over the
+# JavaScript bindings (plain ES modules, no type declarations to check them against).
+lint: setup-python
+	$(PY) -m ruff check --no-cache conftest.py bench bindings/python host-wasm/python tests
+	@for f in $(wildcard bindings/js/src/*.js bindings/js/test/*.js); do $(NODE) --check $$f || exit 1; done
+	@echo "lint: clean"
+
 # Forgets the skips of an earlier run.
 test-start:
 	@mkdir -p target && rm -f $(ZRECORD_SKIP_LOG)
@@ -78,7 +89,7 @@ test-python: setup-python build python
 
 -include host-wasm/wasm.mk
 
-test: test-start setup test-rust test-nostd test-python bench-smoke $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
+test: test-start setup lint test-rust test-nostd test-python bench-smoke $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
 	@if [ -s $(ZRECORD_SKIP_LOG) ]; then \
 	  echo "NOT RUN here ($$(wc -l < $(ZRECORD_SKIP_LOG)) tests; each says why):"; sed 's/^/  /' $(ZRECORD_SKIP_LOG); \
 	else echo "every test ran: nothing was skipped"; fi
