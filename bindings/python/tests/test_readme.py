@@ -1,5 +1,5 @@
 """The README's Python quick start runs as printed, in an empty directory: it needs no file
-it does not write itself."""
+it does not write itself. docs/python.md's blocks continue it and run after it."""
 
 import re
 import subprocess
@@ -23,16 +23,28 @@ def quick_start() -> str:
     return "\n".join(blocks)
 
 
+def python_guide() -> str:
+    """docs/python.md's python blocks, in order: the fields example, then the tools example,
+    which reads the stores the quick start wrote."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "python.md").read_text(), re.S)
+    assert len(blocks) == 2, "docs/python.md: expected the fields and the tools examples"
+    return "\n".join(blocks)
+
+
 def test_readme_quick_start(tmp_path):
     code = quick_start()
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "(256, 3, 16, 16) (256,)" in out.stdout
-    if "### Datasets of named fields" in (REPO / "README.md").read_text():
-        assert "Field(name='tokens', kind='ragged'" in out.stdout and " 1000 3" in out.stdout, out.stdout
-    if "zrecord.inspect" in code:
-        assert "1000 1000" in out.stdout
-        np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), np.load(tmp_path / "data.npy"))
+
+
+def test_python_guide_after_the_quick_start(tmp_path):
+    code = quick_start() + "\n" + python_guide()
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Field(name='tokens', kind='ragged'" in out.stdout and " 1000 3" in out.stdout, out.stdout
+    assert "1000 1000" in out.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), np.load(tmp_path / "data.npy"))
 
 
 def test_package_readme_examples(tmp_path):

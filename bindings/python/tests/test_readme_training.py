@@ -1,9 +1,10 @@
-"""The README's "Training on many processes" examples run as printed, on the stores the
-README's Python quick start writes (run as printed first): each python block is saved under
-the name on its first line, and each sh block runs in bash, with this venv's `python` and
-`torchrun` first on PATH (the JAX lines on a free port instead of the printed one, so that
-parallel runs do not collide). Each block trains one epoch and then resumes the next on
-another number of processes from the state it saved."""
+"""The README's "Training on many processes" example (torch) and docs/training.md's "JAX"
+example run as printed, on the stores the README's Python quick start writes (run as
+printed first): each python block is saved under the name on its first line, and each sh
+block runs in bash, with this venv's `python` and `torchrun` first on PATH (the JAX lines
+on a free port instead of the printed one, so that parallel runs do not collide). Each
+block trains one epoch and then resumes the next on another number of processes from the
+state it saved."""
 
 import json
 import os
@@ -22,18 +23,19 @@ need("jax")
 import zrecord  # noqa: E402
 
 TITLE = "## Training on many processes"
+JAX = ("docs/training.md", "## JAX")
 PRINTED_PORT = "8476"
 
 
-def section(title: str = TITLE) -> str:
-    readme = (REPO / "README.md").read_text()
-    parts = readme.split(title + "\n", 1)
-    assert len(parts) == 2, f"README.md has no '{title}' section"
+def section(title: str = TITLE, doc: str = "README.md") -> str:
+    text = (REPO / doc).read_text()
+    parts = text.split(title + "\n", 1)
+    assert len(parts) == 2, f"{doc} has no '{title}' section"
     return parts[1].split("\n## ", 1)[0]
 
 
-def blocks(lang: str, title: str = TITLE) -> list:
-    return re.findall(rf"```{lang}\n(.*?)```", section(title), re.S)
+def blocks(lang: str, title: str = TITLE, doc: str = "README.md") -> list:
+    return re.findall(rf"```{lang}\n(.*?)```", section(title, doc), re.S)
 
 
 @pytest.fixture
@@ -44,8 +46,8 @@ def workdir(tmp_path):
     p = run([sys.executable, "-c", quick_start], 400, env=child_env(), cwd=tmp_path)
     assert p.returncode == 0, p.stdout
     assert p.stdout.strip() == "(256, 3, 16, 16) (256,)", p.stdout
-    scripts = blocks("python")
-    assert len(scripts) == 2, "expected the torch and the JAX example"
+    scripts = blocks("python") + blocks("python", JAX[1], JAX[0])
+    assert len(scripts) == 2, "expected the torch example in the README and the JAX one in docs/training.md"
     for code in scripts:
         name = re.fullmatch(r"# (\w+\.py)", code.splitlines()[0])
         assert name, f"a python block must start with '# file.py', not {code.splitlines()[0]!r}"
@@ -85,7 +87,7 @@ def test_torchrun_example(workdir):
 
 
 def test_jax_example(workdir):
-    [command] = [b for b in blocks("sh") if "train_jax.py" in b]
+    [command] = [b for b in blocks("sh", JAX[1], JAX[0]) if "train_jax.py" in b]
     assert command.count(PRINTED_PORT) == 3
     p = shell(command.replace(PRINTED_PORT, str(free_port())), workdir)
     assert p.returncode == 0, p.stdout
