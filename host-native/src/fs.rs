@@ -101,7 +101,8 @@ impl NativeFile {
             // compact running while a zrecord handle is open may rewrite record bytes under
             // a reader (wrong data or a decode error) or shrink a chunk file, which turns the
             // next read of a page past the new end into SIGBUS. Running loaderx's delete or
-            // compact on a store zrecord has open is unsupported (README, "Python").
+            // compact on a store zrecord has open is unsupported (docs/python.md, "Sharing a store
+            // between processes").
             let map = unsafe { Mmap::map(self.file()) }.map_err(|e| io_err(e, format!("map {}", self.name)))?;
             #[cfg(unix)]
             let _ = map.advise(memmap2::Advice::Random);
