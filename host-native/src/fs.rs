@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::lock::{HandleLocks, MetaFile};
+use crate::remote::file::{RemoteDir, RemoteFile};
 
 use memmap2::Mmap;
 use zrecord_core::error::{Error, IoError};
@@ -25,6 +26,8 @@ pub(crate) fn io_err(e: io::Error, context: impl Into<String>) -> IoError {
 enum Fd {
     Own(File),
     Meta(Arc<MetaFile>),
+    /// A file of a pushed dataset in an object store ([`crate::remote`]).
+    Remote(Box<RemoteFile>),
 }
 
 /// One file of the store, optionally mapped read-only for fast reads.
@@ -54,7 +57,21 @@ impl NativeFile {
         match &self.fd {
             Fd::Own(f) => f,
             Fd::Meta(m) => m.file(),
+            Fd::Remote(_) => unreachable!("a remote file is read through RemoteFile, never as a local file"),
         }
+    }
+
+    /// The remote file this is, if it is one.
+    fn remote(&self) -> Option<&RemoteFile> {
+        match &self.fd {
+            Fd::Remote(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// A file of a pushed dataset ([`crate::remote`]).
+    fn of_remote(file: RemoteFile) -> NativeFile {
+        NativeFile { name: String::new(), fd: Fd::Remote(Box::new(file)), map: None }
     }
 
     /// Creates or truncates a plain output file (for `export`).
@@ -114,22 +131,37 @@ impl NativeFile {
 
 impl StorageFile for NativeFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        if let Some(r) = self.remote() {
+            return r.read_at(offset, buf);
+        }
         self.file().read_exact_at(buf, offset).map_err(|e| io_err(e, format!("read {} at {offset}", self.name)))
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), IoError> {
+        if let Some(r) = self.remote() {
+            return r.write_at(offset, buf);
+        }
         self.file().write_all_at(buf, offset).map_err(|e| io_err(e, format!("write {} at {offset}", self.name)))
     }
 
     fn len(&self) -> Result<u64, IoError> {
+        if let Some(r) = self.remote() {
+            return r.len();
+        }
         Ok(self.file().metadata().map_err(|e| io_err(e, format!("stat {}", self.name)))?.len())
     }
 
     fn set_len(&self, len: u64) -> Result<(), IoError> {
+        if let Some(r) = self.remote() {
+            return r.set_len(len);
+        }
         self.file().set_len(len).map_err(|e| io_err(e, format!("resize {} to {len}", self.name)))
     }
 
     fn sync(&self) -> Result<(), IoError> {
+        if self.remote().is_some() {
+            return Ok(());
+        }
         self.file().sync_data().map_err(|e| io_err(e, format!("sync {}", self.name)))
     }
 
@@ -150,11 +182,17 @@ impl StorageFile for NativeFile {
 
     #[cfg(unix)]
     fn resident(&self, offset: u64) -> bool {
+        if let Some(r) = self.remote() {
+            return r.resident(offset);
+        }
         self.residency(offset, 1).unwrap_or(true)
     }
 
     #[cfg(unix)]
     fn will_need(&self, offset: u64, len: u64) {
+        if let Some(r) = self.remote() {
+            return r.will_need(offset, len);
+        }
         let Some(map) = self.map.as_ref() else { return };
         let end = offset.saturating_add(len).min(map.len() as u64) as usize;
         let page = page_size();
@@ -170,6 +208,9 @@ impl StorageFile for NativeFile {
     #[cfg(target_os = "linux")]
     fn start_writeback(&self, offset: u64, len: u64) {
         use std::os::fd::AsRawFd;
+        if self.remote().is_some() {
+            return;
+        }
         let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else { return };
         // SAFETY: a plain syscall on a descriptor this file owns for its whole life; it
         // reads and writes no memory of ours. Its result is ignored: this is a hint.
@@ -182,6 +223,9 @@ impl StorageFile for NativeFile {
     /// `POSIX_FADV_WILLNEED` is capped by the kernel at the readahead window.
     #[cfg(unix)]
     fn warm(&self, offset: u64, len: u64) {
+        if self.remote().is_some() {
+            return; // the loader plans remote reads itself
+        }
         if len == 0 || self.residency(offset, len).unwrap_or(false) {
             return;
         }
@@ -247,11 +291,13 @@ fn page_size() -> usize {
     })
 }
 
-/// A store directory on the local file system.
+/// A store directory on the local file system, or (read-only) in an object store.
 pub struct DirBackend {
     dir: StoreDir,
     writable: bool,
     locks: HandleLocks,
+    /// Set for a pushed store read from an object store ([`DirBackend::remote`]).
+    remote: Option<RemoteDir>,
 }
 
 impl DirBackend {
@@ -260,7 +306,18 @@ impl DirBackend {
         if writable {
             std::fs::create_dir_all(dir).map_err(|e| io_err(e, format!("create directory {}", dir.display())))?;
         }
-        Ok(DirBackend { dir: StoreDir::new(dir), writable, locks: HandleLocks::default() })
+        Ok(DirBackend { dir: StoreDir::new(dir), writable, locks: HandleLocks::default(), remote: None })
+    }
+
+    /// A backend for a pushed store in an object store: read-only, no locks to take.
+    pub fn remote(dir: RemoteDir) -> Self {
+        let shown = std::path::PathBuf::from(dir.remote().url());
+        DirBackend { dir: StoreDir::new(&shown), writable: false, locks: HandleLocks::default(), remote: Some(dir) }
+    }
+
+    /// The object store directory this backend reads, if it is remote.
+    pub fn remote_dir(&self) -> Option<&RemoteDir> {
+        self.remote.as_ref()
     }
 
     /// The store directory.
@@ -279,6 +336,9 @@ impl Backend for DirBackend {
     type File = NativeFile;
 
     fn open_meta(&self, create: bool) -> Result<Option<NativeFile>, IoError> {
+        if let Some(r) = &self.remote {
+            return Ok(r.open_meta(create)?.map(NativeFile::of_remote));
+        }
         let path = self.dir.meta_path();
         let name = path.display().to_string();
         let Some(meta) = MetaFile::open(&path, create, self.writable).map_err(|e| io_err(e, format!("open {name}")))?
@@ -292,38 +352,65 @@ impl Backend for DirBackend {
     }
 
     fn open_chunk(&self, id: u16, create: bool) -> Result<Option<NativeFile>, IoError> {
+        if let Some(r) = &self.remote {
+            return Ok(r.open_chunk(id, create)?.map(NativeFile::of_remote));
+        }
         NativeFile::open(&self.dir.chunk_path(id), create, self.writable, true)
     }
 
     fn open_aux(&self, name: &str, create: bool) -> Result<Option<NativeFile>, IoError> {
+        if let Some(r) = &self.remote {
+            return Ok(r.open_aux(name, create)?.map(NativeFile::of_remote));
+        }
         NativeFile::open(&self.dir.side_path(name), create, self.writable, true)
     }
 
     fn remove_chunk(&self, id: u16) -> Result<(), IoError> {
+        if let Some(r) = &self.remote {
+            return r.remove_chunk(id);
+        }
         self.dir.remove_chunk(id)
     }
 
     fn sync_dir(&self) -> Result<(), IoError> {
+        if self.remote.is_some() {
+            return Ok(());
+        }
         self.dir.sync_dir()
     }
 
     fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError> {
+        if let Some(r) = &self.remote {
+            return r.read_side_file(name);
+        }
         self.dir.read_side_file(name)
     }
 
     fn write_side_file(&self, name: &str, bytes: &[u8]) -> Result<(), IoError> {
+        if let Some(r) = &self.remote {
+            return r.write_side_file(name, bytes);
+        }
         self.dir.write_side_file(name, bytes)
     }
 
     fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
+        if let Some(r) = &self.remote {
+            return r.remove_side_file(name);
+        }
         self.dir.remove_side_file(name)
     }
 
     fn lock(&self, mode: LockMode) -> Result<(), Error> {
+        if let Some(r) = &self.remote {
+            return r.lock(mode);
+        }
         self.locks.lock(mode)
     }
 
     fn unlock(&self, mode: LockMode) {
+        if self.remote.is_some() {
+            return;
+        }
         self.locks.unlock(mode)
     }
 }

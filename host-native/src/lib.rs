@@ -39,6 +39,7 @@ pub mod dataset;
 mod fs;
 pub mod loader;
 mod lock;
+pub mod remote;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -167,6 +168,28 @@ impl Zrecord {
         };
         let (store, writer) = Store::open(backend, core)?;
         Ok(Zrecord { store, writer: Mutex::new(writer), path, policy })
+    }
+
+    /// Opens a pushed store read from an object store ([`remote`]): read-only, whatever
+    /// `opts.read_only` says.
+    pub fn open_remote(dir: remote::file::RemoteDir, opts: OpenOptions) -> Result<Self> {
+        let path = PathBuf::from(dir.remote().url());
+        let backend = DirBackend::remote(dir);
+        let policy = CodecPolicy::new(opts.codec, opts.min_savings)?;
+        let core = Options {
+            create: false,
+            read_only: true,
+            chunk_capacity: opts.chunk_capacity,
+            verify: opts.verify,
+            checksums: opts.checksums,
+        };
+        let (store, writer) = Store::open(backend, core)?;
+        Ok(Zrecord { store, writer: Mutex::new(writer), path, policy })
+    }
+
+    /// What reading this store from an object store cost so far (`None` for a local store).
+    pub fn remote_stats(&self) -> Option<remote::RemoteCounts> {
+        self.store.backend().remote_dir().map(|d| d.remote().stats().counts())
     }
 
     /// In a process forked after this handle was opened, takes the handle's locks again in

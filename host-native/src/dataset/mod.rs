@@ -165,9 +165,13 @@ impl Dataset {
         Self::open_with(path, DatasetOptions::default())
     }
 
-    /// Opens with explicit options.
+    /// Opens with explicit options. A URL (`s3://`, `gs://`, `az://`, `https://`) opens a
+    /// pushed dataset with the environment's credentials ([`Dataset::open_remote`]).
     pub fn open_with(path: impl AsRef<Path>, opts: DatasetOptions) -> Result<Dataset, DatasetError> {
         let path = path.as_ref().to_path_buf();
+        if let Some(url) = path.to_str().filter(|p| crate::remote::is_url(p)) {
+            return Self::open_remote(url, &[], opts.verify);
+        }
         let manifest_path = path.join(MANIFEST_FILE);
         if manifest_path.exists() {
             let bytes =
@@ -185,6 +189,65 @@ impl Dataset {
             return Self::from_manifest(path, manifest, opts.verify);
         }
         Self::open_single(path, opts)
+    }
+
+    /// Opens the dataset (or store) pushed to `url` ([`crate::remote`]), read-only, with
+    /// `options` (object_store's configuration keys) over the environment's.
+    pub fn open_remote(url: &str, options: &[(String, String)], verify: Verify) -> Result<Dataset, DatasetError> {
+        use crate::remote::{file::RemoteDir, objects, push::read_listing, Remote};
+        let path = PathBuf::from(url.trim_end_matches('/'));
+        let at = |e: IoError| DatasetError::at(&path, None, Error::Io(e));
+        let remote = Remote::open(url, options).map_err(at)?;
+        let Some((bytes, _, _)) = read_listing(&remote).map_err(at)? else {
+            return Err(at(IoError::new(
+                IoErrorKind::NotFound,
+                format!("open {}", remote.shown(objects::LISTING)),
+                "no pushed dataset here (remote.json is missing: never pushed, or a push that did not finish)",
+            )));
+        };
+        let listing = objects::Objects::from_json(&bytes, &remote.shown(objects::LISTING)).map_err(at)?;
+        let root = RemoteDir::new(&remote, &listing, "");
+        let open_store = |dir: &str, codec, field: &str| {
+            let store_dir = RemoteDir::new(&remote, &listing, dir);
+            let options = OpenOptions { create: false, read_only: true, codec, verify, ..OpenOptions::default() };
+            Zrecord::open_remote(store_dir, options).map_err(|e| DatasetError::at(&path.join(dir), Some(field), e))
+        };
+        if listing.kind == "dataset" {
+            let manifest_path = path.join(MANIFEST_FILE);
+            let bytes = root.read_whole(MANIFEST_FILE).map_err(at)?.ok_or_else(|| {
+                at(IoError::new(IoErrorKind::NotFound, format!("open {}", manifest_path.display()), "not pushed"))
+            })?;
+            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+            let mut shards = Vec::with_capacity(manifest.shards.len());
+            for entry in &manifest.shards {
+                let mut stores = Vec::with_capacity(manifest.fields.len());
+                for field in &manifest.fields {
+                    let codec =
+                        field.codec().map_err(|e| DatasetError::at(&path, Some(&field.name), Error::from(e)))?;
+                    let store = open_store(&format!("{}/{}", entry.dir, field.name), codec, &field.name)?;
+                    stores.push(Arc::new(store));
+                }
+                shards.push(Shard { dir: path.join(&entry.dir), stores });
+            }
+            let layout = manifest.layout();
+            return Self::assemble(path.clone(), manifest.fields.clone(), shards, layout, Some(manifest), true);
+        }
+        let schema_path = path.join(SCHEMA_FILE);
+        let bytes = root.read_whole(SCHEMA_FILE).map_err(at)?.ok_or_else(|| {
+            at(IoError::new(IoErrorKind::NotFound, format!("open {}", schema_path.display()), "not pushed"))
+        })?;
+        let schema = Schema::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&schema_path, e))?;
+        let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
+        let store = open_store("", codec, LEGACY_FIELD)?;
+        let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
+        let layout = Layout::new([u64::from(store.len())]);
+        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };
+        Self::assemble(path.clone(), vec![field], vec![shard], layout, None, true)
+    }
+
+    /// What reading this dataset from an object store cost so far (`None` when local).
+    pub fn remote_stats(&self) -> Option<crate::remote::RemoteCounts> {
+        self.shards.first()?.stores.first()?.remote_stats()
     }
 
     fn from_manifest(path: PathBuf, manifest: Manifest, verify: Verify) -> Result<Dataset, DatasetError> {

@@ -1,0 +1,299 @@
+//! Datasets in object storage (S3, GCS, Azure Blob, HTTP), read-only, through the
+//! `object_store` crate.
+//!
+//! A pushed dataset (or store) is a prefix of objects: every file of the local directory,
+//! dense (a sparse file's trailing hole is not uploaded), and `remote.json`, written last,
+//! naming each object's nominal size (the file's size on disk), stored size and ETag
+//! ([`objects::Objects`]). A reader opens that listing first, then reads each file through a
+//! [`file::RemoteFile`]: ranged GETs of exactly the bytes asked for, each sent with
+//! `If-Match` on the listed ETag, so an object rewritten under a running job fails with
+//! [`zrecord_core::error::IoErrorKind::Other`] naming it instead of mixing versions. Bytes
+//! past the stored size read as zeros, as the sparse file's hole did.
+//!
+//! Async code lives here only: the futures run on one small tokio runtime of this crate
+//! ([`runtime`]); callers block on them from their own threads (the loader's workers, rayon).
+
+pub mod file;
+pub mod objects;
+pub mod push;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme};
+use url::Url;
+use zrecord_core::error::{IoError, IoErrorKind};
+
+/// Attempts of a request that fails with a transient error (5xx, a reset, a timeout).
+const ATTEMPTS: u32 = 6;
+/// First backoff; it doubles per attempt, with jitter.
+const BACKOFF: Duration = Duration::from_millis(50);
+
+/// The runtime every remote future runs on: two worker threads, started on first use.
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("zrecord-remote")
+            .enable_all()
+            .build()
+            .expect("the remote I/O runtime starts (threads and a timer)")
+    })
+}
+
+/// True when `path` names an object store location rather than a local path.
+pub fn is_url(path: &str) -> bool {
+    ["s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "azure://", "http://", "https://", "memory://"]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
+/// What a remote dataset's reads cost so far (shared by every file of it).
+#[derive(Debug, Default)]
+pub struct RemoteStats {
+    /// GET requests sent (retries included).
+    pub requests: AtomicU64,
+    /// Bytes received.
+    pub bytes: AtomicU64,
+    /// Requests sent again after a transient failure.
+    pub retries: AtomicU64,
+    /// Reads served from bytes already fetched.
+    pub hits: AtomicU64,
+}
+
+/// A snapshot of [`RemoteStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteCounts {
+    /// GET requests sent (retries included).
+    pub requests: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Requests sent again after a transient failure.
+    pub retries: u64,
+    /// Reads served from bytes already fetched.
+    pub hits: u64,
+}
+
+impl RemoteStats {
+    /// The counts now.
+    pub fn counts(&self) -> RemoteCounts {
+        RemoteCounts {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            hits: self.hits.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A prefix in an object store, with the client that reads it and the counts of its reads.
+#[derive(Clone)]
+pub struct Remote {
+    store: Arc<dyn ObjectStore>,
+    /// The prefix, without a trailing separator.
+    prefix: ObjectPath,
+    /// The URL as given (without a trailing `/`), for messages.
+    url: String,
+    stats: Arc<RemoteStats>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+fn invalid(what: String) -> IoError {
+    IoError::new(IoErrorKind::Other, "open", what)
+}
+
+impl Remote {
+    /// The location `url` (`s3://bucket/prefix`, `gs://...`, `az://container/...`,
+    /// `https://...`, `memory://...` for tests), configured by `options` (object_store's
+    /// configuration keys, such as `aws_endpoint`, `aws_access_key_id`, `aws_allow_http`,
+    /// `google_service_account`, `azure_storage_account_name`) over the usual environment
+    /// variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`). An unknown key is an error.
+    pub fn open(url: &str, options: &[(String, String)]) -> Result<Remote, IoError> {
+        let trimmed = url.trim_end_matches('/');
+        let parsed = Url::parse(trimmed).map_err(|e| invalid(format!("{url} is not a URL: {e}")))?;
+        if parsed.scheme() == "memory" {
+            // memory://NAME/prefix: an in-memory store per NAME, for tests.
+            let prefix = ObjectPath::parse(parsed.path()).map_err(|e| invalid(format!("{url}: {e}")))?;
+            let store = memory_store(parsed.host_str().unwrap_or(""));
+            return Ok(Remote { store, prefix, url: trimmed.to_owned(), stats: Arc::new(RemoteStats::default()) });
+        }
+        let (scheme, path) =
+            ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(format!("{url}: not an object store URL ({e})")))?;
+        let prefix = ObjectPath::parse(path).map_err(|e| invalid(format!("{url}: {e}")))?;
+        let unknown =
+            |key: &str, kind: &str| invalid(format!("storage option {key:?} is not one of object_store's {kind} keys"));
+        // Transient failures are retried here, counted (see `get`); the client's own
+        // retries would hide them.
+        let no_retry = object_store::RetryConfig { max_retries: 0, ..Default::default() };
+        let store: Arc<dyn ObjectStore> = match scheme {
+            ObjectStoreScheme::AmazonS3 => {
+                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(trimmed).with_retry(no_retry);
+                for (k, v) in options {
+                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "S3"))?;
+                    b = b.with_config(key, v.clone());
+                }
+                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => {
+                let mut b =
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(trimmed).with_retry(no_retry);
+                for (k, v) in options {
+                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "GCS"))?;
+                    b = b.with_config(key, v.clone());
+                }
+                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                let mut b =
+                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(trimmed).with_retry(no_retry);
+                for (k, v) in options {
+                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "Azure"))?;
+                    b = b.with_config(key, v.clone());
+                }
+                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+            }
+            ObjectStoreScheme::Http => {
+                let base = &parsed[..url::Position::BeforePath];
+                let mut b = object_store::http::HttpBuilder::new().with_url(base).with_retry(no_retry);
+                for (k, v) in options {
+                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "HTTP client"))?;
+                    b = b.with_config(key, v.clone());
+                }
+                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+            }
+            other => return Err(invalid(format!("{url}: {other:?} locations are not supported; give a local path"))),
+        };
+        Ok(Remote { store, prefix, url: trimmed.to_owned(), stats: Arc::new(RemoteStats::default()) })
+    }
+
+    /// The URL of this prefix.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The counts of this location's reads (and of every [`Remote::child`] of it).
+    pub fn stats(&self) -> &Arc<RemoteStats> {
+        &self.stats
+    }
+
+    /// The prefix `self/name` (a shard or field directory), sharing the client and counts.
+    pub fn child(&self, name: &str) -> Remote {
+        Remote {
+            store: self.store.clone(),
+            prefix: self.path(name),
+            url: format!("{}/{name}", self.url),
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// The object `name` under this prefix (`name` may hold `/`).
+    pub(crate) fn path(&self, name: &str) -> ObjectPath {
+        let mut p = self.prefix.clone();
+        for part in name.split('/').filter(|s| !s.is_empty()) {
+            p = p.clone().join(part);
+        }
+        p
+    }
+
+    /// The URL of object `name`, for messages.
+    pub fn shown(&self, name: &str) -> String {
+        format!("{}/{name}", self.url)
+    }
+
+    /// Writes object `name` whole (small objects: listings, side files); returns its ETag.
+    pub fn put(&self, name: &str, bytes: Vec<u8>) -> Result<Option<String>, IoError> {
+        let target = self.path(name);
+        let body = bytes::Bytes::from(bytes);
+        let put = self.block(self.retrying(&format!("write {}", self.shown(name)), || {
+            let (client, target, body) = (self.store.clone(), target.clone(), body.clone());
+            async move { client.put(&target, object_store::PutPayload::from(body)).await }
+        }))?;
+        Ok(put.e_tag)
+    }
+
+    pub(crate) fn client(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or [`ATTEMPTS`] transient
+    /// failures in a row; each retry waits a doubling backoff and is counted.
+    pub(crate) async fn retrying<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, IoError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
+        let mut wait = BACKOFF;
+        for n in 1..=ATTEMPTS {
+            self.stats.requests.fetch_add(1, Ordering::Relaxed);
+            match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(e) if n < ATTEMPTS && transient(&e) => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    let jitter = Duration::from_micros(
+                        u64::from(std::process::id() ^ n) % 1000 * wait.as_micros() as u64 / 1000,
+                    );
+                    tokio::time::sleep(wait + jitter / 2).await;
+                    wait *= 2;
+                }
+                Err(e) => return Err(io_error(e, what)),
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// Blocks on `fut` on the remote runtime.
+    pub(crate) fn block<T>(&self, fut: impl std::future::Future<Output = T>) -> T {
+        runtime().block_on(fut)
+    }
+}
+
+/// In-memory stores for tests, one per name, alive for the process.
+fn memory_store(name: &str) -> Arc<dyn ObjectStore> {
+    static STORES: OnceLock<std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>> =
+        OnceLock::new();
+    let mut map = STORES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    map.entry(name.to_owned()).or_insert_with(|| Arc::new(object_store::memory::InMemory::new())).clone()
+}
+
+/// Whether a failure may pass if the request is sent again.
+fn transient(e: &object_store::Error) -> bool {
+    match e {
+        object_store::Error::Generic { source, .. } => {
+            let text = source.to_string().to_ascii_lowercase();
+            // 4xx answers (but 408 and 429) are the request's fault, and stay.
+            !(text.contains("status: 4") || text.contains("client error (4"))
+                || text.contains("408")
+                || text.contains("429")
+        }
+        _ => false,
+    }
+}
+
+/// An object_store error as the store's I/O error, naming what was being done.
+pub(crate) fn io_error(e: object_store::Error, what: &str) -> IoError {
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => IoErrorKind::NotFound,
+        object_store::Error::Precondition { .. } => IoErrorKind::Other,
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+            IoErrorKind::PermissionDenied
+        }
+        _ => IoErrorKind::Other,
+    };
+    let message = match &e {
+        object_store::Error::Precondition { .. } => {
+            "the object changed since the dataset was pushed (its ETag differs): a running or resumed job never \
+             mixes versions; open the dataset again"
+                .to_owned()
+        }
+        other => other.to_string(),
+    };
+    IoError::new(kind, what, message)
+}

@@ -1,0 +1,88 @@
+//! `remote.json`: the listing a push writes last at the root of a pushed dataset or store.
+//!
+//! ```json
+//! {"version": 1, "kind": "dataset",
+//!  "objects": {"dataset.json": {"size": 512, "stored": 512, "xxh3": "9f...", "etag": "\"a1...\""},
+//!              "shard-000000/image/meta.zr": {"size": 268435472, "stored": 16400, ...}}}
+//! ```
+//!
+//! `size` is the file's size on disk (what the store engine expects, sparse files
+//! included), `stored` the bytes uploaded (the file up to the end of its last written
+//! byte; past it the file reads as zeros), `xxh3` the XXH3-64 of the stored bytes (a second
+//! push skips an object whose stored bytes already match) and `etag` the object's ETag
+//! when it was pushed (every read is made with `If-Match` on it). Until `remote.json` exists
+//! the prefix is not a dataset, so a push cut short is never read as one.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use zrecord_core::error::{IoError, IoErrorKind};
+
+/// The listing's file name.
+pub const LISTING: &str = "remote.json";
+/// Its layout version.
+pub const LISTING_VERSION: u32 = 1;
+
+/// One pushed file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Object {
+    /// The file's size on disk.
+    pub size: u64,
+    /// Bytes uploaded (a prefix of the file; the rest is zeros).
+    pub stored: u64,
+    /// XXH3-64 of the stored bytes, as 16 hex digits.
+    pub xxh3: String,
+    /// The object's ETag after the upload, if the store gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+}
+
+/// The listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Objects {
+    /// [`LISTING_VERSION`].
+    pub version: u32,
+    /// `dataset` (a `dataset.json` over shards) or `store` (one store directory).
+    pub kind: String,
+    /// Every file, by its path relative to the root (`/`-separated).
+    pub objects: BTreeMap<String, Object>,
+}
+
+impl Objects {
+    /// Parses a listing read from `shown`.
+    pub fn from_json(bytes: &[u8], shown: &str) -> Result<Objects, IoError> {
+        let bad = |what: String| IoError::new(IoErrorKind::Other, format!("read {shown}"), what);
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| bad(format!("not a zrecord remote listing: {e}")))?;
+        match value.get("version").and_then(serde_json::Value::as_u64) {
+            Some(v) if v == u64::from(LISTING_VERSION) => {}
+            Some(v) => return Err(bad(format!("listing version {v} is not supported (this zrecord reads 1)"))),
+            None => return Err(bad("not a zrecord remote listing: no version".into())),
+        }
+        let objects: Objects = serde_json::from_value(value).map_err(|e| bad(format!("damaged listing: {e}")))?;
+        if objects.kind != "dataset" && objects.kind != "store" {
+            return Err(bad(format!("unknown kind {:?}", objects.kind)));
+        }
+        if let Some((name, o)) = objects.objects.iter().find(|(_, o)| o.stored > o.size) {
+            return Err(bad(format!("{name}: stored {} bytes of a {}-byte file", o.stored, o.size)));
+        }
+        Ok(objects)
+    }
+
+    /// The listing as JSON.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+
+    /// The objects under directory `dir` (`""` for the root), by their name relative to it.
+    pub fn under(&self, dir: &str) -> BTreeMap<String, Object> {
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        self.objects
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|rest| (rest.to_owned(), v.clone())))
+            .filter(|(k, _)| !k.contains('/'))
+            .collect()
+    }
+}

@@ -1,0 +1,313 @@
+//! `zr push` / `zrecord.push`: a local dataset or store into an object store, densely and
+//! resumably, with its listing (`remote.json`) written last.
+//!
+//! A store's files are sparse (chunk files are created 4 GiB long, `meta.zr` 256 MiB):
+//! each file is uploaded up to the end of its last data extent (`SEEK_DATA`/`SEEK_HOLE`),
+//! and the listing records the file's full size, so a reader sees the file as it was. Each
+//! object carries the XXH3-64 of its bytes as user metadata; a second push (after a kill)
+//! skips every object whose bytes are already there and uploads the rest. The listing is
+//! put last, conditionally (create, or replace the listing this push read), so a prefix
+//! holds a dataset only once every object of it is in place.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use object_store::{
+    Attribute, AttributeValue, Attributes, GetOptions, PutMode, PutMultipartOptions, PutOptions, PutPayload,
+    UpdateVersion, WriteMultipart,
+};
+use zrecord_core::error::{IoError, IoErrorKind};
+
+use super::objects::{Object, Objects, LISTING, LISTING_VERSION};
+use super::Remote;
+
+/// The user metadata key holding an object's XXH3-64.
+const HASH_KEY: &str = "zrecord-xxh3";
+/// Files above this go up in parts of this size.
+const PART: usize = 16 << 20;
+
+/// What a push did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// `dataset` or `store`.
+    pub kind: String,
+    /// Files in the listing.
+    pub files: usize,
+    /// Files uploaded by this push (the others were there already).
+    pub uploaded: usize,
+    /// Bytes uploaded by this push.
+    pub bytes: u64,
+    /// Bytes the files take in the object store.
+    pub stored: u64,
+    /// Bytes the files take on disk, as their sizes say (sparse files counted whole).
+    pub apparent: u64,
+}
+
+fn io<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> IoError + 'a {
+    let what = what.to_owned();
+    move |e| IoError::from_std(e, format!("{what} {}", path.display()))
+}
+
+/// The files to push under `root`, relative and `/`-separated, sorted; lock files and
+/// partial outputs of interrupted commands are left out.
+fn files(root: &Path) -> Result<Vec<(String, PathBuf)>, IoError> {
+    let mut out = Vec::new();
+    let mut dirs = vec![(String::new(), root.to_path_buf())];
+    while let Some((rel, dir)) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(io(&dir, "list"))? {
+            let entry = entry.map_err(io(&dir, "list"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue; // .zrecord-write.lock, .NAME.zr-partial-PID
+            }
+            let path = entry.path();
+            let child = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let kind = entry.file_type().map_err(io(&path, "stat"))?;
+            if kind.is_dir() {
+                dirs.push((child, path));
+            } else if kind.is_file() {
+                out.push((child, path));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Bytes of `file` up to the end of its last data extent: a sparse file's trailing hole is
+/// left out. Where the file system cannot say, the whole file.
+fn dense_len(file: &File, size: u64) -> u64 {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let mut end = 0u64;
+    let mut at = 0i64;
+    loop {
+        // SAFETY: lseek on a descriptor `file` owns; it reads and writes no memory.
+        let data = unsafe { libc::lseek(fd, at, libc::SEEK_DATA) };
+        if data < 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error();
+            // ENXIO: no data at or after `at`. Anything else: this file system cannot tell.
+            return if errno == Some(libc::ENXIO) { end } else { size };
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+        if hole < 0 {
+            return size;
+        }
+        end = hole as u64;
+        if end >= size {
+            return size;
+        }
+        at = hole;
+    }
+}
+
+/// XXH3-64 of the first `len` bytes of `file`, as 16 hex digits.
+fn hash_of(file: &File, len: u64, path: &Path) -> Result<String, IoError> {
+    let mut hasher = twox_hash::XxHash3_64::new();
+    let mut buf = vec![0u8; PART.min(len as usize).max(1)];
+    let mut at = 0u64;
+    while at < len {
+        let n = ((len - at) as usize).min(buf.len());
+        file.read_exact_at(&mut buf[..n], at).map_err(io(path, "read"))?;
+        hasher.write(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(format!("{:016x}", hasher.finish()))
+}
+
+use std::hash::Hasher;
+
+/// Pushes the dataset or store at `local` to `remote`; `progress(bytes done, bytes to
+/// upload)` after each part. Fails if `local` is neither, or if it changes during the push.
+pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -> Result<Pushed, IoError> {
+    let kind = if local.join(zrecord_core::dataset::MANIFEST_FILE).is_file() {
+        "dataset"
+    } else if local.join(zrecord_core::format::META_FILE).is_file() {
+        "store"
+    } else {
+        return Err(IoError::new(
+            IoErrorKind::Other,
+            format!("push {}", local.display()),
+            "is neither a dataset (dataset.json) nor a store (meta.zr)",
+        ));
+    };
+    let list = files(local)?;
+    let mut plan = Vec::with_capacity(list.len());
+    for (rel, path) in &list {
+        let file = File::open(path).map_err(io(path, "open"))?;
+        let size = file.metadata().map_err(io(path, "stat"))?.len();
+        let stored = dense_len(&file, size);
+        let hash = hash_of(&file, stored, path)?;
+        plan.push((rel.clone(), path.clone(), file, size, stored, hash));
+    }
+    let total: u64 = plan.iter().map(|p| p.4).sum();
+    let previous = read_listing(remote)?;
+    let mut objects = std::collections::BTreeMap::new();
+    let (mut done, mut uploaded, mut bytes) = (0u64, 0usize, 0u64);
+    progress(0, total);
+    for (rel, path, file, size, stored, hash) in &plan {
+        let target = remote.path(rel);
+        let what = format!("push {} to {}", path.display(), remote.shown(rel));
+        // Already there, whole (a push cut short, or an unchanged file)?
+        let there = remote.block(remote.retrying(&what, || {
+            let client = remote.client().clone();
+            let target = target.clone();
+            async move {
+                match client.get_opts(&target, GetOptions { head: true, ..GetOptions::default() }).await {
+                    Ok(r) => {
+                        let tag = r.attributes.get(&Attribute::Metadata(HASH_KEY.into())).map(|v| v.to_string());
+                        Ok(Some((r.meta.size, tag, r.meta.e_tag)))
+                    }
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+        }))?;
+        let etag = match there {
+            Some((s, Some(h), etag)) if s == *stored && h == *hash => etag,
+            _ => {
+                let etag =
+                    upload(remote, &target, file, path, *stored, hash, &what, &mut |n| progress(done + n, total))?;
+                uploaded += 1;
+                bytes += stored;
+                etag
+            }
+        };
+        done += stored;
+        progress(done, total);
+        objects.insert(rel.clone(), Object { size: *size, stored: *stored, xxh3: hash.clone(), etag });
+    }
+    // The local files must not have changed while they went up.
+    for (rel, path, file, size, stored, hash) in &plan {
+        let now = file.metadata().map_err(io(path, "stat"))?.len();
+        if now != *size || dense_len(file, now) != *stored || hash_of(file, *stored, path)? != *hash {
+            return Err(IoError::new(
+                IoErrorKind::Other,
+                format!("push {}", local.display()),
+                format!("{rel} changed during the push (a writer is at work); push again once it is done"),
+            ));
+        }
+    }
+    let listing = Objects { version: LISTING_VERSION, kind: kind.into(), objects };
+    let mode = match previous {
+        None => PutMode::Create,
+        Some((_, e_tag, version)) => PutMode::Update(UpdateVersion { e_tag, version }),
+    };
+    let target = remote.path(LISTING);
+    let body = Bytes::from(listing.to_json());
+    remote
+        .block(
+            remote.retrying(&format!("write {}", remote.shown(LISTING)), || {
+                let client = remote.client().clone();
+                let (target, body, mode) = (target.clone(), body.clone(), mode.clone());
+                async move {
+                    client.put_opts(&target, PutPayload::from(body), PutOptions { mode, ..Default::default() }).await
+                }
+            }),
+        )
+        .map_err(|e| {
+            if e.message.contains("changed since") || e.message.to_ascii_lowercase().contains("precondition") {
+                IoError::new(
+                    e.kind,
+                    e.context.clone(),
+                    "another push wrote this location's listing meanwhile; push again",
+                )
+            } else {
+                e
+            }
+        })?;
+    let apparent = plan.iter().map(|p| p.3).sum();
+    Ok(Pushed { kind: kind.into(), files: plan.len(), uploaded, bytes, stored: total, apparent })
+}
+
+/// A listing as read: its bytes, ETag and version.
+pub(crate) type Listing = (Vec<u8>, Option<String>, Option<String>);
+
+/// The listing at `remote`, if there is one.
+pub(crate) fn read_listing(remote: &Remote) -> Result<Option<Listing>, IoError> {
+    let target = remote.path(LISTING);
+    remote.block(remote.retrying(&format!("read {}", remote.shown(LISTING)), || {
+        let client = remote.client().clone();
+        let target = target.clone();
+        async move {
+            match client.get_opts(&target, GetOptions::default()).await {
+                Ok(r) => {
+                    let (tag, version) = (r.meta.e_tag.clone(), r.meta.version.clone());
+                    Ok(Some((r.bytes().await?.to_vec(), tag, version)))
+                }
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }))
+}
+
+/// Uploads the first `len` bytes of `file` to `target`, with its hash as metadata; returns
+/// the object's ETag. `sent(bytes)` reports progress within the file.
+#[allow(clippy::too_many_arguments)]
+fn upload(
+    remote: &Remote,
+    target: &object_store::path::Path,
+    file: &File,
+    path: &Path,
+    len: u64,
+    hash: &str,
+    what: &str,
+    sent: &mut dyn FnMut(u64),
+) -> Result<Option<String>, IoError> {
+    let mut attributes = Attributes::new();
+    attributes.insert(Attribute::Metadata(HASH_KEY.into()), AttributeValue::from(hash.to_owned()));
+    if len <= PART as u64 {
+        let mut buf = vec![0u8; len as usize];
+        file.read_exact_at(&mut buf, 0).map_err(io(path, "read"))?;
+        let body = Bytes::from(buf);
+        let put = remote.block(remote.retrying(what, || {
+            let client = remote.client().clone();
+            let (target, body) = (target.clone(), body.clone());
+            let opts = PutOptions { attributes: attributes.clone(), ..Default::default() };
+            async move { client.put_opts(&target, PutPayload::from(body), opts).await }
+        }))?;
+        sent(len);
+        return Ok(put.e_tag);
+    }
+    // Large files go up in parts, four in flight; a failed part fails the upload, and the
+    // next push starts that file again.
+    remote.block(async {
+        let upload = remote
+            .client()
+            .put_multipart_opts(target, PutMultipartOptions { attributes, ..Default::default() })
+            .await
+            .map_err(|e| super::io_error(e, what))?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+        let mut reader = std::io::BufReader::with_capacity(PART, file).take(len);
+        let mut buf = vec![0u8; PART];
+        let mut at = 0u64;
+        loop {
+            let n = read_full(&mut reader, &mut buf).map_err(io(path, "read"))?;
+            if n == 0 {
+                break;
+            }
+            writer.wait_for_capacity(4).await.map_err(|e| super::io_error(e, what))?;
+            writer.write(&buf[..n]);
+            at += n as u64;
+            sent(at);
+        }
+        let put = writer.finish().await.map_err(|e| super::io_error(e, what))?;
+        Ok(put.e_tag)
+    })
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
