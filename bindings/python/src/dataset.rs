@@ -75,18 +75,51 @@ impl PyDataset {
     /// "always" or "never".
     /// With `warn`, a `ChecksumsLostWarning` for each store that kept checksums but lost its
     /// `checksums.zrc`, pointing at the caller's caller (`zrecord.Dataset(...)`'s line).
+    /// A URL (`s3://`, `gs://`, `az://`, `https://`) opens a pushed dataset, read-only, with
+    /// `storage_options` (object_store's keys) over the environment's.
     #[new]
-    #[pyo3(signature = (path, *, read_only = None, verify = "auto", warn = true))]
-    fn new(py: Python<'_>, path: PathBuf, read_only: Option<bool>, verify: &str, warn: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, read_only = None, verify = "auto", warn = true, storage_options = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        read_only: Option<bool>,
+        verify: &str,
+        warn: bool,
+        storage_options: Option<std::collections::HashMap<String, String>>,
+    ) -> PyResult<Self> {
         let verify = verify_named(verify)?;
         let options = DatasetOptions { read_only, verify };
-        let ds = call(py, move || zrecord::Dataset::open_with(path, options))?;
+        let url = path.to_str().filter(|p| zrecord::remote::is_url(p)).map(str::to_owned);
+        let ds = match url {
+            Some(url) => {
+                let opts = crate::remote::options(storage_options);
+                call(py, move || zrecord::Dataset::open_remote(&url, &opts, verify))?
+            }
+            None if storage_options.is_some() => {
+                return Err(PyValueError::new_err(format!(
+                    "storage_options apply to a URL (s3://, gs://, az://, https://), not to the local path {}",
+                    path.display()
+                )))
+            }
+            None => call(py, move || zrecord::Dataset::open_with(path, options))?,
+        };
         if warn {
             for store in ds.stores().filter(|s| s.checksums_lost()) {
                 crate::error::warn_checksums_lost(py, store.path(), 2)?;
             }
         }
         Ok(PyDataset { inner: Mutex::new(Some(Arc::new(ds))) })
+    }
+
+    /// What reads from an object store cost so far (a dict), or None for a local dataset.
+    fn remote_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.handle(py)?.remote_stats().map(|c| crate::remote::counts_dict(py, c)).transpose()
+    }
+
+    /// True when the dataset was opened from an object store.
+    #[getter]
+    fn is_remote(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.remote_stats().is_some())
     }
 
     /// True for a dataset with a manifest (named fields, shards); False for one loaderx store.

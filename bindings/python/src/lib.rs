@@ -29,6 +29,7 @@ mod error;
 mod loader;
 mod pool;
 mod progress;
+mod remote;
 mod sampler;
 mod store;
 mod tools;
@@ -59,5 +60,6 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::verify, m)?)?;
     m.add_function(wrap_pyfunction!(tools::convert, m)?)?;
     m.add_function(wrap_pyfunction!(tools::export, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::push, m)?)?;
     Ok(())
 }

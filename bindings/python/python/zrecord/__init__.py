@@ -66,6 +66,7 @@ from .tools import (
     convert,
     export,
     inspect,
+    push,
     verify,
 )
 
@@ -108,6 +109,7 @@ __all__ = [
     "export",
     "inspect",
     "load_state",
+    "push",
     "resolve_world",
     "save_state",
     "verify",

@@ -112,18 +112,33 @@ class Dataset:
     shape: tuple[int, ...]
     codec: str
 
-    def __init__(self, path: PathLike, *, verify: str = "auto", read_only: "bool | None" = None) -> None:
-        self.path = Path(path)
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        verify: str = "auto",
+        read_only: "bool | None" = None,
+        storage_options: "dict[str, str] | None" = None,
+    ) -> None:
+        remote = isinstance(path, str) and _is_url(path)
+        # A URL stays a string: a Path would fold its "//".
+        self.path = path.rstrip("/") if remote else Path(path)
         self._verify = verify
         self._read_only_arg = read_only
+        self._storage_options = storage_options
         try:
-            native = _zrecord._Dataset(self.path, read_only=read_only, verify=verify)
+            native = _zrecord._Dataset(
+                self.path, read_only=read_only, verify=verify, storage_options=storage_options
+            )
         except StoreIOError as e:
             if e.errno == errno.ENOENT:
                 raise FileNotFoundError(str(e)) from None
             raise
         self.fields: "tuple[Field, ...]" = tuple(Field._from(f) for f in native.fields)
-        if native.has_manifest:
+        if native.has_manifest or remote:
+            # Named fields over shards, or anything pushed to an object store (a pushed
+            # loaderx store reads as one field, "data"): every read goes through the
+            # native dataset.
             # Named fields over shards: every read goes through the native dataset.
             self._native = native
             self._store: Zrecord | None = None
@@ -144,6 +159,20 @@ class Dataset:
         if self._native is not None:
             return True
         return self.store.read_only
+
+    @property
+    def is_remote(self) -> bool:
+        """True for a dataset read from an object store (``Dataset("s3://...")``)."""
+        return self._native is not None and self._native.is_remote
+
+    def remote_stats(self) -> "dict | None":
+        """What reading this dataset from an object store cost so far: ``{"requests",
+        "bytes", "retries", "hits"}`` (GET requests sent, bytes received, requests sent
+        again after a transient failure, reads served from bytes already fetched); None
+        for a local dataset."""
+        if self._native is None:
+            return None
+        return self._live().remote_stats()
 
     @property
     def is_multi_field(self) -> bool:
@@ -544,7 +573,7 @@ class Dataset:
 
     def __reduce__(self):
         # Reopen by path in the receiving process (spawned DataLoader workers and the like).
-        return (_reopen, (type(self), str(self.path), self._verify, self._read_only_arg))
+        return (_reopen, (type(self), str(self.path), self._verify, self._read_only_arg, self._storage_options))
 
     def __repr__(self) -> str:
         if self._native is not None:
@@ -555,8 +584,15 @@ class Dataset:
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
 
 
-def _reopen(cls, path: str, verify: str, read_only: "bool | None") -> "Dataset":
-    return cls(path, verify=verify, read_only=read_only)
+def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None) -> "Dataset":
+    return cls(path, verify=verify, read_only=read_only, storage_options=storage_options)
+
+
+_SCHEMES = ("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "azure://", "http://", "https://", "memory://")
+
+
+def _is_url(path: str) -> bool:
+    return path.startswith(_SCHEMES)
 
 
 def _is_integer(idx: Any) -> bool:

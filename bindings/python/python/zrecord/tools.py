@@ -287,3 +287,29 @@ def _sync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def push(
+    local: PathLike,
+    url: str,
+    storage_options: "Optional[dict]" = None,
+    progress: Progress = False,
+) -> dict:
+    """Upload the dataset (or loaderx store) at ``local`` to ``url`` (``s3://bucket/prefix``,
+    ``gs://``, ``az://``), to be read with ``zrecord.Dataset(url, storage_options=...)``.
+
+    Only the bytes the files hold are sent (a store's files are sparse: gigabytes on paper
+    for megabytes of records), each object tagged with a hash of its bytes, so a push that
+    was cut short, pushed again, sends only what is missing. The listing ``remote.json``
+    goes up last and conditionally: until it is there, ``url`` is not a dataset.
+    ``storage_options`` are object_store's configuration keys (``aws_endpoint``,
+    ``aws_access_key_id``, ``aws_allow_http``, ...) over the environment's ``AWS_*``,
+    ``GOOGLE_*`` and ``AZURE_*`` variables. Do not write to ``local`` meanwhile: a file
+    that changes during the push fails it.
+
+    Returns ``{"kind", "files", "uploaded", "bytes", "stored", "apparent"}``: what was
+    pushed, how many files this call uploaded and their bytes, the bytes the dataset takes
+    in the object store, and the size its files claim on disk.
+    """
+    with reporter(progress, "push") as report:
+        return _zrecord._push(os.fspath(local), str(url), storage_options, report)

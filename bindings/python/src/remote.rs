@@ -1,0 +1,60 @@
+//! Object storage for Python: `zrecord.push` and a pushed dataset's read counts. Opening a
+//! pushed dataset is `_Dataset(url, storage_options=...)` ([`crate::dataset`]); every rule
+//! is the `zrecord` crate's ([`zrecord::remote`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use zrecord::remote::{push::push as push_to, Remote, RemoteCounts};
+
+use crate::error;
+use crate::progress::Progress;
+
+/// `storage_options` as object_store's key/value pairs.
+pub fn options(storage_options: Option<HashMap<String, String>>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = storage_options.unwrap_or_default().into_iter().collect();
+    v.sort();
+    v
+}
+
+/// The counts as a dict.
+pub fn counts_dict<'py>(py: Python<'py>, c: RemoteCounts) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("requests", c.requests)?;
+    d.set_item("bytes", c.bytes)?;
+    d.set_item("retries", c.retries)?;
+    d.set_item("hits", c.hits)?;
+    Ok(d)
+}
+
+/// Pushes the dataset or store at `local` to `url`; returns what it did.
+#[pyfunction]
+#[pyo3(name = "_push", signature = (local, url, storage_options = None, progress = None))]
+pub fn push<'py>(
+    py: Python<'py>,
+    local: PathBuf,
+    url: String,
+    storage_options: Option<HashMap<String, String>>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = options(storage_options);
+    let mut reporter = Progress::new(progress);
+    let bar = &mut reporter;
+    let done = py
+        .detach(move || {
+            let remote = Remote::open(&url, &opts)?;
+            push_to(&local, &remote, &mut |d, t| bar.report(d, t))
+        })
+        .map_err(|e| error::to_py(py, zrecord::Error::Io(e)))?;
+    reporter.finish()?;
+    let d = PyDict::new(py);
+    d.set_item("kind", done.kind)?;
+    d.set_item("files", done.files)?;
+    d.set_item("uploaded", done.uploaded)?;
+    d.set_item("bytes", done.bytes)?;
+    d.set_item("stored", done.stored)?;
+    d.set_item("apparent", done.apparent)?;
+    Ok(d)
+}

@@ -1,0 +1,220 @@
+"""Datasets in an S3-compatible object store: a real server (moto's, started here on
+127.0.0.1 with a free port and stopped at the end), pushed to with zrecord.push and read
+with zrecord.Dataset(url, storage_options=...).
+
+Pushed datasets read sample for sample and batch for batch as the local ones, in every
+loader mode, packed, in mixtures with local sources and across a resume; a push cut short
+by a kill completes on the next push; an object rewritten under a reader is an error
+naming it; and a server that fails one request in ten changes no batch (the retries are
+counted).
+"""
+
+import http.client
+import http.server
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import zrecord
+
+from moto.server import ThreadedMotoServer  # tests/requirements.txt: a missing server fails, never skips
+
+BUCKET = "zrecord-test"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on 127.0.0.1 and the storage options that reach it."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    options = {
+        "aws_endpoint": f"http://{host}:{port}",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "aws_region": "us-east-1",
+        "aws_allow_http": "true",
+    }
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("PUT", f"/{BUCKET}")
+    assert conn.getresponse().status == 200
+    conn.close()
+    yield options
+    server.stop()
+
+
+def docs(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 30000, int(k), dtype=np.uint16) for k in rng.integers(1, 60, n)]
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    """A dataset of three fields over four shards."""
+    path = tmp_path_factory.mktemp("remote") / "ds"
+    n = 1000
+    rng = np.random.default_rng(1)
+    zrecord.Dataset.write(
+        path,
+        {"image": rng.integers(0, 255, (n, 3, 8, 8), dtype=np.uint8), "label": np.arange(n), "tokens": docs(n)},
+        shard_records=300,
+    )
+    return zrecord.Dataset(path)
+
+
+@pytest.fixture(scope="module")
+def pushed(s3, local):
+    url = f"s3://{BUCKET}/datasets/train"
+    done = zrecord.push(local.path, url, storage_options=s3)
+    assert done["kind"] == "dataset" and done["uploaded"] == done["files"]
+    assert done["stored"] < 2 << 20 < 4 << 30 < done["apparent"], done  # dense: sparse files not sent whole
+    return url
+
+
+def test_a_pushed_dataset_reads_as_the_local_one(s3, local, pushed):
+    far = zrecord.Dataset(pushed, storage_options=s3)
+    assert far.is_remote and not local.is_remote
+    assert len(far) == len(local) and far.shards == local.shards == 4
+    assert [f.name for f in far.fields] == ["image", "label", "tokens"]
+    for i in (0, 299, 300, 999, -1):
+        a, b = far[i], local[i]
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    stats = far.remote_stats()
+    assert stats["requests"] > 0 and stats["bytes"] > 0 and stats["retries"] == 0, stats
+    assert local.remote_stats() is None
+    assert pushed in repr(far)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_loaders_read_the_same_batches(s3, local, pushed, mode):
+    far = zrecord.Dataset(pushed, storage_options=s3)
+
+    def read(ds, **kw):
+        with zrecord.DataLoader(ds, batch_size=64, mode=mode, seed=5, num_workers=2, **kw) as dl:
+            return [next(dl) for _ in range(12)]
+
+    for a, b in zip(read(far), read(local)):
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    pack = zrecord.Pack(seq_len=128, mode="best_fit", eos=1)
+    a = np.stack([b["tokens"] for b in read(far, pack=pack)])
+    b = np.stack([b["tokens"] for b in read(local, pack=pack)])
+    np.testing.assert_array_equal(a, b)
+
+
+def test_a_state_saved_locally_resumes_remotely_and_mixtures_span_both(s3, local, pushed):
+    far = zrecord.Dataset(pushed, storage_options=s3)
+    with zrecord.DataLoader(local, batch_size=50, mode=2, seed=9, num_workers=1) as dl:
+        whole = [next(dl)["label"] for _ in range(30)]
+    with zrecord.DataLoader(local, batch_size=50, mode=2, seed=9, num_workers=3) as dl:
+        for _ in range(11):
+            next(dl)
+        state = dl.state_dict()
+    with zrecord.DataLoader(far, batch_size=25, mode=2, seed=9, rank=1, world_size=2, state=state) as dl:
+        rest = [next(dl)["label"] for _ in range(19)]
+    np.testing.assert_array_equal(np.stack(rest), np.stack([w[25:] for w in whole[11:]]))
+    mix = zrecord.Mixture([far, local], weights=[0.5, 0.5], seed=2)
+    with zrecord.DataLoader(mix, batch_size=32, num_workers=2) as dl:
+        batch = next(dl)
+        assert set(np.unique(batch["source"])) <= {0, 1}
+
+
+def test_a_push_cut_short_completes_on_the_next_push(s3, local, tmp_path):
+    url = f"s3://{BUCKET}/datasets/interrupted"
+    # A child process pushes and dies (os._exit) once part of the bytes went up.
+    code = (
+        "import os, sys, zrecord\n"
+        "def progress(done, total):\n"
+        "    if done > total // 3:\n"
+        "        os._exit(9)\n"
+        f"zrecord.push({str(local.path)!r}, {url!r}, storage_options={s3!r}, progress=progress)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 9, p.stderr
+    with pytest.raises(FileNotFoundError, match="remote.json is missing"):
+        zrecord.Dataset(url, storage_options=s3)
+    done = zrecord.push(local.path, url, storage_options=s3)
+    assert 0 < done["uploaded"] < done["files"], done
+    far = zrecord.Dataset(url, storage_options=s3)
+    np.testing.assert_array_equal(far[700]["tokens"], local[700]["tokens"])
+    again = zrecord.push(local.path, url, storage_options=s3)
+    assert again["uploaded"] == 0 and again["bytes"] == 0, again
+
+
+def test_an_object_rewritten_under_a_reader_is_an_error_naming_it(s3, local):
+    url = f"s3://{BUCKET}/datasets/rewritten"
+    zrecord.push(local.path, url, storage_options=s3)
+    far = zrecord.Dataset(url, storage_options=s3)
+    far[0]
+    # Another writer replaces one chunk object (a new version, same key).
+    import boto3  # moto[server]'s own dependency
+
+    client = boto3.client("s3", endpoint_url=s3["aws_endpoint"], region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.put_object(Bucket=BUCKET, Key="datasets/rewritten/shard-000003/tokens/0.zr", Body=b"\x00" * 4096)
+    with pytest.raises(zrecord.StoreIOError, match="changed since the dataset was pushed") as e:
+        far[950]
+    assert "shard-000003/tokens/0.zr" in str(e.value)
+
+
+class _Flaky(http.server.BaseHTTPRequestHandler):
+    """Forwards every request to the S3 server, but answers one in ten with a 503."""
+
+    target = None
+    count = 0
+    lock = threading.Lock()
+
+    def _forward(self):
+        with _Flaky.lock:
+            _Flaky.count += 1
+            fail = _Flaky.count % 10 == 0
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if fail:
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        conn = http.client.HTTPConnection(*_Flaky.target, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        headers["Host"] = f"{_Flaky.target[0]}:{_Flaky.target[1]}"
+        conn.request(self.command, self.path, body=body or None, headers=headers)
+        r = conn.getresponse()
+        data = r.read()
+        self.send_response(r.status)
+        for k, v in r.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
+
+    def log_message(self, *args):
+        pass
+
+
+def test_one_failed_request_in_ten_changes_no_batch(s3, local, pushed):
+    host, port = s3["aws_endpoint"].split("//")[1].split(":")
+    _Flaky.target = (host, int(port))
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        flaky = {**s3, "aws_endpoint": f"http://127.0.0.1:{proxy.server_address[1]}"}
+        far = zrecord.Dataset(pushed, storage_options=flaky)
+        with zrecord.DataLoader(far, batch_size=64, mode=2, seed=4, num_workers=2) as a, \
+                zrecord.DataLoader(local, batch_size=64, mode=2, seed=4, num_workers=2) as b:
+            for _ in range(10):
+                x, y = next(a), next(b)
+                for k in y:
+                    np.testing.assert_array_equal(x[k], y[k])
+        stats = far.remote_stats()
+        assert stats["retries"] >= 1 and _Flaky.count >= 10, stats
+    finally:
+        proxy.shutdown()
