@@ -11,6 +11,7 @@ counted).
 
 import http.client
 import http.server
+import os
 import subprocess
 import sys
 import threading
@@ -218,3 +219,29 @@ def test_one_failed_request_in_ten_changes_no_batch(s3, local, pushed):
         assert stats["retries"] >= 1 and _Flaky.count >= 10, stats
     finally:
         proxy.shutdown()
+
+
+def test_the_readme_example_runs_as_printed(s3, local, tmp_path):
+    """The README's "Datasets in object storage" block, against this server: its printed
+    endpoint swapped for the test server's, credentials from AWS_* variables."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("## Datasets in object storage\n", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert "http://127.0.0.1:9000" in block
+    block = block.replace("http://127.0.0.1:9000", s3["aws_endpoint"])
+    # Not a copy of `local`: shutil.copytree writes a sparse store's every zero (the
+    # README's own warning), gigabytes per store.
+    zrecord.Dataset.write(tmp_path / "train_ds", {"tokens": docs(300, seed=3), "label": np.arange(300)})
+    import boto3
+
+    boto3.client("s3", endpoint_url=s3["aws_endpoint"], region_name="us-east-1", aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_bucket(Bucket="bucket")
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_REGION": "us-east-1"}
+    p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env=env)
+    assert p.returncode == 0, p.stderr
+    assert "'requests':" in p.stdout and "'retries': 0" in p.stdout, p.stdout
