@@ -69,6 +69,12 @@ usage:
                                 documents at each end-of-document id ID (not kept: give
                                 it back with Pack(eos=ID)) and add them to the dataset OUT
                                 as the ragged field tokens
+  zr push LOCAL URL             upload a dataset or store to an object store (s3://bucket/prefix,
+                                gs://, az://; credentials and endpoint from AWS_*, GOOGLE_*,
+                                AZURE_* variables): only its bytes, resumable, listing last
+  zr pull URL OUT               a pushed dataset or store into the new directory OUT, as it
+                                was (sparse files sparse: loaderx 0.5.4 reads it)
+                                (inspect, stats, verify and export also read a pushed URL)
   zr export STORE OUT.npy [--verify auto|always|never]
                                 write a dataset back to a .npy file, checking checksums
                                 as --verify says (default auto: where there is one)
@@ -132,6 +138,20 @@ pub enum Command {
         /// `--tokens DTYPE --eos ID`: the input is a flat token file, split into documents
         /// at each `ID` (the numpy dtype string and the id).
         tokens: Option<(&'static str, u64)>,
+    },
+    /// `push LOCAL URL`: a dataset or store into an object store (native host).
+    Push {
+        /// The local dataset or store directory.
+        local: String,
+        /// Where it goes (`s3://bucket/prefix`, ...).
+        url: String,
+    },
+    /// `pull URL OUT`: a pushed dataset or store into a new local directory (native host).
+    Pull {
+        /// The pushed dataset's location.
+        url: String,
+        /// The new local directory.
+        output: String,
     },
     /// `export STORE OUT.npy [--verify MODE]`.
     Export {
@@ -284,7 +304,7 @@ impl Command {
         };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
         match cmd.as_str() {
-            "inspect" | "verify" | "stats" | "delete" | "compact" | "convert" | "export" => {}
+            "inspect" | "verify" | "stats" | "delete" | "compact" | "convert" | "export" | "push" | "pull" => {}
             "help" => return Ok(Command::Help),
             c if c.starts_with('-') => return Err(usage(format!("unknown option {c}"))),
             c => return Err(usage(format!("unknown command {c:?}"))),
@@ -414,6 +434,16 @@ impl Command {
                     tokens,
                 }
             }
+            "push" => {
+                want(2, "LOCAL URL")?;
+                let url = pos.pop().expect("two positionals");
+                Command::Push { local: pos.pop().expect("two positionals"), url }
+            }
+            "pull" => {
+                want(2, "URL OUT")?;
+                let output = pos.pop().expect("two positionals");
+                Command::Pull { url: pos.pop().expect("two positionals"), output }
+            }
             "export" => {
                 want(2, "STORE OUT.npy")?;
                 let name = flag("verify").unwrap_or("auto");
@@ -442,6 +472,9 @@ impl Command {
             Command::Export { store, output, .. } => {
                 alloc::vec![(store.as_str(), Role::StoreRead), (output.as_str(), Role::OutputFile)]
             }
+            // URLs are not paths: only the local side is one.
+            Command::Push { local, .. } => alloc::vec![(local.as_str(), Role::StoreRead)],
+            Command::Pull { output, .. } => alloc::vec![(output.as_str(), Role::StoreOut)],
             Command::Help | Command::Version => Vec::new(),
         }
     }
@@ -463,6 +496,8 @@ impl Command {
                 *store = f(store, Role::StoreRead);
                 *output = f(output, Role::OutputFile);
             }
+            Command::Push { local, .. } => *local = f(local, Role::StoreRead),
+            Command::Pull { output, .. } => *output = f(output, Role::StoreOut),
             Command::Help | Command::Version => {}
         }
         c
@@ -509,6 +544,8 @@ impl Command {
                 }
                 v
             }
+            Command::Push { local, url } => alloc::vec![s("push"), s(local), s(url)],
+            Command::Pull { url, output } => alloc::vec![s("pull"), s(url), s(output)],
             Command::Export { store, output, verify } => {
                 let mut v = alloc::vec![s("export"), s(store), s(output)];
                 if *verify != Verify::Auto {
@@ -596,6 +633,21 @@ pub trait Host {
         Err(Failure::new(self.shown(input), NO_FIELDS_IO))
     }
 
+    /// `push` of the dataset or store in `local` to the object store location `url`;
+    /// returns the line to print. The default says this host cannot.
+    fn push(&mut self, local: &str, url: &str) -> Result<String, Failure> {
+        let _ = url;
+        Err(Failure::new(self.shown(local), NO_REMOTE))
+    }
+
+    /// `pull` of the dataset or store pushed to `url` into `output`, a directory made by
+    /// [`Host::stage_store`]; returns the number of files. The default says this host
+    /// cannot.
+    fn pull(&mut self, url: &str, output: &str) -> Result<u64, Failure> {
+        let _ = output;
+        Err(Failure::new(url.into(), NO_REMOTE))
+    }
+
     /// `export` of the dataset of named fields in directory `dataset` into `output`: a
     /// directory made by [`Host::stage_store`] (`npz` false) or a file made by
     /// [`Host::stage_file`] (`npz` true). Returns the number of samples.
@@ -604,6 +656,9 @@ pub trait Host {
         Err(Failure::new(self.shown(dataset), NO_FIELDS_IO))
     }
 }
+
+/// What a host without an object store client says to `push` and `pull`.
+pub const NO_REMOTE: &str = "push and pull need the native zr (this zr reads no object store)";
 
 /// What a host without a dataset writer says to `convert DIR|IN.npz` and `export DATASET`.
 pub const NO_FIELDS_IO: &str =
@@ -853,6 +908,11 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             return convert(host, par, &input, &output, policy, chunk_mib);
         }
         Command::Export { store, output, verify } => return export(host, par, &store, &output, verify),
+        Command::Push { local, url } => {
+            let report = host.push(&local, &url)?;
+            Out { host, closed: false }.line(&report);
+        }
+        Command::Pull { url, output } => return dataset::pull(host, &url, &output),
     }
     Ok(EXIT_OK)
 }

@@ -70,6 +70,10 @@ impl NativeFile {
     }
 
     /// A file of a pushed dataset ([`crate::remote`]).
+    pub fn from_remote(file: RemoteFile) -> NativeFile {
+        Self::of_remote(file)
+    }
+
     fn of_remote(file: RemoteFile) -> NativeFile {
         NativeFile { name: String::new(), fd: Fd::Remote(Box::new(file)), map: None }
     }

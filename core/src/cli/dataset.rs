@@ -281,3 +281,29 @@ pub(super) fn export<H: Host>(host: &mut H, dataset: &str, output: &str, verify:
     Out { host, closed: false }.line(&format!("exported {n} samples to {out_shown}"));
     Ok(EXIT_OK)
 }
+
+/// `pull URL OUT`: the pushed dataset is written beside `output` and moved there at the
+/// end; `output` must be new.
+pub(super) fn pull<H: Host>(host: &mut H, url: &str, output: &str) -> Result<i32, Failure> {
+    let out_shown = host.shown(output);
+    match host.kind(output) {
+        PathKind::Missing => {}
+        PathKind::MissingParent => return Err(Failure::new(out_shown, "its directory does not exist")),
+        PathKind::Dir | PathKind::File => return Err(Failure::new(out_shown, "exists; pull writes a new directory")),
+    }
+    let staged = host.stage_store(output).map_err(|e| Failure::at(out_shown.clone(), e))?;
+    let files = match host.pull(url, &staged) {
+        Ok(n) => n,
+        Err(f) => {
+            let shown_staged = host.shown(&staged);
+            host.discard(&staged);
+            return Err(unstage(f, &shown_staged, &out_shown));
+        }
+    };
+    if let Err(e) = host.commit(&staged, output) {
+        host.discard(&staged);
+        return Err(Failure::at(out_shown, e));
+    }
+    Out { host, closed: false }.line(&format!("pulled {files} files of {url} into {out_shown}"));
+    Ok(EXIT_OK)
+}

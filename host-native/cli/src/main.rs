@@ -17,6 +17,10 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use zrecord::dataset::{export_npy, import_npy, import_tokens, ExportTo, ImportOptions};
+use zrecord::remote::file::RemoteDir;
+use zrecord::remote::objects::{Objects, LISTING};
+use zrecord::remote::push::read_listing;
+use zrecord::remote::{is_url, Remote};
 use zrecord::{Dataset, DatasetError, DatasetOptions, Verify, WriteOptions};
 use zrecord::{DirBackend, Error, IoError, IoErrorKind, NativeFile, Rayon};
 use zrecord_core::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
@@ -25,6 +29,8 @@ use zrecord_core::{Options, Store, Writer};
 struct Native {
     /// The progress bar of the step under way, and which step it is.
     bar: Option<(String, ProgressBar)>,
+    /// Pushed datasets read by URL: each root's location and listing.
+    remotes: std::cell::RefCell<Vec<(Remote, Objects)>>,
 }
 
 /// Every staged output not yet committed or discarded, with the parent directories its
@@ -109,6 +115,40 @@ fn utf8(p: PathBuf) -> Result<String, Error> {
 }
 
 impl Native {
+    /// The pushed dataset holding `url` (its root's location and listing, found by reading
+    /// `remote.json` at `url` or the nearest prefix above it that has one) and `url`'s path
+    /// under that root (`""` for the root itself).
+    fn remote_at(&self, url: &str) -> Result<(Remote, Objects, String), Error> {
+        let url = url.trim_end_matches('/');
+        for (remote, listing) in self.remotes.borrow().iter() {
+            if let Some(rest) = url.strip_prefix(remote.url()) {
+                if rest.is_empty() || rest.starts_with('/') {
+                    return Ok((remote.clone(), listing.clone(), rest.trim_start_matches('/').to_owned()));
+                }
+            }
+        }
+        let mut root = url.to_owned();
+        loop {
+            let remote = Remote::open(&root, &[])?;
+            if let Some((bytes, _, _)) = read_listing(&remote)? {
+                let listing = Objects::from_json(&bytes, &remote.shown(LISTING))?;
+                self.remotes.borrow_mut().push((remote.clone(), listing.clone()));
+                let rest = url[root.len()..].trim_start_matches('/').to_owned();
+                return Ok((remote, listing, rest));
+            }
+            match root.rfind('/') {
+                Some(k) if root[..k].contains("://") && !root[..k].ends_with('/') => root.truncate(k),
+                _ => {
+                    return Err(Error::Io(IoError::new(
+                        IoErrorKind::NotFound,
+                        format!("open {url}"),
+                        "no pushed dataset here (no remote.json at it or above it)",
+                    )))
+                }
+            }
+        }
+    }
+
     /// Creates `dir` and its missing parents, returning those it created, outermost first.
     fn create_parents(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         zrecord_core::io::std_dir::create_missing_dirs(dir)
@@ -121,6 +161,16 @@ impl Host for Native {
     type File = NativeFile;
 
     fn kind(&self, path: &str) -> PathKind {
+        if is_url(path) {
+            return match self.remote_at(path) {
+                Ok((_, _, rel)) if rel.is_empty() => PathKind::Dir,
+                Ok((_, listing, rel)) if listing.objects.contains_key(&rel) => PathKind::File,
+                Ok((_, listing, rel)) if listing.objects.keys().any(|k| k.starts_with(&format!("{rel}/"))) => {
+                    PathKind::Dir
+                }
+                _ => PathKind::Missing,
+            };
+        }
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => PathKind::Dir,
             Ok(_) => PathKind::File,
@@ -152,6 +202,13 @@ impl Host for Native {
     }
 
     fn open_store(&mut self, path: &str, access: Access) -> Result<(Store<DirBackend>, Writer), Error> {
+        if is_url(path) {
+            if access != Access::Read {
+                return Err(Error::InvalidArgument(format!("{path} is a pushed dataset: read-only")));
+            }
+            let (remote, listing, rel) = self.remote_at(path)?;
+            return Store::open(DirBackend::remote(RemoteDir::new(&remote, &listing, &rel)), Options::read_only());
+        }
         let options = match access {
             Access::Read => Options::read_only(),
             Access::Write => Options { create: false, ..Options::default() },
@@ -161,6 +218,14 @@ impl Host for Native {
     }
 
     fn open_input(&mut self, path: &str) -> Result<NativeFile, Error> {
+        if is_url(path) {
+            let (remote, listing, rel) = self.remote_at(path)?;
+            let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
+            return RemoteDir::new(&remote, &listing, dir)
+                .file(name)
+                .map(NativeFile::from_remote)
+                .ok_or_else(|| Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {path}"), "not pushed")));
+        }
         NativeFile::open(Path::new(path), false, false, false)?
             .ok_or_else(|| Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {path}"), "no such file")))
     }
@@ -277,6 +342,22 @@ impl Host for Native {
         Ok(FieldsDone { added: done.samples, samples: ds.len(), fields: ds.fields().len(), shards: ds.shard_count() })
     }
 
+    fn push(&mut self, local: &str, url: &str) -> Result<String, Failure> {
+        let remote = Remote::open(url, &[]).map_err(|e| Failure::at(url.to_owned(), Error::Io(e)))?;
+        let done = zrecord::remote::push::push(Path::new(local), &remote, &mut |d, t| self.progress("push", d, t))
+            .map_err(|e| Failure::at(local.to_owned(), Error::Io(e)))?;
+        Ok(format!(
+            "pushed the {} {local} to {url}: {} files, {} uploaded now ({} bytes); {} bytes stored for {} on disk",
+            done.kind, done.files, done.uploaded, done.bytes, done.stored, done.apparent
+        ))
+    }
+
+    fn pull(&mut self, url: &str, output: &str) -> Result<u64, Failure> {
+        let remote = Remote::open(url, &[]).map_err(|e| Failure::at(url.to_owned(), Error::Io(e)))?;
+        zrecord::remote::push::pull(&remote, Path::new(output), &mut |d, t| self.progress("pull", d, t))
+            .map_err(|e| Failure::at(url.to_owned(), Error::Io(e)))
+    }
+
     fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {
         let ds = Dataset::open_with(dataset, DatasetOptions { read_only: Some(true), verify }).map_err(failure)?;
         let to = if npz { ExportTo::Npz } else { ExportTo::Dir };
@@ -305,7 +386,7 @@ fn main() -> ExitCode {
         std::thread::sleep(Duration::from_secs(2));
         exit_interrupted();
     });
-    let mut host = Native { bar: None };
+    let mut host = Native { bar: None, remotes: Default::default() };
     let args: Result<Vec<String>, _> = std::env::args_os().skip(1).map(|a| a.into_string()).collect();
     let code = match args {
         Ok(args) => cli::run(&mut host, &Rayon, &args),

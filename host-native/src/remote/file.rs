@@ -278,6 +278,11 @@ impl RemoteDir {
         self.files.contains_key(name)
     }
 
+    /// File `name` of the directory, read in whole blocks (a side file, a manifest).
+    pub fn file(&self, name: &str) -> Option<RemoteFile> {
+        self.open(name, true)
+    }
+
     fn open(&self, name: &str, metadata: bool) -> Option<RemoteFile> {
         self.files.get(name).map(|o| RemoteFile::new(self.remote.clone(), name, o.clone(), metadata))
     }

@@ -225,10 +225,10 @@ pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -
 }
 
 /// A listing as read: its bytes, ETag and version.
-pub(crate) type Listing = (Vec<u8>, Option<String>, Option<String>);
+pub type Listing = (Vec<u8>, Option<String>, Option<String>);
 
 /// The listing at `remote`, if there is one.
-pub(crate) fn read_listing(remote: &Remote) -> Result<Option<Listing>, IoError> {
+pub fn read_listing(remote: &Remote) -> Result<Option<Listing>, IoError> {
     let target = remote.path(LISTING);
     remote.block(remote.retrying(&format!("read {}", remote.shown(LISTING)), || {
         let client = remote.client().clone();
@@ -310,4 +310,60 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// `zr pull`: the dataset or store pushed to `remote` into the existing empty directory
+/// `out`, file for file as it was pushed (each file at its full size, its stored bytes
+/// written and checked against their XXH3-64, the rest left a hole), so loaderx 0.5.4
+/// reads a pulled store. `progress(bytes done, bytes to fetch)`. Returns the number of
+/// files.
+pub fn pull(remote: &Remote, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, IoError> {
+    let Some((bytes, _, _)) = read_listing(remote)? else {
+        return Err(IoError::new(
+            IoErrorKind::NotFound,
+            format!("pull {}", remote.url()),
+            "no pushed dataset here (remote.json is missing: never pushed, or a push that did not finish)",
+        ));
+    };
+    let listing = Objects::from_json(&bytes, &remote.shown(LISTING))?;
+    let total: u64 = listing.objects.values().map(|o| o.stored).sum();
+    let mut done = 0u64;
+    progress(0, total);
+    for (rel, object) in &listing.objects {
+        if rel.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+            return Err(IoError::new(
+                IoErrorKind::Other,
+                format!("pull {}", remote.url()),
+                format!("the listing names {rel:?}, which is not a plain relative path"),
+            ));
+        }
+        let path = out.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent, "create directory"))?;
+        }
+        let file = File::options().write(true).read(true).create_new(true).open(&path).map_err(io(&path, "create"))?;
+        file.set_len(object.size).map_err(io(&path, "resize"))?;
+        let mut at = 0u64;
+        let source = super::file::RemoteFile::new(remote.clone(), rel, object.clone(), false);
+        let mut buf = vec![0u8; PART.min(object.stored as usize).max(1)];
+        let mut hasher = twox_hash::XxHash3_64::new();
+        while at < object.stored {
+            let n = ((object.stored - at) as usize).min(buf.len());
+            zrecord_core::io::StorageFile::read_at(&source, at, &mut buf[..n])?;
+            hasher.write(&buf[..n]);
+            file.write_all_at(&buf[..n], at).map_err(io(&path, "write"))?;
+            at += n as u64;
+            done += n as u64;
+            progress(done, total);
+        }
+        if format!("{:016x}", hasher.finish()) != object.xxh3 {
+            return Err(IoError::new(
+                IoErrorKind::Other,
+                format!("pull {}", remote.shown(rel)),
+                "its bytes do not match the hash the push recorded",
+            ));
+        }
+        file.sync_all().map_err(io(&path, "sync"))?;
+    }
+    Ok(listing.objects.len() as u64)
 }
