@@ -66,6 +66,9 @@ pub struct FixedSlots {
 /// against the other regions ([`Error::InvalidArgument`] when two overlap). A failure
 /// comes with the number of the store it belongs to (`picks` order decides which failure,
 /// when several reads fail), so that the caller can name the store.
+///
+/// # Panics
+/// If a pick names a store past the end of `stores`.
 pub fn gather_stores<B: Backend, P: Parallel>(
     stores: &[&Store<B>],
     picks: &[Pick],
@@ -80,9 +83,7 @@ pub fn gather_stores<B: Backend, P: Parallel>(
     let mut regions = Vec::with_capacity(picks.len());
     for (i, pick) in picks.iter().enumerate() {
         let fail = |e: Error| (pick.store, e);
-        let store = stores
-            .get(pick.store)
-            .ok_or_else(|| fail(Error::InvalidArgument(format!("store {} of {}", pick.store, stores.len()))))?;
+        let store = stores[pick.store];
         let (length, header) = &views[pick.store];
         let (loc, codec) = store.locate(pick.index, *length, header).map_err(fail)?;
         let len = u64::from(loc.logic_length);
@@ -109,6 +110,7 @@ pub fn gather_stores<B: Backend, P: Parallel>(
     // Carve the destination in address order so every job owns a disjoint slice.
     regions.sort_unstable_by_key(|r| (r.0, r.1));
     let mut jobs = Vec::with_capacity(regions.len());
+    let mut slack: Vec<&mut [u8]> = Vec::new();
     let mut rest: &mut [u8] = dst;
     let mut base = 0usize;
     for (off, i, loc, codec) in regions {
@@ -128,15 +130,19 @@ pub fn gather_stores<B: Backend, P: Parallel>(
         rest = tail;
         base = off + len;
         if let Some(slots) = fixed {
-            let (slack, tail) = core::mem::take(&mut rest).split_at_mut(slots.size - len);
-            if slots.clear {
-                slack.fill(0);
+            let (past, tail) = core::mem::take(&mut rest).split_at_mut(slots.size - len);
+            if slots.clear && !past.is_empty() {
+                slack.push(past);
             }
             rest = tail;
             base += slots.size - len;
         }
         let store = stores[pick.store];
         jobs.push(ReadJob { store, source: pick.store, index: pick.index as u32, loc, codec, dst: slot });
+    }
+    // Every check passed: now the destination may change.
+    for past in slack {
+        past.fill(0);
     }
     run_reads(&mut jobs, par)
 }
