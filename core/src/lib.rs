@@ -26,7 +26,7 @@
 //! - [`cli`]: the `zr` command line itself (parsing, output, messages, exit codes), which
 //!   the native `zr` and the wasm guest run through a small [`cli::Host`] of their own.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;

@@ -2,11 +2,11 @@
 //! compaction that preserves contents and converges, chunk rollover, and typed errors.
 
 use proptest::prelude::*;
-use zrecord_core::engine::{Batch, Options, Store, Writer};
+use zrecord_core::engine::{gather_stores, Batch, FixedSlots, Options, Pick, Store, Writer};
 use zrecord_core::error::{Error, FormatError};
 use zrecord_core::format::{Header, RecordLoc, CHUNK_FILE_LEN, META_FILE, META_LEN};
 use zrecord_core::io::mem::MemBackend;
-use zrecord_core::io::{Serial, StorageFile};
+use zrecord_core::io::{Backend, Serial, StorageFile};
 use zrecord_core::Codec;
 
 fn open(b: &MemBackend, capacity: u64) -> (Store<MemBackend>, Writer) {
@@ -106,6 +106,53 @@ fn gather_var_and_errors_leave_destination_untouched() {
     let e = s.gather(&[0, 3], &mut dst, 10, &Serial).unwrap_err();
     assert!(matches!(e, Error::IndexOutOfRange { index: 3, length: 3 }));
     assert!(dst.iter().all(|&x| x == 0xAA), "a failed gather wrote nothing");
+}
+
+#[test]
+fn gather_stores_reads_several_stores_and_names_the_failing_one() {
+    let (b0, b1) = (MemBackend::new(), MemBackend::new());
+    let (s0, mut w0) = open(&b0, CHUNK_FILE_LEN);
+    let (s1, mut w1) = open(&b1, CHUNK_FILE_LEN);
+    let r0 = vec![record(0, 8), record(1, 5)];
+    let r1 = vec![record(2, 8), record(3, 8)];
+    append_all(&s0, &mut w0, &r0, Codec::Flate);
+    append_all(&s1, &mut w1, &r1, Codec::Raw);
+    let stores = [&s0, &s1];
+    let pick = |store, index, offset| Pick { store, index, offset };
+    // Slots of 8 bytes, out of order, across both stores; record 1 of store 0 is short.
+    let picks = [pick(1, 1, 0), pick(0, 1, 8), pick(0, 0, 16), pick(1, 0, 24)];
+    let mut dst = vec![0xAAu8; 32];
+    gather_stores(&stores, &picks, &mut dst, Some(FixedSlots { size: 8, clear: true }), &Serial).unwrap();
+    assert_eq!(&dst[0..8], &r1[1][..]);
+    assert_eq!(&dst[8..13], &r0[1][..]);
+    assert_eq!(&dst[13..16], &[0, 0, 0], "the slack past a short record is cleared");
+    assert_eq!(&dst[16..24], &r0[0][..]);
+    assert_eq!(&dst[24..32], &r1[0][..]);
+
+    // Every failure names its store, and nothing is written before the checks pass.
+    let mut dst = vec![0xAAu8; 32];
+    let fixed = Some(FixedSlots { size: 8, clear: true });
+    let (s, e) = gather_stores(&stores, &[pick(0, 1, 0), pick(1, 2, 8)], &mut dst, fixed, &Serial).unwrap_err();
+    assert_eq!(s, 1);
+    assert!(matches!(e, Error::IndexOutOfRange { index: 2, length: 2 }), "{e}");
+    let small = Some(FixedSlots { size: 6, clear: true });
+    let (s, e) = gather_stores(&stores, &[pick(0, 1, 0), pick(1, 0, 8)], &mut dst, small, &Serial).unwrap_err();
+    assert_eq!((s, e.code()), (1, -6), "{e}");
+    let (s, e) = gather_stores(&stores, &[pick(0, 1, 0), pick(1, 0, 4)], &mut dst, fixed, &Serial).unwrap_err();
+    assert_eq!(s, 1);
+    assert!(matches!(e, Error::InvalidArgument(_)), "overlapping slots: {e}");
+    assert!(dst.iter().all(|&x| x == 0xAA), "a failed gather wrote nothing");
+
+    // A damaged record is reported with its store, even when another store's reads pass.
+    let loc = s1.entry(1).unwrap();
+    let chunk = b1.open_chunk(loc.chunk_id, false).unwrap().unwrap();
+    let mut byte = [0u8];
+    chunk.read_at(u64::from(loc.offset), &mut byte).unwrap();
+    chunk.write_at(u64::from(loc.offset), &[byte[0] ^ 1]).unwrap();
+    let picks = [pick(0, 0, 0), pick(1, 1, 8), pick(0, 1, 16)];
+    let (s, e) = gather_stores(&stores, &picks, &mut dst, None, &Serial).unwrap_err();
+    assert_eq!(s, 1);
+    assert!(matches!(e, Error::Checksum { index: 1, .. }), "{e}");
 }
 
 #[test]

@@ -67,11 +67,13 @@ fn gather(c: &mut Criterion) {
 
 fn sampler(c: &mut Criterion) {
     let mut g = c.benchmark_group("sampler fill");
-    for batch in [256usize, 8192] {
-        let mut s = Sampler::new(1_000_000, batch, Mode::Iid, 42).unwrap();
-        let mut out = vec![0u64; batch];
-        g.throughput(Throughput::Elements(batch as u64));
-        g.bench_function(BenchmarkId::from_parameter(batch), |b| b.iter(|| s.fill(&mut out)));
+    for (mode, name) in [(Mode::Iid, "iid"), (Mode::Shuffle, "shuffle")] {
+        for batch in [256usize, 8192] {
+            let mut s = Sampler::new(1 << 24, batch, mode, 42).unwrap();
+            let mut out = vec![0u64; batch];
+            g.throughput(Throughput::Elements(batch as u64));
+            g.bench_function(BenchmarkId::new(name, batch), |b| b.iter(|| s.fill(&mut out)));
+        }
     }
     g.finish();
 }

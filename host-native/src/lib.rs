@@ -54,7 +54,7 @@ pub use loader::{
 };
 pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
-pub use zrecord_core::engine::{Sealing, Stats, Verify};
+pub use zrecord_core::engine::{FixedSlots, Pick, Sealing, Stats, Verify};
 pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind};
 pub use zrecord_core::format::{MAX_RECORDS, MAX_RECORD_LEN};
 use zrecord_core::io::Parallel;
@@ -266,6 +266,23 @@ impl Zrecord {
     pub fn gather_var(&self, idxs: &[u64], dst: &mut [u8], offsets: &[u64]) -> Result<()> {
         self.current()?;
         self.store.gather_var(idxs, dst, offsets, &Rayon)
+    }
+
+    /// Decodes each pick's record (record `index` of `stores[store]`) into
+    /// `dst[offset..]`, the records of all the stores in one parallel pass across all
+    /// cores; see [`zrecord_core::engine::gather_stores`]. A failure comes with the number
+    /// of the store it belongs to.
+    pub fn gather_stores(
+        stores: &[&Zrecord],
+        picks: &[Pick],
+        dst: &mut [u8],
+        fixed: Option<FixedSlots>,
+    ) -> std::result::Result<(), (usize, Error)> {
+        for (s, store) in stores.iter().enumerate() {
+            store.current().map_err(|e| (s, e))?;
+        }
+        let cores: Vec<&Store<DirBackend>> = stores.iter().map(|z| &z.store).collect();
+        zrecord_core::engine::gather_stores(&cores, picks, dst, fixed, &Rayon)
     }
 
     /// Decodes one record into a new vector.

@@ -267,6 +267,15 @@ fn a_damaged_record_names_its_shard_store() {
     let e = ds.gather_fixed(0, &all, &mut out, None, false).unwrap_err();
     assert_eq!(e.code(), -11, "{e}");
     assert!(e.to_string().contains("shard-000001/image"), "{e}");
+    let damaged = e.record().expect("a checksum error names its record");
+    assert!(damaged < 100, "{e}");
+    // A batch over every shard, read in one pass, names the same store and record.
+    let every: Vec<u64> = (0..300).rev().collect();
+    let mut out = vec![0u8; every.len() * 12];
+    let e = ds.gather_fixed(0, &every, &mut out, None, false).unwrap_err();
+    assert!(e.to_string().contains("shard-000001/image"), "{e}");
+    assert_eq!(e.record(), Some(damaged), "{e}");
+    assert_eq!(e.field.as_deref(), Some("image"), "{e}");
     // Shards 0 and 2 still read.
     ds.gather_fixed(0, &[5, 250], &mut out[..24], None, false).unwrap();
 }

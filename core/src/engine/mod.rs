@@ -56,6 +56,7 @@ use crate::io::{Backend, LockMode};
 /// Name of the side file holding a delete's redo journal while the delete runs (its bytes:
 /// [`crate::format::journal`]).
 pub use crate::format::journal::DELETE_JOURNAL;
+pub use read::{gather_stores, FixedSlots, Pick};
 pub use sums::Sealing;
 pub use warm::{worth_warming, WARM_PIECE, WARM_SHARE_OF_MEMORY};
 

@@ -18,18 +18,205 @@ use crate::error::{DecodeError, Error, IoError, IoErrorKind, Result};
 use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN};
 use crate::io::{Backend, Parallel, StorageFile};
 
-/// One record to decode during a gather.
-struct ReadJob<'d> {
+/// One record to decode during a gather: record `index` of `store`, which is store
+/// `source` of a [`gather_stores`] (0 in a one-store gather).
+struct ReadJob<'s, 'd, B: Backend> {
+    store: &'s Store<B>,
+    source: usize,
     index: u32,
     loc: RecordLoc,
     codec: Codec,
     dst: &'d mut [u8],
 }
 
-/// A worker's share of a gather.
-struct ReadShard<'j, 'd> {
-    jobs: &'j mut [ReadJob<'d>],
+/// A worker's share of a gather, and the first read of it that failed.
+struct ReadShard<'j, 's, 'd, B: Backend> {
+    jobs: &'j mut [ReadJob<'s, 'd, B>],
     scratch: Vec<u8>,
+    failed: Option<(usize, Error)>,
+}
+
+/// A record of a gather over several stores ([`gather_stores`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pick {
+    /// Which of the gather's stores holds it.
+    pub store: usize,
+    /// The record, in that store.
+    pub index: u64,
+    /// Where its bytes go: the byte of the destination at which they start.
+    pub offset: u64,
+}
+
+/// Fixed-size destination slots for [`gather_stores`]: each record must fit `size` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedSlots {
+    /// Bytes of a slot.
+    pub size: usize,
+    /// Zero the bytes of a slot past a shorter record (when the destination may hold old
+    /// bytes).
+    pub clear: bool,
+}
+
+/// Decodes each pick's record into `dst[offset..]`, the records of every store in one
+/// parallel pass: a dataset's batch across its shards costs one fan-out, not one per shard.
+///
+/// Every pick is checked before anything is written: its index against its store's length
+/// ([`Error::IndexOutOfRange`]), its entry against the store's limits, its region against
+/// `dst` ([`Error::BufferTooSmall`]; with `fixed`, the record against the slot size too) and
+/// against the other regions ([`Error::InvalidArgument`] when two overlap). A failure
+/// comes with the number of the store it belongs to (`picks` order decides which failure,
+/// when several reads fail), so that the caller can name the store.
+///
+/// # Panics
+/// If a pick names a store past the end of `stores`.
+pub fn gather_stores<B: Backend, P: Parallel>(
+    stores: &[&Store<B>],
+    picks: &[Pick],
+    dst: &mut [u8],
+    fixed: Option<FixedSlots>,
+    par: &P,
+) -> core::result::Result<(), (usize, Error)> {
+    let mut views = Vec::with_capacity(stores.len());
+    for store in stores {
+        views.push((store.len(), store.header()));
+    }
+    let mut regions = Vec::with_capacity(picks.len());
+    for (i, pick) in picks.iter().enumerate() {
+        let fail = |e: Error| (pick.store, e);
+        let store = stores[pick.store];
+        let (length, header) = &views[pick.store];
+        let (loc, codec) = store.locate(pick.index, *length, header).map_err(fail)?;
+        let len = u64::from(loc.logic_length);
+        let room = match fixed {
+            Some(slots) if len > slots.size as u64 => {
+                return Err(fail(Error::BufferTooSmall(format!(
+                    "record {} ({len} bytes) does not fit a sample of {} bytes",
+                    pick.index, slots.size
+                ))));
+            }
+            Some(slots) => slots.size as u64,
+            None => len,
+        };
+        if u128::from(pick.offset) + u128::from(room) > dst.len() as u128 {
+            return Err(fail(Error::BufferTooSmall(format!(
+                "record {} ({room} bytes) at offset {} is past the {}-byte destination",
+                pick.index,
+                pick.offset,
+                dst.len()
+            ))));
+        }
+        regions.push((pick.offset as usize, i, loc, codec));
+    }
+    // Carve the destination in address order so every job owns a disjoint slice.
+    regions.sort_unstable_by_key(|r| (r.0, r.1));
+    let mut jobs = Vec::with_capacity(regions.len());
+    let mut slack: Vec<&mut [u8]> = Vec::new();
+    let mut rest: &mut [u8] = dst;
+    let mut base = 0usize;
+    for (off, i, loc, codec) in regions {
+        let pick = &picks[i];
+        if off < base {
+            return Err((
+                pick.store,
+                Error::InvalidArgument(format!(
+                    "destination region of record {} at offset {off} overlaps the previous one",
+                    pick.index
+                )),
+            ));
+        }
+        let len = loc.logic_length as usize;
+        let (_, tail) = core::mem::take(&mut rest).split_at_mut(off - base);
+        let (slot, tail) = tail.split_at_mut(len);
+        rest = tail;
+        base = off + len;
+        if let Some(slots) = fixed {
+            let (past, tail) = core::mem::take(&mut rest).split_at_mut(slots.size - len);
+            if slots.clear && !past.is_empty() {
+                slack.push(past);
+            }
+            rest = tail;
+            base += slots.size - len;
+        }
+        let store = stores[pick.store];
+        jobs.push(ReadJob { store, source: pick.store, index: pick.index as u32, loc, codec, dst: slot });
+    }
+    // Every check passed: now the destination may change.
+    for past in slack {
+        past.fill(0);
+    }
+    run_reads(&mut jobs, par)
+}
+
+/// Runs the reads on `par`, in contiguous shards of jobs; the first failure (in job order)
+/// with its job's `source`.
+fn run_reads<B: Backend, P: Parallel>(
+    jobs: &mut [ReadJob<'_, '_, B>],
+    par: &P,
+) -> core::result::Result<(), (usize, Error)> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    hint_cold(jobs);
+    let bytes: usize = jobs.iter().map(|j| j.dst.len()).sum();
+    let shards = shard_count(par.workers(), jobs.len(), bytes);
+    let per = jobs.len().div_ceil(shards);
+    let mut work: Vec<ReadShard<'_, '_, '_, B>> =
+        jobs.chunks_mut(per).map(|jobs| ReadShard { jobs, scratch: Vec::new(), failed: None }).collect();
+    if work.len() == 1 {
+        read_shard(&mut work[0]);
+    } else {
+        // A shard keeps its failure and reports success, so that every failure stays
+        // paired with its store; the first in job order is returned below.
+        par.for_each(&mut work, |shard| {
+            read_shard(shard);
+            Ok(())
+        })
+        .map_err(|e| (0, e))?;
+    }
+    match work.into_iter().find_map(|w| w.failed) {
+        Some(failed) => Err(failed),
+        None => Ok(()),
+    }
+}
+
+/// From a cold page cache, each worker would fault one record's pages in at a time: a
+/// disk that could serve the whole batch at once sees a queue of one or two. When the
+/// first record's bytes are not in memory, ask for every record's bytes up front, so
+/// the reads are in flight together while the workers decode. A warm gather pays one
+/// residency check.
+fn hint_cold<'s, B: Backend>(jobs: &[ReadJob<'s, '_, B>]) {
+    // A chunk that fails to open is reported by the read itself.
+    let file = |job: &ReadJob<'s, '_, B>| job.store.chunk(job.loc.chunk_id).ok();
+    let first = &jobs[0];
+    if jobs.len() < 2 || file(first).is_none_or(|f| f.resident(u64::from(first.loc.offset))) {
+        return;
+    }
+    for job in jobs {
+        if let Some(f) = file(job) {
+            f.will_need(u64::from(job.loc.offset), u64::from(job.loc.phys_length));
+        }
+    }
+}
+
+/// Reads a shard's jobs in order, stopping at the first failure, which it keeps.
+fn read_shard<B: Backend>(shard: &mut ReadShard<'_, '_, '_, B>) {
+    // In a large store every record is a cache and TLB miss; asking for the next few
+    // records' bytes ahead overlaps those misses with the decoding of this one.
+    const AHEAD: usize = 4;
+    for job in shard.jobs.iter().take(AHEAD) {
+        job.store.prefetch(job.index, &job.loc);
+    }
+    for k in 0..shard.jobs.len() {
+        if let Some(next) = shard.jobs.get(k + AHEAD) {
+            next.store.prefetch(next.index, &next.loc);
+        }
+        let job = &mut shard.jobs[k];
+        let store = job.store;
+        if let Err(e) = store.read_record(job.index, &job.loc, job.codec, job.dst, &mut shard.scratch, store.verify) {
+            shard.failed = Some((job.source, e));
+            return;
+        }
+    }
 }
 
 impl<B: Backend> Store<B> {
@@ -92,9 +279,9 @@ impl<B: Backend> Store<B> {
             let (slot, tail) = core::mem::take(&mut rest).split_at_mut(take);
             rest = tail;
             at += take;
-            jobs.push(ReadJob { index: index as u32, loc, codec, dst: &mut slot[..need] });
+            jobs.push(ReadJob { store: self, source: 0, index: index as u32, loc, codec, dst: &mut slot[..need] });
         }
-        self.run_reads(&mut jobs, par)
+        run_reads(&mut jobs, par).map_err(|(_, e)| e)
     }
 
     /// Decodes record `idxs[i]` into `dst[offsets[i]..]`, for every `i`, in parallel. The
@@ -135,61 +322,9 @@ impl<B: Backend> Store<B> {
             let (slot, tail) = tail.split_at_mut(loc.logic_length as usize);
             rest = tail;
             base = off + loc.logic_length as usize;
-            jobs.push(ReadJob { index: idxs[i] as u32, loc, codec, dst: slot });
+            jobs.push(ReadJob { store: self, source: 0, index: idxs[i] as u32, loc, codec, dst: slot });
         }
-        self.run_reads(&mut jobs, par)
-    }
-
-    fn run_reads<P: Parallel>(&self, jobs: &mut [ReadJob<'_>], par: &P) -> Result<()> {
-        if jobs.is_empty() {
-            return Ok(());
-        }
-        self.hint_cold(jobs);
-        let bytes: usize = jobs.iter().map(|j| j.dst.len()).sum();
-        let shards = shard_count(par.workers(), jobs.len(), bytes);
-        let per = jobs.len().div_ceil(shards);
-        let mut work: Vec<ReadShard<'_, '_>> =
-            jobs.chunks_mut(per).map(|jobs| ReadShard { jobs, scratch: Vec::new() }).collect();
-        if work.len() == 1 {
-            return self.read_shard(&mut work[0]);
-        }
-        par.for_each(&mut work, |shard| self.read_shard(shard))
-    }
-
-    /// From a cold page cache, each worker would fault one record's pages in at a time: a
-    /// disk that could serve the whole batch at once sees a queue of one or two. When the
-    /// first record's bytes are not in memory, ask for every record's bytes up front, so
-    /// the reads are in flight together while the workers decode. A warm gather pays one
-    /// residency check.
-    fn hint_cold(&self, jobs: &[ReadJob<'_>]) {
-        // A chunk that fails to open is reported by the read itself.
-        let file = |loc: &RecordLoc| self.chunk(loc.chunk_id).ok();
-        let first = &jobs[0].loc;
-        if jobs.len() < 2 || file(first).is_none_or(|f| f.resident(u64::from(first.offset))) {
-            return;
-        }
-        for job in jobs {
-            if let Some(f) = file(&job.loc) {
-                f.will_need(u64::from(job.loc.offset), u64::from(job.loc.phys_length));
-            }
-        }
-    }
-
-    fn read_shard(&self, shard: &mut ReadShard<'_, '_>) -> Result<()> {
-        // In a large store every record is a cache and TLB miss; asking for the next few
-        // records' bytes ahead overlaps those misses with the decoding of this one.
-        const AHEAD: usize = 4;
-        for k in 0..shard.jobs.len().min(AHEAD) {
-            self.prefetch(shard.jobs[k].index, &shard.jobs[k].loc);
-        }
-        for k in 0..shard.jobs.len() {
-            if let Some(next) = shard.jobs.get(k + AHEAD) {
-                self.prefetch(next.index, &next.loc);
-            }
-            let job = &mut shard.jobs[k];
-            self.read_record(job.index, &job.loc, job.codec, job.dst, &mut shard.scratch, self.verify)?;
-        }
-        Ok(())
+        run_reads(&mut jobs, par).map_err(|(_, e)| e)
     }
 
     fn prefetch(&self, index: u32, loc: &RecordLoc) {

@@ -29,7 +29,7 @@ pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFF
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 
-use crate::{OpenOptions, Verify, Zrecord};
+use crate::{FixedSlots, OpenOptions, Pick, Verify, Zrecord};
 
 /// The field name of a single-store (loaderx) dataset.
 pub const LEGACY_FIELD: &str = "data";
@@ -492,49 +492,50 @@ impl Dataset {
                 Error::BufferTooSmall(format!("{} samples of {size} bytes into {} bytes", slots_len, dst.len())),
             ));
         }
-        let groups = self.group(indices)?;
-        let mut lengths: Vec<u32> = Vec::new();
-        for (s, local, group_slots) in groups {
-            let store = self.store(s, f);
-            let contiguous = slots.is_none() && groups_is_whole(&group_slots, indices.len());
-            if contiguous {
-                // One shard, every slot in order: the store's strided gather (which checks
-                // that each record fits its slot), then the slack of short records cleared.
-                store.gather(&local, dst, size).map_err(|e| self.error(s, f, e))?;
-                if dirty {
-                    lengths.clear();
-                    lengths.resize(local.len(), 0);
-                    store.lengths(&local, &mut lengths).map_err(|e| self.error(s, f, e))?;
-                    for (k, &len) in lengths.iter().enumerate() {
-                        dst[k * size + len as usize..(k + 1) * size].fill(0);
-                    }
-                }
-                continue;
+        if self.shards.len() == 1 && slots.is_none() {
+            // One store, every slot in order: its strided gather (which checks that each
+            // record fits its slot), then the slack of short records cleared.
+            let store = self.store(0, f);
+            if let Some(k) = indices.iter().position(|&i| i >= self.len()) {
+                return Err(self.out_of_range(indices[k]));
             }
-            lengths.clear();
-            lengths.resize(local.len(), 0);
-            store.lengths(&local, &mut lengths).map_err(|e| self.error(s, f, e))?;
-            if let Some(k) = lengths.iter().position(|&len| len as usize > size) {
-                return Err(self.error(
-                    s,
-                    f,
-                    Error::BufferTooSmall(format!(
-                        "record {} ({} bytes) does not fit a sample of {size} bytes",
-                        local[k], lengths[k]
-                    )),
-                ));
-            }
-            let place = |k: usize| slots.map_or(group_slots[k], |sl| sl[group_slots[k]]);
-            let offsets: Vec<u64> = (0..local.len()).map(|k| (place(k) * size) as u64).collect();
-            store.gather_var(&local, dst, &offsets).map_err(|e| self.error(s, f, e))?;
+            store.gather(indices, dst, size).map_err(|e| self.error(0, f, e))?;
             if dirty {
+                let mut lengths = vec![0u32; indices.len()];
+                store.lengths(indices, &mut lengths).map_err(|e| self.error(0, f, e))?;
                 for (k, &len) in lengths.iter().enumerate() {
-                    let at = place(k) * size;
-                    dst[at + len as usize..at + size].fill(0);
+                    dst[k * size + len as usize..(k + 1) * size].fill(0);
                 }
             }
+            return Ok(());
         }
-        Ok(())
+        let place = |k: usize| slots.map_or(k, |sl| sl[k]);
+        let picks = self.picks(indices, |k| (place(k) * size) as u64)?;
+        self.gather_picks(f, &picks, dst, Some(FixedSlots { size, clear: dirty }))
+    }
+
+    /// Where each of `indices` lives: its shard and record there, and the destination
+    /// offset `offset(k)` of sample `k`.
+    fn picks(&self, indices: &[u64], offset: impl Fn(usize) -> u64) -> Result<Vec<Pick>, DatasetError> {
+        let mut picks = Vec::with_capacity(indices.len());
+        for (k, &i) in indices.iter().enumerate() {
+            let (store, index) = self.layout.locate(i).ok_or_else(|| self.out_of_range(i))?;
+            picks.push(Pick { store, index, offset: offset(k) });
+        }
+        Ok(picks)
+    }
+
+    /// Field `f` of every pick (its `store` a shard number) into `dst`, one parallel pass
+    /// over all shards.
+    fn gather_picks(
+        &self,
+        f: usize,
+        picks: &[Pick],
+        dst: &mut [u8],
+        fixed: Option<FixedSlots>,
+    ) -> Result<(), DatasetError> {
+        let stores: Vec<&Zrecord> = self.shards.iter().map(|shard| &*shard.stores[f]).collect();
+        Zrecord::gather_stores(&stores, picks, dst, fixed).map_err(|(s, e)| self.error(s, f, e))
     }
 
     /// The byte length of field `f` of each sample in `indices`, into `out`.
@@ -562,11 +563,8 @@ impl Dataset {
                 Error::InvalidArgument(format!("{} offsets for {} indices", offsets.len(), indices.len())),
             ));
         }
-        for (s, local, slots) in self.group(indices)? {
-            let at: Vec<u64> = slots.iter().map(|&k| offsets[k]).collect();
-            self.store(s, f).gather_var(&local, dst, &at).map_err(|e| self.error(s, f, e))?;
-        }
-        Ok(())
+        let picks = self.picks(indices, |k| offsets[k])?;
+        self.gather_picks(f, &picks, dst, None)
     }
 
     /// Field `f` of the samples `indices`, ragged or fixed, as the flat bytes of all of
@@ -590,11 +588,6 @@ impl Dataset {
     pub fn footprint(&self) -> u64 {
         self.stores().map(|s| s.footprint()).sum()
     }
-}
-
-/// True when a group's slots are `0..n`, in order: the whole batch, from one shard.
-fn groups_is_whole(slots: &[usize], n: usize) -> bool {
-    slots.len() == n && slots.iter().enumerate().all(|(k, &s)| k == s)
 }
 
 impl DatasetError {
