@@ -47,6 +47,20 @@ pub trait StorageFile: Send + Sync {
     fn will_need(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+    /// [`StorageFile::will_need`] for the record `index` of the store (a host that caches by
+    /// record, or plans its cache by when each record is needed next, keeps the index);
+    /// the default forwards to `will_need`.
+    fn will_need_record(&self, offset: u64, len: u64, index: u32) {
+        let _ = index;
+        self.will_need(offset, len);
+    }
+    /// True when the host wants every record of a read announced
+    /// ([`StorageFile::will_need_record`]) whatever [`StorageFile::resident`] says of the
+    /// first (an object store fetching by range); false by default, where one residency
+    /// check decides for the whole read.
+    fn wants_hints(&self) -> bool {
+        false
+    }
     /// A hint that the `len` bytes just written at `offset` will be synced later: the host
     /// may start writing them to disk now, so that the sync finds less to wait for. Must
     /// never fail or wait for the write; the default does nothing.

@@ -535,3 +535,31 @@ fn far_positions_agree_whether_reached_by_jump_or_by_walk() {
         }
     }
 }
+
+/// The schedule's next use of each sample is the first position at or after `from` where
+/// the stream reads it, SEQUENTIAL and SHUFFLE (dropped tail included).
+#[test]
+fn schedule_names_each_samples_next_position() {
+    use zrecord_core::stream::Schedule;
+    for (mode, n, g) in [(Mode::Shuffle, 103u64, 10u64), (Mode::Sequential, 50, 7), (Mode::Shuffle, 64, 64)] {
+        let stream = Stream::new(DatasetId { length: n, generation: 1 }, mode, 5, g).unwrap();
+        let steps = 40;
+        let mut positions = vec![0u64; (steps * g) as usize];
+        for step in 0..steps {
+            let s = (step * g) as usize;
+            stream.batch_at(step, 0, 1, &mut positions[s..s + g as usize], None).unwrap();
+        }
+        let mut schedule = Schedule::new(stream.clone());
+        for from in [0u64, 1, 9, 10, 99, 100, 150, 250] {
+            for index in 0..n {
+                let want = positions.iter().skip(from as usize).position(|&i| i == index).map(|k| from + k as u64);
+                let got = schedule.next_use(index, from);
+                if let Some(w) = want {
+                    assert_eq!(got, Some(w), "{mode:?} index {index} from {from}");
+                }
+            }
+        }
+    }
+    let iid = Stream::new(DatasetId { length: 10, generation: 1 }, Mode::Iid, 5, 2).unwrap();
+    assert_eq!(Schedule::new(iid).next_use(3, 0), None);
+}

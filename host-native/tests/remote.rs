@@ -110,3 +110,59 @@ fn an_object_rewritten_under_a_reader_is_refused() {
     assert!(text.contains("changed since the dataset was pushed"), "{text}");
     assert!(text.contains("shard-000001/tokens/0.zr"), "{text}");
 }
+
+/// Bytes fetched per SHUFFLE epoch, after the first, with a cache of half the dataset: the
+/// loader's plan (evict what the stream needs furthest ahead) against the oldest-first rule
+/// the cache falls back to (which, over shuffled epochs, behaves as an LRU does).
+#[test]
+fn a_planned_cache_fetches_about_half_the_dataset_per_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 1600u64;
+    let record = 32 << 10;
+    let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
+    let mut w = DatasetWriter::open(dir.path().join("ds"), fields, WriteOptions::default()).unwrap();
+    let data: Vec<u8> = (0..n * record).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    w.write(&[Column::Fixed(&data)]).unwrap();
+    w.commit().unwrap();
+    let total = n * record;
+    let mut per_epoch = Vec::new();
+    for planned in [true, false] {
+        let url = format!("memory://planned-{planned}/ds");
+        push(&dir.path().join("ds"), &Remote::open(&url, &[]).unwrap(), &mut |_, _| {}).unwrap();
+        let far = Arc::new(Dataset::open_remote(&url, &[], zrecord::Verify::Auto).unwrap());
+        far.cache().unwrap().set_limit(total / 2);
+        let source = Source::dataset(far.clone()).unwrap();
+        let stream = Stream::new(source.id(), Mode::Shuffle, 8, 40).unwrap();
+        let steps = stream.steps_per_epoch().unwrap();
+        let loader = Loader::new(
+            stream,
+            vec![source],
+            LoaderOptions { num_workers: 2, prefetch: 2, ..LoaderOptions::default() },
+        )
+        .unwrap();
+        if !planned {
+            far.cache().unwrap().set_plan(None);
+        }
+        let mut fetched = Vec::new();
+        for _ in 0..3 {
+            let before = far.remote_stats().unwrap().bytes;
+            for _ in 0..steps {
+                loader.next().unwrap().unwrap();
+            }
+            fetched.push((far.remote_stats().unwrap().bytes - before) as f64 / total as f64);
+        }
+        loader.close();
+        assert!(far.cache().unwrap().held() <= total / 2 + 4 * 40 * record, "over budget");
+        per_epoch.push(fetched);
+    }
+    let (planned, oldest_first) = (&per_epoch[0], &per_epoch[1]);
+    eprintln!("fetched per epoch, of the dataset: planned {planned:?}, oldest first {oldest_first:?}");
+    assert!(planned[0] >= 0.99, "the first epoch reads everything once: {planned:?}");
+    // The optimum is 0.5 (half the records are in the cache when they come round); what
+    // neighbouring ranges merged into one request bring along adds a little.
+    for e in 1..3 {
+        assert!(planned[e] <= 0.65, "planned epoch {e}: {:.2}x the dataset", planned[e]);
+        assert!(planned[e] <= oldest_first[e] - 0.15, "planned {planned:?} vs oldest first {oldest_first:?}");
+        assert!(oldest_first[e] >= 0.75, "oldest-first epoch {e}: {:.2}x the dataset", oldest_first[e]);
+    }
+}

@@ -78,7 +78,9 @@ impl PyDataset {
     /// A URL (`s3://`, `gs://`, `az://`, `https://`) opens a pushed dataset, read-only, with
     /// `storage_options` (object_store's keys) over the environment's.
     #[new]
-    #[pyo3(signature = (path, *, read_only = None, verify = "auto", warn = true, storage_options = None))]
+    #[pyo3(signature = (path, *, read_only = None, verify = "auto", warn = true, storage_options = None,
+                        cache_bytes = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -86,6 +88,7 @@ impl PyDataset {
         verify: &str,
         warn: bool,
         storage_options: Option<std::collections::HashMap<String, String>>,
+        cache_bytes: Option<u64>,
     ) -> PyResult<Self> {
         let verify = verify_named(verify)?;
         let options = DatasetOptions { read_only, verify };
@@ -103,6 +106,13 @@ impl PyDataset {
             }
             None => call(py, move || zrecord::Dataset::open_with(path, options))?,
         };
+        match (ds.cache(), cache_bytes) {
+            (Some(cache), Some(n)) => cache.set_limit(n),
+            (None, Some(_)) => {
+                return Err(PyValueError::new_err("cache_bytes applies to a dataset read from an object store (a URL)"))
+            }
+            _ => {}
+        }
         if warn {
             for store in ds.stores().filter(|s| s.checksums_lost()) {
                 crate::error::warn_checksums_lost(py, store.path(), 2)?;

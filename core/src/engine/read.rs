@@ -188,12 +188,13 @@ fn hint_cold<'s, B: Backend>(jobs: &[ReadJob<'s, '_, B>]) {
     // A chunk that fails to open is reported by the read itself.
     let file = |job: &ReadJob<'s, '_, B>| job.store.chunk(job.loc.chunk_id).ok();
     let first = &jobs[0];
-    if jobs.len() < 2 || file(first).is_none_or(|f| f.resident(u64::from(first.loc.offset))) {
+    let skip = |f: &B::File| !f.wants_hints() && (jobs.len() < 2 || f.resident(u64::from(first.loc.offset)));
+    if file(first).is_none_or(skip) {
         return;
     }
     for job in jobs {
         if let Some(f) = file(job) {
-            f.will_need(u64::from(job.loc.offset), u64::from(job.loc.phys_length));
+            f.will_need_record(u64::from(job.loc.offset), u64::from(job.loc.phys_length), job.index);
         }
     }
 }

@@ -59,6 +59,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 pub use mixture::Mixture;
 pub use permutation::Permutation;
+
 pub use state::{PackedState, StateError, StreamState, STATE_VERSION};
 
 use crate::sampler::Mode;
@@ -374,6 +375,61 @@ impl Stream {
         step.checked_mul(self.global_batch)
             .filter(|&p| p.saturating_add(self.global_batch) <= MAX_POSITION)
             .ok_or(StreamError::PositionOverflow { step })
+    }
+}
+
+/// When each sample is read next: what a cache that knows the future evicts by (the
+/// sample needed furthest ahead goes first, Belady's optimal policy).
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    stream: Stream,
+    /// The permutations of the epochs last asked about.
+    perms: Vec<(u64, Permutation)>,
+}
+
+impl Schedule {
+    /// The schedule of `stream`.
+    pub fn new(stream: Stream) -> Schedule {
+        Schedule { stream, perms: Vec::new() }
+    }
+
+    /// The first stream position at or after `from` that reads sample `index`, for one
+    /// dataset in SEQUENTIAL or SHUFFLE mode. `None` for IID and mixtures (no position is
+    /// known), or for an index past the dataset.
+    pub fn next_use(&mut self, index: u64, from: u64) -> Option<u64> {
+        let Source::Single { dataset, mode } = &self.stream.source else { return None };
+        let n = dataset.length;
+        if index >= n {
+            return None;
+        }
+        match mode {
+            Mode::Sequential => Some(from + (index + n - from % n) % n),
+            Mode::Iid => None,
+            Mode::Shuffle => {
+                let per_epoch = self.stream.steps_per_epoch * self.stream.global_batch;
+                let first = from / per_epoch;
+                // An index in the dropped tail of an epoch's order waits for a later epoch;
+                // three tries cover all but a vanishing share of them.
+                for e in first..first + 3 {
+                    let seed = self.stream.seed;
+                    let perm = match self.perms.iter().position(|(k, _)| *k == e) {
+                        Some(k) => &self.perms[k].1,
+                        None => {
+                            if self.perms.len() >= 4 {
+                                self.perms.remove(0);
+                            }
+                            self.perms.push((e, Permutation::new(n, seed, e)));
+                            &self.perms.last().expect("just pushed").1
+                        }
+                    };
+                    let at = perm.position_of(index);
+                    if at < per_epoch && e * per_epoch + at >= from {
+                        return Some(e * per_epoch + at);
+                    }
+                }
+                None
+            }
+        }
     }
 }
 

@@ -115,6 +115,8 @@ pub struct Dataset {
     /// `None` for a single store (a loaderx dataset) or stores handed over by the caller.
     manifest: Option<Manifest>,
     read_only: bool,
+    /// A dataset read from an object store: the record data it keeps.
+    cache: Option<Arc<crate::remote::file::Cache>>,
 }
 
 /// Reads a small metadata file, refusing anything but a regular file of at most `cap`
@@ -194,7 +196,8 @@ impl Dataset {
     /// Opens the dataset (or store) pushed to `url` ([`crate::remote`]), read-only, with
     /// `options` (object_store's configuration keys) over the environment's.
     pub fn open_remote(url: &str, options: &[(String, String)], verify: Verify) -> Result<Dataset, DatasetError> {
-        use crate::remote::{file::RemoteDir, objects, push::read_listing, Remote};
+        use crate::remote::file::{Cache, RemoteDir, CACHE_BYTES};
+        use crate::remote::{objects, push::read_listing, Remote};
         let path = PathBuf::from(url.trim_end_matches('/'));
         let at = |e: IoError| DatasetError::at(&path, None, Error::Io(e));
         let remote = Remote::open(url, options).map_err(at)?;
@@ -207,8 +210,9 @@ impl Dataset {
         };
         let listing = objects::Objects::from_json(&bytes, &remote.shown(objects::LISTING)).map_err(at)?;
         let root = RemoteDir::new(&remote, &listing, "");
-        let open_store = |dir: &str, codec, field: &str| {
-            let store_dir = RemoteDir::new(&remote, &listing, dir);
+        let cache = Cache::new(CACHE_BYTES);
+        let open_store = |dir: &str, codec, field: &str, base: u64| {
+            let store_dir = RemoteDir::cached(&remote, &listing, dir, cache.clone(), base);
             let options = OpenOptions { create: false, read_only: true, codec, verify, ..OpenOptions::default() };
             Zrecord::open_remote(store_dir, options).map_err(|e| DatasetError::at(&path.join(dir), Some(field), e))
         };
@@ -219,18 +223,22 @@ impl Dataset {
             })?;
             let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             let mut shards = Vec::with_capacity(manifest.shards.len());
+            let mut base = 0u64;
             for entry in &manifest.shards {
                 let mut stores = Vec::with_capacity(manifest.fields.len());
                 for field in &manifest.fields {
                     let codec =
                         field.codec().map_err(|e| DatasetError::at(&path, Some(&field.name), Error::from(e)))?;
-                    let store = open_store(&format!("{}/{}", entry.dir, field.name), codec, &field.name)?;
+                    let store = open_store(&format!("{}/{}", entry.dir, field.name), codec, &field.name, base)?;
                     stores.push(Arc::new(store));
                 }
+                base += entry.records;
                 shards.push(Shard { dir: path.join(&entry.dir), stores });
             }
             let layout = manifest.layout();
-            return Self::assemble(path.clone(), manifest.fields.clone(), shards, layout, Some(manifest), true);
+            let mut ds = Self::assemble(path.clone(), manifest.fields.clone(), shards, layout, Some(manifest), true)?;
+            ds.cache = Some(cache);
+            return Ok(ds);
         }
         let schema_path = path.join(SCHEMA_FILE);
         let bytes = root.read_whole(SCHEMA_FILE).map_err(at)?.ok_or_else(|| {
@@ -238,11 +246,18 @@ impl Dataset {
         })?;
         let schema = Schema::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&schema_path, e))?;
         let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
-        let store = open_store("", codec, LEGACY_FIELD)?;
+        let store = open_store("", codec, LEGACY_FIELD, 0)?;
         let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
         let layout = Layout::new([u64::from(store.len())]);
         let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };
-        Self::assemble(path.clone(), vec![field], vec![shard], layout, None, true)
+        let mut ds = Self::assemble(path.clone(), vec![field], vec![shard], layout, None, true)?;
+        ds.cache = Some(cache);
+        Ok(ds)
+    }
+
+    /// The record data a dataset read from an object store keeps (`None` when local).
+    pub fn cache(&self) -> Option<&Arc<crate::remote::file::Cache>> {
+        self.cache.as_ref()
     }
 
     /// What reading this dataset from an object store cost so far (`None` when local).
@@ -354,7 +369,7 @@ impl Dataset {
             sample_lens.push(f.sample_len().map_err(at)?.unwrap_or(0) as usize);
             itemsizes.push(f.itemsize().map_err(at)? as usize);
         }
-        Ok(Dataset { path, fields, sample_lens, itemsizes, shards, layout, manifest, read_only })
+        Ok(Dataset { path, fields, sample_lens, itemsizes, shards, layout, manifest, read_only, cache: None })
     }
 
     /// The dataset directory.

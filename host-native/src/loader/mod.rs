@@ -474,7 +474,7 @@ pub struct Loader {
     consumer: Mutex<Consumer>,
     /// Global batches the caller consumed: the step after the last batch returned. Apart
     /// from `consumer` so that `state()` never waits for a `next()` that is waiting.
-    consumed: AtomicU64,
+    consumed: Arc<AtomicU64>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// With no workers, `next()` plans each batch itself.
     inline: Option<Mutex<Planner>>,
@@ -712,7 +712,7 @@ impl Loader {
             buffers,
             stop: Arc::new(AtomicBool::new(false)),
             consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
-            consumed: AtomicU64::new(step),
+            consumed: Arc::new(AtomicU64::new(step)),
             threads: Mutex::new(Vec::new()),
             inline: None,
             pending: Mutex::new(None),
@@ -729,7 +729,27 @@ impl Loader {
             *lock(&loader.pending) = Some((planner, options.num_workers, options.prefetch.max(1)));
         }
         lock(&loader.consumer).queues = Some(Vec::new());
+        loader.plan_remote_reads();
         Ok(loader)
+    }
+
+    /// For a dataset read from an object store, tells its cache when each sample is read
+    /// next (from the stream and how far the caller has read), so that it evicts the data
+    /// needed furthest ahead ([`crate::remote::file::Cache`]). Streams whose future is not
+    /// a schedule (IID, mixtures, packed rows) leave the cache to its oldest-first rule.
+    fn plan_remote_reads(&self) {
+        if self.packing.is_some() || self.stream.mixture_sources().is_some() {
+            return;
+        }
+        let Some(shared) = lock(&self.shared).clone() else { return };
+        let Some(cache) = shared.sources.first().and_then(|s| s.data().cache()) else { return };
+        let schedule = Mutex::new(zrecord_core::stream::Schedule::new(self.stream.clone()));
+        let consumed = Arc::clone(&self.consumed);
+        let global = self.stream.global_batch();
+        cache.set_plan(Some(Arc::new(move |index| {
+            let now = consumed.load(Ordering::Acquire).saturating_mul(global);
+            lock(&schedule).next_use(index, now)
+        })));
     }
 
     /// Starts the sampler and the workers (called by the first `next()`, under the
@@ -842,6 +862,11 @@ impl Loader {
     /// Stops and joins every thread; idempotent.
     fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
+        if let Some(shared) = lock(&self.shared).as_ref() {
+            if let Some(cache) = shared.sources.first().and_then(|s| s.data().cache()) {
+                cache.set_plan(None);
+            }
+        }
         // Waits at most one CONSUMER_POLL for a `next()` running in another thread.
         lock(&self.consumer).queues = None;
         let mut threads = std::mem::take(&mut *lock(&self.threads));

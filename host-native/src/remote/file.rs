@@ -6,12 +6,13 @@
 //! request per record would be absurd. Chunk files are read by exact byte ranges: the
 //! engine announces a batch's records ([`StorageFile::will_need`]) before it reads them,
 //! and the first read sends them all at once, neighbours merged into one request when the
-//! gap between them costs less than a round trip ([`MERGE_GAP`]) and each request capped
-//! at [`MAX_SPAN`]. Fetched ranges are kept up to a byte budget, oldest dropped first.
+//! gap between them costs less than a round trip (measured: [`Remote::merge_gap`]) and each request capped
+//! at [`MAX_SPAN`]. Fetched ranges are kept in the dataset's [`Cache`], up to a byte budget,
+//! evicted by the plan of the loader reading them.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -24,26 +25,134 @@ use super::Remote;
 
 /// Bytes per block of a metadata file.
 pub const META_BLOCK: u64 = 1 << 20;
-/// Largest gap between two wanted ranges that one request spans (reading 256 KiB more
-/// costs less than a round trip to an object store: about 30 ms at 10 MB/s, where a request
-/// costs 20-100 ms of latency).
-pub const MERGE_GAP: u64 = 256 << 10;
 /// Largest single request.
 pub const MAX_SPAN: u64 = 16 << 20;
-/// Bytes of chunk data kept per file before the oldest ranges are dropped.
-pub const KEEP_BYTES: u64 = 256 << 20;
+/// Bytes of record data a dataset keeps by default ([`Cache`]).
+pub const CACHE_BYTES: u64 = 1 << 30;
 
 type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<IoError>>>>;
+
+/// When a dataset sample is needed next (a stream position), or `None` if not known.
+pub type ReadPlan = Arc<dyn Fn(u64) -> Option<u64> + Send + Sync>;
+
+/// The record bytes a remote dataset keeps, up to a byte budget, shared by all its files.
+///
+/// Over budget, ranges are dropped by the plan a loader installs ([`Cache::set_plan`]):
+/// the range whose records are needed furthest in the future goes first (Belady's policy,
+/// optimal for a known future, which a stream that is a pure function of position is).
+/// Without a plan, the oldest range goes first. Metadata blocks are kept apart, always.
+pub struct Cache {
+    limit: AtomicU64,
+    held: AtomicU64,
+    seq: AtomicU64,
+    files: Mutex<Vec<Weak<FileSpans>>>,
+    plan: RwLock<Option<ReadPlan>>,
+    evicting: Mutex<()>,
+}
+
+impl Cache {
+    /// A cache of at most `limit` bytes of record data.
+    pub fn new(limit: u64) -> Arc<Cache> {
+        Arc::new(Cache {
+            limit: AtomicU64::new(limit),
+            held: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+            files: Mutex::new(Vec::new()),
+            plan: RwLock::new(None),
+            evicting: Mutex::new(()),
+        })
+    }
+
+    /// Sets the byte budget (dropping ranges now if it shrank).
+    pub fn set_limit(&self, limit: u64) {
+        self.limit.store(limit, Ordering::Relaxed);
+        self.evict();
+    }
+
+    /// The byte budget.
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Record bytes held now (fetched or on their way).
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Installs (or, with `None`, removes) the plan eviction follows.
+    pub fn set_plan(&self, plan: Option<ReadPlan>) {
+        *self.plan.write().unwrap_or_else(|p| p.into_inner()) = plan;
+    }
+
+    fn register(&self, file: &Arc<FileSpans>) {
+        let mut files = lock(&self.files);
+        files.retain(|w| w.strong_count() > 0);
+        files.push(Arc::downgrade(file));
+    }
+
+    /// Drops ranges until the cache is 10% under budget: furthest next use first (ranges
+    /// no plan knows, and every range without a plan, oldest first). Ranges still on their
+    /// way stay.
+    fn evict(&self) {
+        let limit = self.limit();
+        if self.held() <= limit {
+            return;
+        }
+        let Ok(_one) = self.evicting.try_lock() else { return };
+        let plan = self.plan.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let files: Vec<Arc<FileSpans>> = lock(&self.files).iter().filter_map(Weak::upgrade).collect();
+        let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
+        for (k, f) in files.iter().enumerate() {
+            let spans = lock(&f.spans);
+            for (&start, span) in &spans.map {
+                if span.fetch.peek().is_none() {
+                    continue; // in flight: a read waits for it
+                }
+                let key = match &plan {
+                    Some(p) => span.indices.iter().filter_map(|&i| p(f.base + u64::from(i))).min().unwrap_or(u64::MAX),
+                    None => u64::MAX - span.seq,
+                };
+                candidates.push((key, k, start, span.seq));
+            }
+        }
+        candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
+        let target = limit - limit / 10;
+        for (_, k, start, seq) in candidates {
+            if self.held() <= target {
+                break;
+            }
+            let mut spans = lock(&files[k].spans);
+            if spans.map.get(&start).is_some_and(|s| s.seq == seq) {
+                let span = spans.map.remove(&start).expect("just found");
+                self.held.fetch_sub(span.end - start, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// One fetched (or pending) range and the records it holds.
+struct Span {
+    end: u64,
+    fetch: Fetch,
+    /// The store's record indices inside, when the reads announced them.
+    indices: Vec<u32>,
+    seq: u64,
+}
 
 /// Ranges of a file fetched or on their way, by start offset.
 #[derive(Default)]
 struct Spans {
-    map: BTreeMap<u64, (u64, Fetch)>,
-    /// Starts in the order they were fetched, for dropping the oldest.
-    order: VecDeque<u64>,
-    held: u64,
-    /// Ranges announced by `will_need` and not yet requested.
-    wanted: Vec<(u64, u64)>,
+    map: BTreeMap<u64, Span>,
+    /// Ranges announced by `will_need_record` and not yet requested, with their record.
+    wanted: Vec<(u64, u64, Option<u32>)>,
+}
+
+/// A file's ranges, registered with its dataset's [`Cache`].
+#[derive(Default)]
+pub struct FileSpans {
+    spans: Mutex<Spans>,
+    /// The dataset index of the store's record 0 (its shard's first sample).
+    base: u64,
 }
 
 /// A pushed file: ranged GETs with `If-Match`, zeros past the stored bytes.
@@ -52,7 +161,8 @@ pub struct RemoteFile {
     name: String,
     object: Object,
     metadata: bool,
-    spans: Mutex<Spans>,
+    spans: Arc<FileSpans>,
+    cache: Arc<Cache>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,22 +171,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl RemoteFile {
     /// The file `name` of `remote` as `object` lists it; `metadata` files are read in
-    /// whole blocks.
-    pub fn new(remote: Remote, name: &str, object: Object, metadata: bool) -> RemoteFile {
-        RemoteFile { remote, name: name.to_owned(), object, metadata, spans: Mutex::new(Spans::default()) }
+    /// whole blocks and kept apart, the others share `cache`, in which the file's record
+    /// `i` is dataset sample `base + i`.
+    pub fn new(remote: Remote, name: &str, object: Object, metadata: bool, cache: Arc<Cache>, base: u64) -> RemoteFile {
+        let spans = Arc::new(FileSpans { spans: Mutex::new(Spans::default()), base });
+        if !metadata {
+            cache.register(&spans);
+        }
+        RemoteFile { remote, name: name.to_owned(), object, metadata, spans, cache }
     }
 
     fn shown(&self) -> String {
         self.remote.shown(&self.name)
     }
 
-    /// Starts fetching `start..end` (within the stored bytes) and records it.
-    fn spawn(&self, spans: &mut Spans, start: u64, end: u64) -> Fetch {
+    /// Starts fetching `start..end` (within the stored bytes) and records it, with the
+    /// records it holds.
+    fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>) -> Fetch {
         let remote = self.remote.clone();
         let path = remote.path(&self.name);
         let etag = self.object.etag.clone();
         let what = format!("read {} bytes {start}..{end}", self.shown());
         let task = super::runtime().spawn(async move {
+            let began = std::time::Instant::now();
             let fetched = remote
                 .retrying(&what, || {
                     let options = GetOptions {
@@ -113,6 +230,7 @@ impl RemoteFile {
                 ));
             }
             remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            remote.observe(bytes.len() as u64, began.elapsed());
             Ok(bytes)
         });
         let fetch: Fetch = async move {
@@ -123,16 +241,14 @@ impl RemoteFile {
         }
         .boxed()
         .shared();
-        spans.map.insert(start, (end, fetch.clone()));
-        spans.order.push_back(start);
-        spans.held += end - start;
-        if !self.metadata {
-            while spans.held > KEEP_BYTES && spans.order.len() > 1 {
-                let old = spans.order.pop_front().expect("not empty");
-                if let Some((e, _)) = spans.map.remove(&old) {
-                    spans.held -= e - old;
-                }
+        let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed);
+        if let Some(old) = spans.map.insert(start, Span { end, fetch: fetch.clone(), indices, seq }) {
+            if !self.metadata {
+                self.cache.held.fetch_sub(old.end - start, Ordering::Relaxed);
             }
+        }
+        if !self.metadata {
+            self.cache.held.fetch_add(end - start, Ordering::Relaxed);
         }
         fetch
     }
@@ -141,22 +257,26 @@ impl RemoteFile {
     fn flush_wanted(&self, spans: &mut Spans) {
         let mut wanted = std::mem::take(&mut spans.wanted);
         wanted.sort_unstable();
-        let mut run: Option<(u64, u64)> = None;
-        for (s, e) in wanted {
+        let gap = self.remote.merge_gap();
+        let mut run: Option<(u64, u64, Vec<u32>)> = None;
+        for (s, e, index) in wanted {
             if covering(spans, s, e).is_some() {
                 continue;
             }
             run = match run {
-                Some((rs, re)) if s <= re + MERGE_GAP && e.max(re) - rs <= MAX_SPAN => Some((rs, e.max(re))),
-                Some((rs, re)) => {
-                    drop(self.spawn(spans, rs, re)); // the task runs on its own; a read waits for it
-                    Some((s, e))
+                Some((rs, re, mut ix)) if s <= re + gap && e.max(re) - rs <= MAX_SPAN => {
+                    ix.extend(index);
+                    Some((rs, e.max(re), ix))
                 }
-                None => Some((s, e)),
+                Some((rs, re, ix)) => {
+                    drop(self.spawn(spans, rs, re, ix)); // the task runs on its own; a read waits for it
+                    Some((s, e, index.into_iter().collect()))
+                }
+                None => Some((s, e, index.into_iter().collect())),
             };
         }
-        if let Some((rs, re)) = run {
-            drop(self.spawn(spans, rs, re));
+        if let Some((rs, re, ix)) = run {
+            drop(self.spawn(spans, rs, re, ix));
         }
     }
 
@@ -166,7 +286,7 @@ impl RemoteFile {
         let mut at = start;
         while at < end {
             let (span_start, fetch) = {
-                let mut spans = lock(&self.spans);
+                let mut spans = lock(&self.spans.spans);
                 if !spans.wanted.is_empty() {
                     self.flush_wanted(&mut spans);
                 }
@@ -182,10 +302,13 @@ impl RemoteFile {
                         } else {
                             (at, end)
                         };
-                        (s, self.spawn(&mut spans, s, e))
+                        (s, self.spawn(&mut spans, s, e, Vec::new()))
                     }
                 }
             };
+            if !self.metadata {
+                self.cache.evict();
+            }
             let bytes = self.remote.block(fetch).map_err(|e| (*e).clone())?;
             let from = (at - span_start) as usize;
             let n = (bytes.len() - from).min((end - at) as usize);
@@ -199,8 +322,8 @@ impl RemoteFile {
 
 /// The fetched or pending range holding `start..end`, if one does.
 fn covering(spans: &Spans, start: u64, end: u64) -> Option<(u64, u64, Fetch)> {
-    let (&s, (e, f)) = spans.map.range(..=start).next_back()?;
-    (*e >= end).then(|| (s, *e, f.clone()))
+    let (&s, span) = spans.map.range(..=start).next_back()?;
+    (span.end >= end).then(|| (s, span.end, span.fetch.clone()))
 }
 
 impl StorageFile for RemoteFile {
@@ -238,14 +361,25 @@ impl StorageFile for RemoteFile {
     }
 
     fn resident(&self, offset: u64) -> bool {
-        offset >= self.object.stored || covering(&lock(&self.spans), offset, offset + 1).is_some()
+        offset >= self.object.stored || covering(&lock(&self.spans.spans), offset, offset + 1).is_some()
     }
 
     fn will_need(&self, offset: u64, len: u64) {
         let end = offset.saturating_add(len).min(self.object.stored);
         if offset < end {
-            lock(&self.spans).wanted.push((offset, end));
+            lock(&self.spans.spans).wanted.push((offset, end, None));
         }
+    }
+
+    fn will_need_record(&self, offset: u64, len: u64, index: u32) {
+        let end = offset.saturating_add(len).min(self.object.stored);
+        if offset < end {
+            lock(&self.spans.spans).wanted.push((offset, end, Some(index)));
+        }
+    }
+
+    fn wants_hints(&self) -> bool {
+        true
     }
 }
 
@@ -258,14 +392,23 @@ pub struct RemoteDir {
     remote: Remote,
     /// The directory's files, by name.
     files: HashMap<String, Object>,
+    cache: Arc<Cache>,
+    base: u64,
 }
 
 impl RemoteDir {
-    /// The store directory `dir` (`""` for the root) of the pushed `listing` at `remote`.
+    /// The store directory `dir` (`""` for the root) of the pushed `listing` at `remote`,
+    /// with a cache of its own.
     pub fn new(remote: &Remote, listing: &Objects, dir: &str) -> RemoteDir {
+        Self::cached(remote, listing, dir, Cache::new(CACHE_BYTES), 0)
+    }
+
+    /// [`RemoteDir::new`], keeping record data in `cache`, where the store's record `i` is
+    /// the dataset's sample `base + i`.
+    pub fn cached(remote: &Remote, listing: &Objects, dir: &str, cache: Arc<Cache>, base: u64) -> RemoteDir {
         let files = listing.under(dir).into_iter().collect();
         let remote = if dir.is_empty() { remote.clone() } else { remote.child(dir) };
-        RemoteDir { remote, files }
+        RemoteDir { remote, files, cache, base }
     }
 
     /// The directory's location.
@@ -284,7 +427,9 @@ impl RemoteDir {
     }
 
     fn open(&self, name: &str, metadata: bool) -> Option<RemoteFile> {
-        self.files.get(name).map(|o| RemoteFile::new(self.remote.clone(), name, o.clone(), metadata))
+        self.files
+            .get(name)
+            .map(|o| RemoteFile::new(self.remote.clone(), name, o.clone(), metadata, self.cache.clone(), self.base))
     }
 
     /// Reads file `name` whole, if the directory holds it.

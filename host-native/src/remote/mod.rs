@@ -98,7 +98,13 @@ pub struct Remote {
     /// The URL as given (without a trailing `/`), for messages.
     url: String,
     stats: Arc<RemoteStats>,
+    /// Round-trip time and transfer rate as measured: `(seconds of the quickest recent
+    /// request, bytes per second of the fastest)`.
+    timing: Arc<std::sync::Mutex<(f64, f64)>>,
 }
+
+/// Largest gap [`Remote::merge_gap`] ever spans.
+const MAX_GAP: u64 = 4 << 20;
 
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -123,7 +129,7 @@ impl Remote {
             // memory://NAME/prefix: an in-memory store per NAME, for tests.
             let prefix = ObjectPath::parse(parsed.path()).map_err(|e| invalid(format!("{url}: {e}")))?;
             let store = memory_store(parsed.host_str().unwrap_or(""));
-            return Ok(Remote { store, prefix, url: trimmed.to_owned(), stats: Arc::new(RemoteStats::default()) });
+            return Ok(Remote::new(store, prefix, trimmed));
         }
         let (scheme, path) =
             ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(format!("{url}: not an object store URL ({e})")))?;
@@ -171,7 +177,37 @@ impl Remote {
             }
             other => return Err(invalid(format!("{url}: {other:?} locations are not supported; give a local path"))),
         };
-        Ok(Remote { store, prefix, url: trimmed.to_owned(), stats: Arc::new(RemoteStats::default()) })
+        Ok(Remote::new(store, prefix, trimmed))
+    }
+
+    fn new(store: Arc<dyn ObjectStore>, prefix: ObjectPath, url: &str) -> Remote {
+        Remote {
+            store,
+            prefix,
+            url: url.to_owned(),
+            stats: Arc::new(RemoteStats::default()),
+            timing: Arc::new(std::sync::Mutex::new((f64::INFINITY, 0.0))),
+        }
+    }
+
+    /// Records a GET of `bytes` that took `took`.
+    pub(crate) fn observe(&self, bytes: u64, took: Duration) {
+        let t = took.as_secs_f64().max(1e-6);
+        let mut timing = self.timing.lock().unwrap_or_else(|p| p.into_inner());
+        // Old extremes fade (5% per request), so a link that changes is followed.
+        timing.0 = (timing.0 * 1.05).min(t);
+        timing.1 = (timing.1 * 0.95).max(bytes as f64 / t);
+    }
+
+    /// Bytes between two wanted ranges worth reading rather than asking for separately:
+    /// what the link moves in one round trip (the quickest request's time times the
+    /// fastest rate seen), up to 4 MiB; 0 until a request was measured.
+    pub fn merge_gap(&self) -> u64 {
+        let (latency, rate) = *self.timing.lock().unwrap_or_else(|p| p.into_inner());
+        if !latency.is_finite() {
+            return 0;
+        }
+        ((latency * rate) as u64).min(MAX_GAP)
     }
 
     /// The URL of this prefix.
@@ -191,6 +227,7 @@ impl Remote {
             prefix: self.path(name),
             url: format!("{}/{name}", self.url),
             stats: self.stats.clone(),
+            timing: self.timing.clone(),
         }
     }
 

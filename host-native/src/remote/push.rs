@@ -10,7 +10,6 @@
 //! holds a dataset only once every object of it is in place.
 
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -283,14 +282,12 @@ fn upload(
             .await
             .map_err(|e| super::io_error(e, what))?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
-        let mut reader = std::io::BufReader::with_capacity(PART, file).take(len);
         let mut buf = vec![0u8; PART];
         let mut at = 0u64;
-        loop {
-            let n = read_full(&mut reader, &mut buf).map_err(io(path, "read"))?;
-            if n == 0 {
-                break;
-            }
+        // Positional reads: `dense_len` moved the descriptor's offset with lseek.
+        while at < len {
+            let n = ((len - at) as usize).min(PART);
+            file.read_exact_at(&mut buf[..n], at).map_err(io(path, "read"))?;
             writer.wait_for_capacity(4).await.map_err(|e| super::io_error(e, what))?;
             writer.write(&buf[..n]);
             at += n as u64;
@@ -299,17 +296,6 @@ fn upload(
         let put = writer.finish().await.map_err(|e| super::io_error(e, what))?;
         Ok(put.e_tag)
     })
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
 }
 
 /// `zr pull`: the dataset or store pushed to `remote` into the existing empty directory
@@ -344,7 +330,14 @@ pub fn pull(remote: &Remote, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> 
         let file = File::options().write(true).read(true).create_new(true).open(&path).map_err(io(&path, "create"))?;
         file.set_len(object.size).map_err(io(&path, "resize"))?;
         let mut at = 0u64;
-        let source = super::file::RemoteFile::new(remote.clone(), rel, object.clone(), false);
+        let source = super::file::RemoteFile::new(
+            remote.clone(),
+            rel,
+            object.clone(),
+            false,
+            super::file::Cache::new(PART as u64 * 2),
+            0,
+        );
         let mut buf = vec![0u8; PART.min(object.stored as usize).max(1)];
         let mut hasher = twox_hash::XxHash3_64::new();
         while at < object.stored {

@@ -119,6 +119,7 @@ class Dataset:
         verify: str = "auto",
         read_only: "bool | None" = None,
         storage_options: "dict[str, str] | None" = None,
+        cache_bytes: "int | None" = None,
     ) -> None:
         remote = isinstance(path, str) and _is_url(path)
         # A URL stays a string: a Path would fold its "//".
@@ -126,9 +127,11 @@ class Dataset:
         self._verify = verify
         self._read_only_arg = read_only
         self._storage_options = storage_options
+        self._cache_bytes = cache_bytes
         try:
             native = _zrecord._Dataset(
-                self.path, read_only=read_only, verify=verify, storage_options=storage_options
+                self.path, read_only=read_only, verify=verify, storage_options=storage_options,
+                cache_bytes=cache_bytes,
             )
         except StoreIOError as e:
             if e.errno == errno.ENOENT:
@@ -166,6 +169,9 @@ class Dataset:
         return self._native is not None and self._native.is_remote
 
     def remote_stats(self) -> "dict | None":
+        # The cache: ``Dataset(url, cache_bytes=N)`` keeps up to N bytes of records (1 GiB
+        # by default); a DataLoader in SEQUENTIAL or SHUFFLE mode tells it when each record
+        # is read next, and it drops what is needed furthest ahead.
         """What reading this dataset from an object store cost so far: ``{"requests",
         "bytes", "retries", "hits"}`` (GET requests sent, bytes received, requests sent
         again after a transient failure, reads served from bytes already fetched); None
@@ -573,7 +579,8 @@ class Dataset:
 
     def __reduce__(self):
         # Reopen by path in the receiving process (spawned DataLoader workers and the like).
-        return (_reopen, (type(self), str(self.path), self._verify, self._read_only_arg, self._storage_options))
+        return (_reopen, (type(self), str(self.path), self._verify, self._read_only_arg, self._storage_options,
+                          self._cache_bytes))
 
     def __repr__(self) -> str:
         if self._native is not None:
@@ -584,8 +591,8 @@ class Dataset:
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
 
 
-def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None) -> "Dataset":
-    return cls(path, verify=verify, read_only=read_only, storage_options=storage_options)
+def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None, cache_bytes=None) -> "Dataset":
+    return cls(path, verify=verify, read_only=read_only, storage_options=storage_options, cache_bytes=cache_bytes)
 
 
 _SCHEMES = ("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "azure://", "http://", "https://", "memory://")
