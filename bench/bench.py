@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|packing|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|packing|remote|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -1048,6 +1048,13 @@ def bench_packing(args):
         SKIPPED.append(f"packing: {type(e).__name__}: {e} (pip install -r bench/requirements.txt)")
 
 
+def bench_remote(args):
+    """Datasets in a local S3-compatible server: the cache the stream plans (bench/remote.py)."""
+    import remote
+
+    remote.bench_remote(args, table, RESULTS, load_set, optional)
+
+
 # ----------------------------------------------------------------------------- stream
 
 def bench_stream(args):
@@ -1313,8 +1320,11 @@ def bench_summary(args):
     import fields
     import packing
 
+    import remote
+
     fields.summary_rows(RESULTS, row)
     packing.summary_rows(RESULTS, row)
+    remote.summary_rows(RESULTS, row)
     if rows:
         table("Targets: every ratio above, against its target (same run)",
               ["what", "measured", "target", "", "note"], rows)
@@ -1323,8 +1333,8 @@ def bench_summary(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="all",
-                    choices=["sampler", "store", "checksums", "loader", "stream", "fields", "packing", "pool", "policy",
-                             "threads", "scale", "all"])
+                    choices=["sampler", "store", "checksums", "loader", "stream", "fields", "packing", "remote", "pool",
+                             "policy", "threads", "scale", "all"])
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=None, help="comma-separated name fragments of the store contenders to run")
     ap.add_argument("--workdir", default=None, help="where stores are written (default: the temp dir; "
@@ -1342,8 +1352,8 @@ def main():
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
           f"Python {platform.python_version()}, numpy {np.__version__}; "
           f"{'cold' if args.cold else 'warm'} page cache; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    for part in ("sampler", "store", "checksums", "loader", "stream", "fields", "packing", "pool", "policy", "threads",
-                 "scale"):
+    for part in ("sampler", "store", "checksums", "loader", "stream", "fields", "packing", "remote", "pool", "policy",
+                 "threads", "scale"):
         if args.what in (part, "all"):
             gc.collect()
             globals()[f"bench_{part}"](args)

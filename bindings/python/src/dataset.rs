@@ -126,6 +126,15 @@ impl PyDataset {
         self.handle(py)?.remote_stats().map(|c| crate::remote::counts_dict(py, c)).transpose()
     }
 
+    /// Removes the read schedule a loader gave the remote cache (it falls back to
+    /// oldest-first): the benchmark's baseline.
+    fn _clear_read_plan(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(cache) = self.handle(py)?.cache() {
+            cache.set_plan(None);
+        }
+        Ok(())
+    }
+
     /// True when the dataset was opened from an object store.
     #[getter]
     fn is_remote(&self, py: Python<'_>) -> PyResult<bool> {
