@@ -131,3 +131,21 @@ def reference_labels(root: Path, n: int, global_batch: int, steps: int, seed: in
             np.testing.assert_array_equal(batch["data"], samples[batch["label"]])
             out.append(batch["label"].copy())
     return np.stack(out)
+
+
+def write_json(path: Path, obj) -> None:
+    """Whole or not at all: a test may read the file the moment it appears."""
+    import json
+
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

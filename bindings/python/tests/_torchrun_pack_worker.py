@@ -26,13 +26,11 @@ import torch.distributed as dist
 import zrecord
 import zrecord.torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _ml import write_json  # noqa: E402
+
 EOS = 1
 
-
-def write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
 
 
 def main() -> None:

@@ -31,14 +31,8 @@ import zrecord
 import zrecord.torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _ml import sample_data  # noqa: E402
+from _ml import sample_data, write_json  # noqa: E402
 
-
-def write_json(path: Path, obj) -> None:
-    """Whole or not at all: the test may read the file the moment it appears."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
 
 
 def main() -> None:

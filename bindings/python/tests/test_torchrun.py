@@ -21,7 +21,9 @@ import time
 import numpy as np
 import pytest
 
-from _ml import HERE, child_env, kill_session, need, reference_labels, run, torchrun, wait_for, write_store
+from _ml import (
+    HERE, child_env, kill_session, need, pid_alive, reference_labels, run, torchrun, wait_for, write_store,
+)
 
 need("torch")
 
@@ -71,13 +73,6 @@ def test_four_ranks_read_one_shuffled_epoch_exactly_once(store, tmp_path):
     # Rank r's batch is the r-th slice of the one global stream, which world size 1 reads too.
     np.testing.assert_array_equal(labels.reshape(steps, g), reference_labels(store, N, g, steps, SEED))
 
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_sigkilled_two_rank_job_resumes_on_one_rank_with_twice_the_batch(store, tmp_path):

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from _ml import child_env, kill_session, need, run, torchrun, wait_for, HERE
+from _ml import HERE, child_env, kill_session, need, pid_alive, run, torchrun, wait_for
 
 need("torch")
 
@@ -28,13 +28,6 @@ JOB_TIMEOUT = 300
 def doc(i):
     return np.arange(1 + (i * 53) % 120, dtype=np.int32) + np.int32(i * 1000 + 10)
 
-
-def pid_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_packed_job_killed_on_four_ranks_resumes_on_two_token_for_token(tmp_path):

@@ -266,18 +266,7 @@ pub(super) fn export<H: Host>(host: &mut H, dataset: &str, output: &str, verify:
         (false, _) => host.stage_store(output),
     }
     .map_err(|e| Failure::at(out_shown.clone(), e))?;
-    let n = match host.export_fields(dataset, &staged, npz, verify) {
-        Ok(n) => n,
-        Err(f) => {
-            let shown_staged = host.shown(&staged);
-            host.discard(&staged);
-            return Err(unstage(f, &shown_staged, &out_shown));
-        }
-    };
-    if let Err(e) = host.commit(&staged, output) {
-        host.discard(&staged);
-        return Err(Failure::at(out_shown, e));
-    }
+    let n = into_place(host, &staged, output, &out_shown, |h| h.export_fields(dataset, &staged, npz, verify))?;
     Out { host, closed: false }.line(&format!("exported {n} samples to {out_shown}"));
     Ok(EXIT_OK)
 }
@@ -292,18 +281,31 @@ pub(super) fn pull<H: Host>(host: &mut H, url: &str, output: &str) -> Result<i32
         PathKind::Dir | PathKind::File => return Err(Failure::new(out_shown, "exists; pull writes a new directory")),
     }
     let staged = host.stage_store(output).map_err(|e| Failure::at(out_shown.clone(), e))?;
-    let files = match host.pull(url, &staged) {
-        Ok(n) => n,
-        Err(f) => {
-            let shown_staged = host.shown(&staged);
-            host.discard(&staged);
-            return Err(unstage(f, &shown_staged, &out_shown));
-        }
-    };
-    if let Err(e) = host.commit(&staged, output) {
-        host.discard(&staged);
-        return Err(Failure::at(out_shown, e));
-    }
+    let files = into_place(host, &staged, output, &out_shown, |h| h.pull(url, &staged))?;
     Out { host, closed: false }.line(&format!("pulled {files} files of {url} into {out_shown}"));
     Ok(EXIT_OK)
+}
+
+/// Runs `work`, which writes into `staged`, then moves `staged` to `output`; a failure of
+/// either removes what was staged (the error then names `output`, not the staged path).
+fn into_place<H: Host, T>(
+    host: &mut H,
+    staged: &str,
+    output: &str,
+    out_shown: &str,
+    work: impl FnOnce(&mut H) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let done = match work(host) {
+        Ok(v) => v,
+        Err(f) => {
+            let shown_staged = host.shown(staged);
+            host.discard(staged);
+            return Err(unstage(f, &shown_staged, out_shown));
+        }
+    };
+    if let Err(e) = host.commit(staged, output) {
+        host.discard(staged);
+        return Err(Failure::at(out_shown.to_owned(), e));
+    }
+    Ok(done)
 }

@@ -8,6 +8,9 @@
 //! piece that continues a document cut at the previous row's end starts again at 0), and
 //! for a mixture `source` (int32, per token).
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
 use zrecord_core::stream::pack::{DocLengths, PackCursor, PackError, PackSpec, Packer, Placed, Plan};
 use zrecord_core::stream::{PackedState, Stream, StreamState};
 
@@ -68,7 +71,14 @@ pub(super) struct Packing {
     pub pad: Vec<u8>,
     /// A mixture: batches carry each token's source.
     pub mixture: bool,
+    /// Documents a batch cut at its end, decoded: the next batch starts with the rest of
+    /// them, and takes them from here instead of decoding them again (a 100k-token
+    /// document spans several batches).
+    pub recent: Arc<Mutex<VecDeque<((u32, u64), Arc<[u8]>)>>>,
 }
+
+/// Documents [`Packing::recent`] keeps.
+const RECENT: usize = 8;
 
 impl Packing {
     /// Checks the options against the sources and resolves them.
@@ -125,6 +135,7 @@ impl Packing {
             eos: options.eos.map(|v| id_bytes("eos", v)).transpose()?,
             pad: id_bytes("pad", options.pad)?,
             mixture,
+            recent: Arc::default(),
         })
     }
 
@@ -254,19 +265,47 @@ pub(super) fn gather_rows(
     let cells = per_rank * seq;
     let first = sources[0].data();
     let oom = |e: Error| DatasetError::at(first.path(), None, e);
-    // Each source's documents, decoded once for the batch.
-    let mut decoded: Vec<(Vec<u64>, Vec<u8>, Vec<u64>)> = Vec::with_capacity(sources.len());
+    // Each document of the batch, decoded once: from the recent ones a batch before cut
+    // short, or decoded now, source by source.
+    let mut docs: Vec<((u32, u64), Arc<[u8]>)> = Vec::new();
+    let recent: Vec<((u32, u64), Arc<[u8]>)> =
+        packing.recent.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
     for (s, source) in sources.iter().enumerate() {
         let mut wanted: Vec<u64> =
             pack.placed.iter().filter(|p| p.piece.doc.source as usize == s).map(|p| p.piece.doc.index).collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let (values, offsets) = if wanted.is_empty() {
-            (Vec::new(), vec![0])
-        } else {
-            source.data().gather_ragged(packing.field, &wanted)?
-        };
-        decoded.push((wanted, values, offsets));
+        wanted.retain(|&i| match recent.iter().find(|(k, _)| *k == (s as u32, i)) {
+            Some(hit) => {
+                docs.push(hit.clone());
+                false
+            }
+            None => true,
+        });
+        if wanted.is_empty() {
+            continue;
+        }
+        let (values, offsets) = source.data().gather_ragged(packing.field, &wanted)?;
+        for (k, &i) in wanted.iter().enumerate() {
+            docs.push(((s as u32, i), Arc::from(&values[offsets[k] as usize..offsets[k + 1] as usize])));
+        }
+    }
+    docs.sort_unstable_by_key(|(k, _)| *k);
+    // The documents this batch cuts at its end go to the recent ones.
+    if let Some(last) = pack.placed.last() {
+        let p = &last.piece;
+        if p.start + u64::from(p.len) < p.doc.len {
+            let key = (p.doc.source, p.doc.index);
+            if let Ok(k) = docs.binary_search_by_key(&key, |(k, _)| *k) {
+                let mut recent = packing.recent.lock().unwrap_or_else(|p| p.into_inner());
+                if !recent.iter().any(|(k, _)| *k == key) {
+                    if recent.len() >= RECENT {
+                        recent.pop_front();
+                    }
+                    recent.push_back(docs[k].clone());
+                }
+            }
+        }
     }
     let (mut tokens, _) = buffers.take(cells * item).map_err(oom)?;
     let (mut segments, _) = buffers.take(cells * 4).map_err(oom)?;
@@ -291,9 +330,9 @@ pub(super) fn gather_rows(
         }
         segment += 1;
         let doc = &p.piece.doc;
-        let (wanted, values, offsets) = &decoded[doc.source as usize];
-        let k = wanted.binary_search(&doc.index).expect("every placed document was decoded");
-        let body = &values[offsets[k] as usize..offsets[k + 1] as usize];
+        let k =
+            docs.binary_search_by_key(&(doc.source, doc.index), |(k, _)| *k).expect("every placed document is here");
+        let body: &[u8] = &docs[k].1;
         let at = p.row as usize * seq + p.col as usize;
         let len = p.piece.len as usize;
         let start = p.piece.start as usize;
