@@ -74,11 +74,14 @@ pub(super) struct Packing {
     /// Documents a batch cut at its end, decoded: the next batch starts with the rest of
     /// them, and takes them from here instead of decoding them again (a 100k-token
     /// document spans several batches).
-    pub recent: Arc<Mutex<VecDeque<((u32, u64), Arc<[u8]>)>>>,
+    pub recent: Arc<Mutex<VecDeque<Decoded>>>,
 }
 
 /// Documents [`Packing::recent`] keeps.
 const RECENT: usize = 8;
+
+/// A decoded document: `(source, index)` and its bytes.
+type Decoded = ((u32, u64), Arc<[u8]>);
 
 impl Packing {
     /// Checks the options against the sources and resolves them.
@@ -267,9 +270,8 @@ pub(super) fn gather_rows(
     let oom = |e: Error| DatasetError::at(first.path(), None, e);
     // Each document of the batch, decoded once: from the recent ones a batch before cut
     // short, or decoded now, source by source.
-    let mut docs: Vec<((u32, u64), Arc<[u8]>)> = Vec::new();
-    let recent: Vec<((u32, u64), Arc<[u8]>)> =
-        packing.recent.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+    let mut docs: Vec<Decoded> = Vec::new();
+    let recent: Vec<Decoded> = packing.recent.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
     for (s, source) in sources.iter().enumerate() {
         let mut wanted: Vec<u64> =
             pack.placed.iter().filter(|p| p.piece.doc.source as usize == s).map(|p| p.piece.doc.index).collect();
