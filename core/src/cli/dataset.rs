@@ -305,7 +305,7 @@ fn into_place<H: Host, T>(
     };
     if let Err(e) = host.commit(staged, output) {
         host.discard(staged);
-        return Err(Failure::at(out_shown.to_owned(), e));
+        return Err(Failure::at(out_shown.to_string(), e));
     }
     Ok(done)
 }
