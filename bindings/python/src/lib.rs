@@ -61,5 +61,6 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::convert, m)?)?;
     m.add_function(wrap_pyfunction!(tools::export, m)?)?;
     m.add_function(wrap_pyfunction!(remote::push, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;
     Ok(())
 }

@@ -29,6 +29,14 @@ pub fn counts_dict<'py>(py: Python<'py>, c: RemoteCounts) -> PyResult<Bound<'py,
     Ok(d)
 }
 
+/// True when `path` names an object store location (`s3://`, `gs://`, `az://`,
+/// `https://`, ...), by the native host's own rule.
+#[pyfunction]
+#[pyo3(name = "_is_url")]
+pub fn is_url(path: &str) -> bool {
+    zrecord::remote::is_url(path)
+}
+
 /// Pushes the dataset or store at `local` to `url`; returns what it did.
 #[pyfunction]
 #[pyo3(name = "_push", signature = (local, url, storage_options = None, progress = None))]

@@ -83,6 +83,22 @@ def kill_session(p: subprocess.Popen) -> None:
         pass
 
 
+def kill_ranks(job: subprocess.Popen, pids) -> None:
+    """SIGKILLs the ranks `pids` and the launcher `job`'s whole session, then waits (30 s at
+    most) until none of the ranks is left."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    kill_session(job)
+    job.wait(timeout=60)
+    end = time.monotonic() + 30
+    while any(pid_alive(pid) for pid in pids):
+        assert time.monotonic() < end, "a killed rank is still running"
+        time.sleep(0.05)
+
+
 def wait_for(path: Path, timeout: float, proc: subprocess.Popen = None, log: Path = None) -> None:
     """Waits until `path` exists; fails early if `proc` ended first, with its `log`."""
     end = time.monotonic() + timeout

@@ -13,8 +13,6 @@ _torchrun_worker.py).
 """
 
 import json
-import os
-import signal
 import subprocess
 import time
 
@@ -22,7 +20,7 @@ import numpy as np
 import pytest
 
 from _ml import (
-    HERE, child_env, kill_session, need, pid_alive, reference_labels, run, torchrun, wait_for, write_store,
+    HERE, child_env, kill_ranks, need, reference_labels, run, torchrun, wait_for, write_store,
 )
 
 need("torch")
@@ -101,21 +99,8 @@ def test_sigkilled_two_rank_job_resumes_on_one_rank_with_twice_the_batch(store, 
             while not (progress.exists() and read_json(progress)["step"] >= k + 4):
                 assert time.monotonic() < end and job.poll() is None, "the job stopped reading:\n" + log.read_text()
                 time.sleep(0.05)
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        kill_session(job)  # torchrun itself
-        job.wait(timeout=60)
     finally:
-        kill_session(job)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    end = time.monotonic() + 30
-    while any(pid_alive(pid) for pid in pids):
-        assert time.monotonic() < end, "a killed rank is still running"
-        time.sleep(0.05)
+        kill_ranks(job, pids)
 
     # Every rank's state is the same position: step k of the global stream.
     assert saved[0]["state"] == saved[1]["state"]

@@ -7,14 +7,12 @@ epoch once.
 """
 
 import json
-import os
-import signal
 import subprocess
 import time
 
 import numpy as np
 
-from _ml import HERE, child_env, kill_session, need, pid_alive, run, torchrun, wait_for
+from _ml import HERE, child_env, kill_ranks, need, run, torchrun, wait_for
 
 need("torch")
 
@@ -63,21 +61,8 @@ def test_packed_job_killed_on_four_ranks_resumes_on_two_token_for_token(tmp_path
             while not (progress.exists() and json.loads(progress.read_text())["step"] >= k + 3):
                 assert time.monotonic() < end and job.poll() is None, "the job stopped reading:\n" + log.read_text()
                 time.sleep(0.05)
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        kill_session(job)
-        job.wait(timeout=60)
     finally:
-        kill_session(job)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    end = time.monotonic() + 30
-    while any(pid_alive(pid) for pid in pids):
-        assert time.monotonic() < end, "a killed rank is still running"
-        time.sleep(0.05)
+        kill_ranks(job, pids)
 
     assert all(s["state"] == saved[0]["state"] for s in saved)
     (tmp_path / "state.json").write_text(json.dumps(saved[0]["state"]))

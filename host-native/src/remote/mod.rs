@@ -139,41 +139,31 @@ impl Remote {
         // Transient failures are retried here, counted (see `get`); the client's own
         // retries would hide them.
         let no_retry = object_store::RetryConfig { max_retries: 0, ..Default::default() };
+        // Each builder: the environment's settings, the URL, no retries of its own, then
+        // the caller's options, every key checked against the builder's own key list.
+        macro_rules! build {
+            ($builder:expr, $kind:literal) => {{
+                let mut b = $builder.with_retry(no_retry);
+                for (k, v) in options {
+                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, $kind))?;
+                    b = b.with_config(key, v.clone());
+                }
+                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?) as Arc<dyn ObjectStore>
+            }};
+        }
         let store: Arc<dyn ObjectStore> = match scheme {
             ObjectStoreScheme::AmazonS3 => {
-                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(trimmed).with_retry(no_retry);
-                for (k, v) in options {
-                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "S3"))?;
-                    b = b.with_config(key, v.clone());
-                }
-                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+                build!(object_store::aws::AmazonS3Builder::from_env().with_url(trimmed), "S3")
             }
             ObjectStoreScheme::GoogleCloudStorage => {
-                let mut b =
-                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(trimmed).with_retry(no_retry);
-                for (k, v) in options {
-                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "GCS"))?;
-                    b = b.with_config(key, v.clone());
-                }
-                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+                build!(object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(trimmed), "GCS")
             }
             ObjectStoreScheme::MicrosoftAzure => {
-                let mut b =
-                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(trimmed).with_retry(no_retry);
-                for (k, v) in options {
-                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "Azure"))?;
-                    b = b.with_config(key, v.clone());
-                }
-                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+                build!(object_store::azure::MicrosoftAzureBuilder::from_env().with_url(trimmed), "Azure")
             }
             ObjectStoreScheme::Http => {
                 let base = &parsed[..url::Position::BeforePath];
-                let mut b = object_store::http::HttpBuilder::new().with_url(base).with_retry(no_retry);
-                for (k, v) in options {
-                    let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, "HTTP client"))?;
-                    b = b.with_config(key, v.clone());
-                }
-                Arc::new(b.build().map_err(|e| invalid(format!("{url}: {e}")))?)
+                build!(object_store::http::HttpBuilder::new().with_url(base), "HTTP client")
             }
             other => return Err(invalid(format!("{url}: {other:?} locations are not supported; give a local path"))),
         };

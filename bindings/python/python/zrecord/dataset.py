@@ -121,7 +121,7 @@ class Dataset:
         storage_options: "dict[str, str] | None" = None,
         cache_bytes: "int | None" = None,
     ) -> None:
-        remote = isinstance(path, str) and _is_url(path)
+        remote = isinstance(path, str) and _zrecord._is_url(path)
         # A URL stays a string: a Path would fold its "//".
         self.path = path.rstrip("/") if remote else Path(path)
         self._verify = verify
@@ -594,12 +594,6 @@ class Dataset:
 def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None, cache_bytes=None) -> "Dataset":
     return cls(path, verify=verify, read_only=read_only, storage_options=storage_options, cache_bytes=cache_bytes)
 
-
-_SCHEMES = ("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "azure://", "http://", "https://", "memory://")
-
-
-def _is_url(path: str) -> bool:
-    return path.startswith(_SCHEMES)
 
 
 def _is_integer(idx: Any) -> bool:
