@@ -170,6 +170,13 @@ impl PyDataset {
         Ok(self.handle(py)?.shard_count())
     }
 
+    /// Where each shard starts in the index space, and the end: `shards + 1` numbers.
+    #[getter]
+    fn shard_bounds(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
+        let ds = self.handle(py)?;
+        Ok((0..ds.shard_count()).map(|s| ds.shard_start(s)).chain([ds.len()]).collect())
+    }
+
     /// The dataset's identity as a stream sees it: `(length, generation)`.
     #[getter]
     fn id(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
@@ -368,4 +375,62 @@ impl PyDatasetWriter {
     fn writer(&self) -> PyResult<&DatasetWriter> {
         self.inner.as_ref().ok_or_else(|| PyValueError::new_err("the writer was committed or discarded"))
     }
+}
+
+/// The folder, inside a local destination, that task `task` writes its part into.
+#[pyfunction]
+#[pyo3(name = "_part_dir")]
+pub fn part_dir(task: u64) -> String {
+    zrecord::dataset::part_dir(task)
+}
+
+/// `zrecord.ray`'s write task: finishes task `task`'s part, the dataset it wrote at
+/// `local` (uploading its shards when `dest` is a URL); returns the part as JSON.
+#[pyfunction]
+#[pyo3(name = "_finish_part", signature = (local, dest, task, storage_options = None))]
+pub fn finish_part(
+    py: Python<'_>,
+    local: PathBuf,
+    dest: String,
+    task: u64,
+    storage_options: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<String> {
+    let opts = crate::remote::options(storage_options);
+    call(py, move || {
+        let remote = if zrecord::remote::is_url(&dest) {
+            Some(zrecord::remote::Remote::open(&dest, &opts).map_err(|e| at_url(&dest, e))?)
+        } else {
+            None
+        };
+        Ok(zrecord::dataset::finish_part(&local, remote.as_ref(), task)?.to_json())
+    })
+}
+
+/// `zrecord.ray`'s commit, on the driver: every task's part (JSON) into the dataset at
+/// `dest`, at once; returns the number of samples committed.
+#[pyfunction]
+#[pyo3(name = "_commit_parts", signature = (dest, parts, storage_options = None))]
+pub fn commit_parts(
+    py: Python<'_>,
+    dest: String,
+    parts: Vec<String>,
+    storage_options: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<u64> {
+    let opts = crate::remote::options(storage_options);
+    call(py, move || {
+        let parts = parts.iter().map(|p| zrecord::dataset::Part::from_json(p)).collect::<Result<Vec<_>, _>>()?;
+        let added: u64 = parts.iter().map(|p| p.len()).sum();
+        if zrecord::remote::is_url(&dest) {
+            let remote = zrecord::remote::Remote::open(&dest, &opts).map_err(|e| at_url(&dest, e))?;
+            zrecord::dataset::commit_remote(&remote, &parts)
+        } else {
+            zrecord::dataset::commit_local(std::path::Path::new(&dest), &parts, WriteOptions::default())?;
+            Ok(added)
+        }
+    })
+}
+
+/// A failure to open the location `url`, as a dataset error naming it.
+fn at_url(url: &str, e: zrecord::IoError) -> DatasetError {
+    DatasetError { path: PathBuf::from(url), field: None, source: zrecord::Error::Io(e), metadata: false }
 }

@@ -15,6 +15,9 @@ GOLDEN = REPO / "tests" / "golden" / "loaderx-0.5.4"
 META_LEN = 16 + (1 << 24) * 16
 CHUNK_LEN = 1 << 32
 
+# The bucket the `s3` fixture (conftest.py) creates on its moto server.
+BUCKET = "zrecord-test"
+
 
 def images(n, seed=0, shape=(3, 8, 8)):
     """Mildly compressible uint8 samples, distinct per index."""

@@ -14,6 +14,7 @@
 //! when the system refuses (EACCES, EROFS), unless [`DatasetOptions::read_only`] says which.
 
 mod convert;
+mod parts;
 mod tokens;
 mod write;
 
@@ -26,6 +27,7 @@ use zrecord_core::schema::{Schema, SCHEMA_FILE};
 use zrecord_core::stream::DatasetId;
 
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
+pub use parts::{commit_local, commit_remote, finish_part, part_dir, Part};
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 

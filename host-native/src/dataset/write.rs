@@ -84,6 +84,9 @@ pub struct DatasetWriter {
     done: bool,
     /// A block failed half-staged: the stores may disagree, so nothing more is written.
     failed: bool,
+    /// Shards moved in by [`DatasetWriter::adopt`]: (where they were, their new folder
+    /// name), moved back if the writer is dropped without a commit.
+    adopted: Vec<(PathBuf, String)>,
 }
 
 fn io_at<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> DatasetError + 'a {
@@ -169,6 +172,7 @@ impl DatasetWriter {
             created,
             done: false,
             failed: false,
+            adopted: Vec::new(),
         })
     }
 
@@ -352,6 +356,55 @@ impl DatasetWriter {
         Ok(())
     }
 
+    /// Moves the shards of the committed dataset at `part` (the same fields, on the same
+    /// file system: a [`super::part_dir`] of this dataset) in as new shards, listed at
+    /// [`DatasetWriter::commit`]; returns its number of samples. Dropped without a commit,
+    /// the writer moves them back.
+    pub fn adopt(&mut self, part: &Path) -> Result<u64, DatasetError> {
+        if self.failed {
+            return Err(DatasetError::at(
+                &self.path,
+                None,
+                Error::InvalidArgument("an earlier block failed to stage; discard this writer and write again".into()),
+            ));
+        }
+        self.finish_shard()?;
+        let dataset = Dataset::open_with(part, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
+        let Some(theirs) = dataset.manifest().cloned() else {
+            return Err(DatasetError::at(
+                part,
+                None,
+                Error::InvalidArgument("only a dataset of named fields (dataset.json) can be adopted".into()),
+            ));
+        };
+        drop(dataset);
+        if !self.manifest.accepts(&theirs.fields) {
+            return Err(DatasetError::at(
+                part,
+                None,
+                Error::InvalidArgument(format!(
+                    "holds fields {}, {} holds {}",
+                    describe(&theirs.fields),
+                    self.path.display(),
+                    describe(&self.manifest.fields)
+                )),
+            ));
+        }
+        if self.len().checked_add(theirs.len()).is_none_or(|t| t > zrecord_core::dataset::MAX_SAMPLES) {
+            return Err(DatasetError::at(&self.path, None, Error::StoreFull("a dataset holds at most 2^62 samples")));
+        }
+        for shard in &theirs.shards {
+            let from = part.join(&shard.dir);
+            let name = shard_dir(self.manifest.next_shard);
+            self.manifest.next_shard += 1;
+            let to = self.path.join(&name);
+            std::fs::rename(&from, &to).map_err(io_at(&from, "move"))?;
+            self.adopted.push((from, name.clone()));
+            self.manifest.shards.push(ShardEntry { dir: name, records: shard.records });
+        }
+        Ok(theirs.len())
+    }
+
     /// Publishes every staged sample at once (see the module docs) and opens the result.
     pub fn commit(mut self) -> Result<Dataset, DatasetError> {
         if self.failed {
@@ -393,6 +446,9 @@ impl Drop for DatasetWriter {
             drop(shard.stores);
             let _ = std::fs::remove_dir_all(self.path.join(&shard.entry.dir));
         }
+        for (from, name) in self.adopted.drain(..) {
+            let _ = std::fs::rename(self.path.join(&name), from);
+        }
         for entry in &self.manifest.shards[self.listed..] {
             let _ = std::fs::remove_dir_all(self.path.join(&entry.dir));
         }
@@ -422,7 +478,8 @@ fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError>
     Ok(())
 }
 
-fn describe(fields: &[Field]) -> String {
+/// The fields, as errors show them.
+pub(crate) fn describe(fields: &[Field]) -> String {
     let parts: Vec<String> = fields
         .iter()
         .map(|f| {

@@ -120,20 +120,31 @@ fn hash_of(file: &File, len: u64, path: &Path) -> Result<String, IoError> {
 
 use std::hash::Hasher;
 
-/// Pushes the dataset or store at `local` to `remote`; `progress(bytes done, bytes to
-/// upload)` after each part. Fails if `local` is neither, or if it changes during the push.
-pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -> Result<Pushed, IoError> {
-    let kind = if local.join(zrecord_core::dataset::MANIFEST_FILE).is_file() {
-        "dataset"
-    } else if local.join(zrecord_core::format::META_FILE).is_file() {
-        "store"
-    } else {
-        return Err(IoError::new(
-            IoErrorKind::Other,
-            format!("push {}", local.display()),
-            "is neither a dataset (dataset.json) nor a store (meta.zr)",
-        ));
-    };
+/// What [`upload_tree`] did: the objects now in place and the upload's counts.
+#[derive(Debug, Clone, Default)]
+pub struct Uploaded {
+    /// Every file, by its name under the remote prefix.
+    pub objects: std::collections::BTreeMap<String, Object>,
+    /// Files uploaded (the others were there already).
+    pub uploaded: usize,
+    /// Bytes uploaded.
+    pub bytes: u64,
+    /// Bytes the files take in the object store.
+    pub stored: u64,
+    /// Bytes the files take on disk, as their sizes say.
+    pub apparent: u64,
+}
+
+/// Uploads every file under the directory `local` to `remote` as `under/RELATIVE` (`under`
+/// empty: at the prefix's root), densely, skipping each object whose size and hash already
+/// match; `progress(bytes done, bytes to upload)` after each part. Fails if a file changes
+/// while it goes up. Writes no listing.
+pub fn upload_tree(
+    local: &Path,
+    remote: &Remote,
+    under: &str,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Uploaded, IoError> {
     let list = files(local)?;
     let mut plan = Vec::with_capacity(list.len());
     for (rel, path) in &list {
@@ -141,16 +152,16 @@ pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -
         let size = file.metadata().map_err(io(path, "stat"))?.len();
         let stored = dense_len(&file, size);
         let hash = hash_of(&file, stored, path)?;
-        plan.push((rel.clone(), path.clone(), file, size, stored, hash));
+        let name = if under.is_empty() { rel.clone() } else { format!("{under}/{rel}") };
+        plan.push((name, path.clone(), file, size, stored, hash));
     }
     let total: u64 = plan.iter().map(|p| p.4).sum();
-    let previous = read_listing(remote)?;
-    let mut objects = std::collections::BTreeMap::new();
-    let (mut done, mut uploaded, mut bytes) = (0u64, 0usize, 0u64);
+    let mut out = Uploaded { stored: total, apparent: plan.iter().map(|p| p.3).sum(), ..Uploaded::default() };
+    let mut done = 0u64;
     progress(0, total);
-    for (rel, path, file, size, stored, hash) in &plan {
-        let target = remote.path(rel);
-        let what = format!("push {} to {}", path.display(), remote.shown(rel));
+    for (name, path, file, size, stored, hash) in &plan {
+        let target = remote.path(name);
+        let what = format!("push {} to {}", path.display(), remote.shown(name));
         // Already there, whole (a push cut short, or an unchanged file)?
         let there = remote.block(remote.retrying(&what, || {
             let client = remote.client().clone();
@@ -171,27 +182,61 @@ pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -
             _ => {
                 let etag =
                     upload(remote, &target, file, path, *stored, hash, &what, &mut |n| progress(done + n, total))?;
-                uploaded += 1;
-                bytes += stored;
+                out.uploaded += 1;
+                out.bytes += stored;
                 etag
             }
         };
         done += stored;
         progress(done, total);
-        objects.insert(rel.clone(), Object { size: *size, stored: *stored, xxh3: hash.clone(), etag });
+        out.objects.insert(name.clone(), Object { size: *size, stored: *stored, xxh3: hash.clone(), etag });
     }
     // The local files must not have changed while they went up.
-    for (rel, path, file, size, stored, hash) in &plan {
+    for (name, path, file, size, stored, hash) in &plan {
         let now = file.metadata().map_err(io(path, "stat"))?.len();
         if now != *size || dense_len(file, now) != *stored || hash_of(file, *stored, path)? != *hash {
             return Err(IoError::new(
                 IoErrorKind::Other,
                 format!("push {}", local.display()),
-                format!("{rel} changed during the push (a writer is at work); push again once it is done"),
+                format!("{name} changed during the push (a writer is at work); push again once it is done"),
             ));
         }
     }
-    let listing = Objects { version: LISTING_VERSION, kind: kind.into(), objects };
+    Ok(out)
+}
+
+/// Pushes the dataset or store at `local` to `remote`; `progress(bytes done, bytes to
+/// upload)` after each part. Fails if `local` is neither, or if it changes during the push.
+pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -> Result<Pushed, IoError> {
+    let kind = if local.join(zrecord_core::dataset::MANIFEST_FILE).is_file() {
+        "dataset"
+    } else if local.join(zrecord_core::format::META_FILE).is_file() {
+        "store"
+    } else {
+        return Err(IoError::new(
+            IoErrorKind::Other,
+            format!("push {}", local.display()),
+            "is neither a dataset (dataset.json) nor a store (meta.zr)",
+        ));
+    };
+    let previous = read_listing(remote)?;
+    let up = upload_tree(local, remote, "", progress)?;
+    let files = up.objects.len();
+    let listing = Objects { version: LISTING_VERSION, kind: kind.into(), objects: up.objects };
+    put_listing(remote, &listing, previous)?;
+    Ok(Pushed {
+        kind: kind.into(),
+        files,
+        uploaded: up.uploaded,
+        bytes: up.bytes,
+        stored: up.stored,
+        apparent: up.apparent,
+    })
+}
+
+/// Writes `listing` as the prefix's `remote.json`, conditionally: created when `previous`
+/// is `None` (fails if one appeared meanwhile), else replacing exactly the listing read.
+pub fn put_listing(remote: &Remote, listing: &Objects, previous: Option<Listing>) -> Result<(), IoError> {
     let mode = match previous {
         None => PutMode::Create,
         Some((_, e_tag, version)) => PutMode::Update(UpdateVersion { e_tag, version }),
@@ -209,7 +254,10 @@ pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -
             }),
         )
         .map_err(|e| {
-            if e.message.contains("changed since") || e.message.to_ascii_lowercase().contains("precondition") {
+            if e.message.contains("changed since")
+                || e.message.to_ascii_lowercase().contains("precondition")
+                || e.message.to_ascii_lowercase().contains("already exists")
+            {
                 IoError::new(
                     e.kind,
                     e.context.clone(),
@@ -219,8 +267,44 @@ pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -
                 e
             }
         })?;
-    let apparent = plan.iter().map(|p| p.3).sum();
-    Ok(Pushed { kind: kind.into(), files: plan.len(), uploaded, bytes, stored: total, apparent })
+    Ok(())
+}
+
+/// Writes the small object `name` with its XXH3-64 as metadata (as [`upload_tree`] does),
+/// and returns its listing entry.
+pub fn put_small(remote: &Remote, name: &str, bytes: Vec<u8>) -> Result<Object, IoError> {
+    let mut hasher = twox_hash::XxHash3_64::new();
+    hasher.write(&bytes);
+    let hash = format!("{:016x}", hasher.finish());
+    let size = bytes.len() as u64;
+    let etag =
+        put_hashed(remote, &remote.path(name), Bytes::from(bytes), &hash, &format!("write {}", remote.shown(name)))?;
+    Ok(Object { size, stored: size, xxh3: hash, etag })
+}
+
+/// The object's user metadata: its hash.
+fn hash_attribute(hash: &str) -> Attributes {
+    let mut attributes = Attributes::new();
+    attributes.insert(Attribute::Metadata(HASH_KEY.into()), AttributeValue::from(hash.to_owned()));
+    attributes
+}
+
+/// Puts `body` at `target` in one request, its hash as metadata; returns the ETag.
+fn put_hashed(
+    remote: &Remote,
+    target: &object_store::path::Path,
+    body: Bytes,
+    hash: &str,
+    what: &str,
+) -> Result<Option<String>, IoError> {
+    let attributes = hash_attribute(hash);
+    let put = remote.block(remote.retrying(what, || {
+        let client = remote.client().clone();
+        let (target, body) = (target.clone(), body.clone());
+        let opts = PutOptions { attributes: attributes.clone(), ..Default::default() };
+        async move { client.put_opts(&target, PutPayload::from(body), opts).await }
+    }))?;
+    Ok(put.e_tag)
 }
 
 /// A listing as read: its bytes, ETag and version.
@@ -258,21 +342,14 @@ fn upload(
     what: &str,
     sent: &mut dyn FnMut(u64),
 ) -> Result<Option<String>, IoError> {
-    let mut attributes = Attributes::new();
-    attributes.insert(Attribute::Metadata(HASH_KEY.into()), AttributeValue::from(hash.to_owned()));
     if len <= PART as u64 {
         let mut buf = vec![0u8; len as usize];
         file.read_exact_at(&mut buf, 0).map_err(io(path, "read"))?;
-        let body = Bytes::from(buf);
-        let put = remote.block(remote.retrying(what, || {
-            let client = remote.client().clone();
-            let (target, body) = (target.clone(), body.clone());
-            let opts = PutOptions { attributes: attributes.clone(), ..Default::default() };
-            async move { client.put_opts(&target, PutPayload::from(body), opts).await }
-        }))?;
+        let etag = put_hashed(remote, target, Bytes::from(buf), hash, what)?;
         sent(len);
-        return Ok(put.e_tag);
+        return Ok(etag);
     }
+    let attributes = hash_attribute(hash);
     // Large files go up in parts, four in flight; a failed part fails the upload, and the
     // next push starts that file again.
     remote.block(async {

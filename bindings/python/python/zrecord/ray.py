@@ -1,0 +1,256 @@
+"""Ray Data as the engine that writes and reads zrecord datasets.
+
+``ray_dataset.write_datasink(zrecord.ray.Datasink(path_or_url))`` writes one part per write
+task (each its own small dataset: on a local destination in ``.zrecord-part-TASK``, for an
+object store uploaded as ``shard-TASK``) and commits them all once, on the driver, as one
+dataset. A task Ray runs again replaces its own part, so each sample is committed once;
+re-running a failed conversion into an object store uploads only the objects that are not
+there already. ``zrecord.ray.read(path_or_url)`` reads a dataset into Ray Data, one read task
+per shard.
+
+Every rule (fields, parts, the commit, the listing) is the native ``zrecord`` crate's
+(``host-native/src/dataset/parts.rs``); this module converts Ray's blocks to columns.
+
+Columns become fields by their values: a numeric column (or a tensor column of one shape)
+is a fixed field of that dtype and shape; a column of 1-D numeric arrays of varying length
+is a ragged field; ``bytes`` and ``str`` values are ragged ``uint8`` fields (UTF-8 for
+``str``). Every write task must see the same columns with the same types.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from . import _zrecord
+from .dataset import WRITE_CHUNK_BYTES, Dataset, _check_codec
+
+try:
+    import ray
+    import ray.data
+    from ray.data.block import BlockAccessor, BlockMetadata
+    from ray.data.datasource import Datasink as _RayDatasink
+    from ray.data.datasource import Datasource as _RayDatasource
+    from ray.data.datasource import ReadTask
+except ImportError as e:  # pragma: no cover - exercised only without ray installed
+    raise ImportError("zrecord.ray needs Ray Data: pip install 'ray[data]'") from e
+
+__all__ = ["Datasink", "read"]
+
+
+def _is_url(path: Any) -> bool:
+    return isinstance(path, str) and _zrecord._is_url(path)
+
+
+def _columns(batch: Mapping[str, np.ndarray]) -> "tuple[list, list[dict]]":
+    """A numpy batch as the native writer's columns and field specs (without codecs)."""
+    columns, specs = [], []
+    for name, col in batch.items():
+        col = np.asarray(col)
+        if col.dtype.kind in "biufc":
+            columns.append(np.ascontiguousarray(col))
+            specs.append({"name": name, "kind": "fixed", "dtype": col.dtype.str, "shape": list(col.shape[1:])})
+            continue
+        if col.dtype.kind not in "OSU":
+            raise TypeError(f"column {name!r}: values of dtype {col.dtype} cannot be stored as a field")
+        items = [_ragged_item(name, k, v) for k, v in enumerate(col)]
+        dtype = items[0].dtype if items else np.dtype(np.uint8)
+        for k, item in enumerate(items):
+            if item.dtype != dtype:
+                raise TypeError(f"column {name!r}: row {k} holds {item.dtype}, row 0 holds {dtype}")
+        offsets = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum([item.size for item in items], out=offsets[1:])
+        values = np.concatenate(items) if items else np.empty(0, dtype)
+        columns.append((values, offsets))
+        specs.append({"name": name, "kind": "ragged", "dtype": dtype.str, "shape": []})
+    return columns, specs
+
+
+def _ragged_item(name: str, k: int, value: Any) -> np.ndarray:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return np.frombuffer(value, dtype=np.uint8)
+    if isinstance(value, str):
+        return np.frombuffer(value.encode(), dtype=np.uint8)
+    item = np.asarray(value)
+    if item.ndim != 1 or item.dtype.kind not in "biufc":
+        raise TypeError(
+            f"column {name!r}, row {k}: a ragged field's value must be a 1-D numeric array, bytes or str, "
+            f"got {item.dtype} of shape {item.shape}"
+        )
+    return item
+
+
+class Datasink(_RayDatasink):
+    """Writes a Ray dataset as a zrecord dataset at ``path`` (a local directory, or a URL
+    such as ``s3://bucket/prefix/train.zr`` with ``storage_options`` as for
+    :class:`zrecord.Dataset`).
+
+    A local destination that holds a dataset of the same fields gains the samples (as
+    :meth:`zrecord.Dataset.write` appends); an object store prefix must not hold a dataset
+    yet. Nothing is visible until the driver commits, after every task succeeded; a job
+    that fails leaves the destination as it was (a local one keeps no part; an object
+    store keeps the uploaded objects unlisted, which a second run reuses).
+
+    After ``write_datasink`` returns, ``samples`` is the number of samples committed.
+    """
+
+    def __init__(
+        self,
+        path: "str | Path",
+        *,
+        storage_options: "Mapping[str, str] | None" = None,
+        codec: str = "flate",
+        shard_records: "int | None" = None,
+        min_savings: "float | None" = None,
+        chunk_bytes: int = WRITE_CHUNK_BYTES,
+    ) -> None:
+        _check_codec(codec)
+        self.remote = _is_url(path)
+        if storage_options is not None and not self.remote:
+            raise ValueError(f"storage_options apply to a URL (s3://, gs://, az://, https://), not to {path}")
+        self.path = str(path) if self.remote else str(Path(path).absolute())
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.codec = codec
+        self.shard_records = shard_records
+        self.min_savings = min_savings
+        self.chunk_bytes = int(chunk_bytes)
+        self.samples: "int | None" = None
+
+    def get_name(self) -> str:
+        return "ZrecordWrite"
+
+    def on_write_start(self, schema: Any = None) -> None:
+        if not self.remote:
+            Path(self.path).mkdir(parents=True, exist_ok=True)
+            self._remove_parts()
+
+    def _remove_parts(self) -> None:
+        for leftover in Path(self.path).glob(".zrecord-part-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def write(self, blocks: Iterable[Any], ctx: Any) -> "str | None":
+        """One write task: its blocks into its part; returns the part (JSON) or None when
+        the task saw no sample."""
+        task = int(ctx.task_idx)
+        scratch = None
+        if self.remote:
+            scratch = Path(tempfile.mkdtemp(prefix="zrecord-part-"))
+            part = scratch / "part"
+        else:
+            part = Path(self.path) / _zrecord._part_dir(task)
+            # An earlier attempt of this task (Ray runs it again after a failure) wrote here.
+            shutil.rmtree(part, ignore_errors=True)
+        writer = None
+        try:
+            for block in blocks:
+                acc = BlockAccessor.for_block(block)
+                rows = acc.num_rows()
+                if rows == 0:
+                    continue
+                step = max(1, self.chunk_bytes * rows // max(1, acc.size_bytes()))
+                for start in range(0, rows, step):
+                    batch = BlockAccessor.for_block(acc.slice(start, min(rows, start + step))).to_numpy()
+                    columns, specs = _columns(batch)
+                    if writer is None:
+                        for spec in specs:
+                            spec["codec"] = self.codec
+                        writer = _zrecord._DatasetWriter(
+                            part, specs, shard_records=self.shard_records, min_savings=self.min_savings
+                        )
+                    writer.write(columns)
+            if writer is None:
+                return None
+            writer.commit()
+            writer = None
+            return _zrecord._finish_part(part, self.path, task, self.storage_options)
+        finally:
+            if writer is not None:
+                writer.discard()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    def on_write_complete(self, write_result: Any) -> None:
+        parts = [p for p in write_result.write_returns if p is not None]
+        if not parts:
+            self.samples = 0
+            return
+        self.samples = _zrecord._commit_parts(self.path, parts, self.storage_options)
+
+    def on_write_failed(self, error: Exception) -> None:
+        if not self.remote:
+            self._remove_parts()
+
+
+class _Source(_RayDatasource):
+    """A zrecord dataset as a Ray Data source: one read task per shard."""
+
+    def __init__(self, path: "str | Path", storage_options: "Mapping[str, str] | None", batch_bytes: int) -> None:
+        super().__init__()
+        self.path = str(path)
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.batch_bytes = batch_bytes
+        with self._open() as ds:
+            if not ds.is_multi_field:
+                self.bounds = [0, len(ds)]
+            else:
+                self.bounds = list(ds._live().shard_bounds)
+            self.fields = ds.fields
+            self.footprint = sum(
+                int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in ds.fields if not f.ragged
+            )
+
+    def _open(self) -> Dataset:
+        if self.storage_options is not None:
+            return Dataset(self.path, storage_options=self.storage_options)
+        return Dataset(self.path)
+
+    def get_name(self) -> str:
+        return "ZrecordRead"
+
+    def estimate_inmemory_data_size(self) -> "int | None":
+        return None
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: "int | None" = None, data_context: Any = None):
+        tasks = []
+        for start, end in zip(self.bounds, self.bounds[1:]):
+            if end == start:
+                continue
+            meta = BlockMetadata(num_rows=end - start, size_bytes=None, input_files=None, exec_stats=None)
+            tasks.append(ReadTask(self._reader(start, end), meta, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+    def _reader(self, start: int, end: int):
+        source = self
+        rows = max(1, source.batch_bytes // max(1, source.footprint or 4096))
+
+        def read_shard():
+            with source._open() as ds:
+                for at in range(start, end, rows):
+                    batch = ds[at : min(end, at + rows)]
+                    if not isinstance(batch, dict):
+                        batch = {"data": batch}
+                    for f in ds.fields:
+                        if f.ragged:
+                            col = np.empty(len(batch[f.name]), dtype=object)
+                            col[:] = batch[f.name]
+                            batch[f.name] = col
+                    yield BlockAccessor.batch_to_block(batch)
+
+        return read_shard
+
+
+def read(
+    path: "str | Path",
+    *,
+    storage_options: "Mapping[str, str] | None" = None,
+    batch_bytes: int = 64 << 20,
+    **read_args: Any,
+) -> "ray.data.Dataset":
+    """A zrecord dataset (local or at a URL) as a Ray dataset: one read task per shard,
+    each yielding blocks of about ``batch_bytes``. A fixed field is a tensor column; a
+    ragged field a column of 1-D arrays. ``read_args`` go to ``ray.data.read_datasource``."""
+    return ray.data.read_datasource(_Source(path, storage_options, batch_bytes), **read_args)

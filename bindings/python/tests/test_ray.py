@@ -1,0 +1,215 @@
+"""Ray Data writes and reads zrecord datasets (zrecord.ray): a real local Ray instance
+(`ray.init(num_cpus=2)` on 127.0.0.1, shut down at the end) and the moto S3 server of
+conftest.py.
+
+A conversion of 20,000 samples in 8 write tasks, two of whose workers die (one in the middle
+of its write, one after its part was uploaded, before Ray heard of it), commits each sample
+exactly once, locally and in the object store; the dataset reads back through the
+datasource and the DataLoader; a conversion that fails commits nothing, and running it again
+uploads only what the failed run did not; tasks whose columns disagree are refused naming
+them.
+"""
+
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+# Ray's own servers (GCS, raylet, workers) listen on 127.0.0.1 only: a Ray that believes it
+# is a single-machine install binds the loopback address instead of every interface. Read
+# when ray is imported.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+import ray  # noqa: E402  (tests/requirements.txt: a missing Ray fails, never skips)
+import ray.data  # noqa: E402
+
+import zrecord  # noqa: E402
+import zrecord.ray as zray  # noqa: E402
+
+from _support import BUCKET  # noqa: E402
+
+N = 20_000
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    assert ray.util.get_node_ip_address() == "127.0.0.1"
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    # Ray's workers cannot import this test module: its functions travel by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    ray.shutdown()
+
+
+def samples(batch):
+    ids = batch["id"]
+    return {
+        "id": ids,
+        "image": (ids[:, None, None] * np.arange(1, 13).reshape(3, 4)[None] % 251).astype(np.uint8),
+        "tokens": [np.arange(i % 13 + 1, dtype=np.uint16) + (i % 1000) for i in ids],
+        "caption": [f"sample {i}" * (1 + i % 3) for i in ids],
+    }
+
+
+def source():
+    return ray.data.range(N, override_num_blocks=8).map_batches(samples, batch_size=None)
+
+
+def check(ds):
+    """Every sample once, each field as `samples` made it."""
+    assert len(ds) == N
+    got = ds[:]
+    order = np.argsort(got["id"])
+    ids = got["id"][order]
+    np.testing.assert_array_equal(ids, np.arange(N))
+    expect = samples({"id": ids})
+    np.testing.assert_array_equal(got["image"][order], expect["image"])
+    for k in (0, 1, 4999, N - 1):
+        j = order[k]
+        np.testing.assert_array_equal(got["tokens"][j], expect["tokens"][k])
+        assert got["caption"][j].tobytes().decode() == expect["caption"][k]
+
+
+def dying(blocks):
+    yield from blocks
+    os._exit(1)
+
+
+def failing_sink(base, marks):
+    """A Datasink whose worker dies once in task 3 mid-write and once in task 5 after its
+    part is finished (uploaded), each only on the first attempt (`marks` remembers)."""
+
+    class DiesOnce(base):
+        def write(self, blocks, ctx):
+            mark = os.path.join(marks, f"task-{ctx.task_idx}")
+            first = not os.path.exists(mark)
+            if first and ctx.task_idx in (3, 5):
+                open(mark, "w").close()
+            if first and ctx.task_idx == 3:
+                # Its block is staged into the part, then the worker dies before the commit.
+                blocks = dying(blocks)
+            part = super().write(blocks, ctx)
+            if first and ctx.task_idx == 5:
+                os._exit(1)
+            return part
+
+    return DiesOnce
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_conversion_whose_workers_die_commits_each_sample_once(cluster, s3, tmp_path, where):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    if where == "s3":
+        dest, options = f"s3://{BUCKET}/ray/train-{time.monotonic_ns()}", s3
+    else:
+        dest, options = str(tmp_path / "train"), None
+    sink = failing_sink(zray.Datasink, str(marks))(dest, storage_options=options)
+    source().write_datasink(sink, ray_remote_args={"max_retries": 3})
+    assert sorted(os.listdir(marks)) == ["task-3", "task-5"], "both workers should have died once"
+    assert sink.samples == N
+    ds = zrecord.Dataset(dest, storage_options=options) if options else zrecord.Dataset(dest)
+    assert ds.shards == 8
+    assert [f.name for f in ds.fields] == ["id", "image", "tokens", "caption"]
+    assert [f.ragged for f in ds.fields] == [False, False, True, True]
+    check(ds)
+    if where == "local":
+        assert not [p for p in os.listdir(dest) if p.startswith(".zrecord-part-")]
+
+    # Back into Ray, one read task per shard, and through the DataLoader.
+    rows = zray.read(dest, storage_options=options).take_all()
+    assert sorted(r["id"] for r in rows) == list(range(N))
+    row = next(r for r in rows if r["id"] == 777)
+    np.testing.assert_array_equal(row["tokens"], np.arange(777 % 13 + 1, dtype=np.uint16) + 777)
+    with zrecord.DataLoader(ds, batch_size=1000, mode=2, seed=1, num_workers=2) as dl:
+        ids = np.concatenate([next(dl)["id"] for _ in range(N // 1000)])
+    np.testing.assert_array_equal(np.sort(ids), np.arange(N))
+
+
+def test_a_local_destination_gains_the_samples_and_drops_failed_parts(cluster, tmp_path):
+    dest = tmp_path / "train"
+    source().write_datasink(zray.Datasink(dest))
+    source().filter(lambda r: r["id"] < 500).write_datasink(zray.Datasink(dest))
+    ds = zrecord.Dataset(dest)
+    assert len(ds) == N + 500
+    np.testing.assert_array_equal(np.sort(ds[:]["id"])[: 2 * 500 : 2], np.arange(500))
+
+    class Fails(zray.Datasink):
+        def write(self, blocks, ctx):
+            if ctx.task_idx == 2:
+                raise RuntimeError("task 2 fails")
+            return super().write(blocks, ctx)
+
+    with pytest.raises(Exception, match="task 2 fails"):
+        source().write_datasink(Fails(dest), ray_remote_args={"max_retries": 0})
+    assert len(zrecord.Dataset(dest)) == N + 500
+    assert not [p for p in os.listdir(dest) if p.startswith(".zrecord-part-")]
+
+
+def test_a_failed_conversion_commits_nothing_and_a_rerun_uploads_only_the_rest(cluster, s3, tmp_path):
+    import boto3
+
+    dest = f"s3://{BUCKET}/ray/rerun"
+    prefix = dest.split(f"{BUCKET}/", 1)[1] + "/"
+    client = boto3.client("s3", endpoint_url=s3["aws_endpoint"], aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="us-east-1")
+
+    def objects():
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return {o["Key"]: (o["ETag"], o["LastModified"]) for p in pages for o in p.get("Contents", [])}
+
+    done = tmp_path / "done"
+    done.mkdir()
+
+    class Fails(zray.Datasink):
+        def write(self, blocks, ctx):
+            part = super().write(blocks, ctx)
+            if ctx.task_idx != 6:
+                (done / str(ctx.task_idx)).touch()
+                return part
+            # Task 6 fails once every other part is up, so what the failed run left is settled.
+            deadline = time.monotonic() + 300
+            while len(os.listdir(done)) < 7 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            raise RuntimeError("task 6 fails after its upload")
+
+    with pytest.raises(Exception, match="task 6 fails"):
+        source().write_datasink(Fails(dest, storage_options=s3), ray_remote_args={"max_retries": 0})
+    before = objects()
+    assert before and not any(k.endswith("remote.json") or k.endswith("dataset.json") for k in before)
+    with pytest.raises(FileNotFoundError, match="remote.json is missing"):
+        zrecord.Dataset(dest, storage_options=s3)
+    time.sleep(1.1)  # LastModified has a resolution of seconds
+    sink = zray.Datasink(dest, storage_options=s3)
+    source().write_datasink(sink)
+    after = objects()
+    kept = [k for k in before if after.get(k) == before[k]]
+    assert len(kept) == len(before), f"re-uploaded: {sorted(set(before) - set(kept))[:5]}"
+    assert len(after) > len(before)
+    check(zrecord.Dataset(dest, storage_options=s3))
+    with pytest.raises(zrecord.ZrecordError, match="already there"):
+        source().write_datasink(zray.Datasink(dest, storage_options=s3))
+
+
+def test_tasks_whose_columns_disagree_are_refused_naming_them(cluster, tmp_path):
+    def widths(batch):
+        dtype = np.int32 if batch["id"][0] < N // 2 else np.int64
+        return {"id": batch["id"].astype(dtype)}
+
+    dest = tmp_path / "bad"
+    with pytest.raises(ValueError, match=r"task \d+'s fields \[id: <i8\[\]\] differ from task 0's \[id: <i4\[\]\]"):
+        ray.data.range(N, override_num_blocks=4).map_batches(widths, batch_size=None).write_datasink(
+            zray.Datasink(dest)
+        )
+    assert not (dest / "dataset.json").exists()
+    assert not [p for p in os.listdir(dest) if p.startswith(".zrecord-part-")]
