@@ -204,22 +204,28 @@ function createMissingDirs(path) {
 let loaded = null;
 let loadedWith = null;
 
+/** The preopens as `[guest path, host]` pairs in guest path order. */
+function preopenPairs(dirs) {
+  return Object.entries(options(dirs, 'preopens')).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
 /**
  * Instantiates zr.wasm once per process. `preopens` maps guest paths to host directories
- * (`{ '/data': '/srv/datasets' }`); the component sees nothing else, and all paths given
- * to the API are guest paths. The preopens are fixed by the first call: the component's
- * libc reads them on its first filesystem access.
+ * (`{ '/data': '/srv/datasets' }`; in a browser, to in-memory file trees); the component
+ * sees nothing else, and all paths given to the API are guest paths. The preopens are fixed
+ * by the first call: the component's libc reads them on its first filesystem access. A later
+ * call must name the same ones (the same strings, or the very same file tree objects).
  */
-export async function load({ preopens: dirs = {} } = {}) {
-  const key = JSON.stringify(Object.entries(dirs).sort());
+export async function load(opts) {
+  const pairs = preopenPairs(options(opts, 'options').preopens);
   if (loaded) {
-    if (key !== loadedWith) {
-      throw new Error('zr.wasm is already loaded with other preopens; load() once per process');
-    }
+    const same = pairs.length === loadedWith.length &&
+      pairs.every(([guest, host], i) => guest === loadedWith[i][0] && host === loadedWith[i][1]);
+    if (!same) throw invalid('zr.wasm is already loaded with other preopens; load() once per process');
     return loaded;
   }
-  _setPreopens(dirs);
-  loadedWith = key;
+  loadedWith = pairs;
+  _setPreopens(Object.fromEntries(pairs));
   const zr = await import('../gen/zr.js');
   loaded = api(zr);
   return loaded;
