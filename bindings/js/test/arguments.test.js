@@ -5,7 +5,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,6 +18,7 @@ let store;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'zr-js-args-'));
+  mkdirSync(join(dir, 's.zr'));
   zr = await load({ preopens: { '/data': dir } });
   store = zr.Store.open('/data/s.zr', { create: true });
   store.append([Uint8Array.of(1), Uint8Array.of(2, 2)], 'raw');

@@ -66,6 +66,7 @@ test('the browser example reads a store in headless Chromium as Node does', asyn
 
   // The store, written here, then published as the README says: its files, each chunk cut
   // to the bytes its records use.
+  mkdirSync(join(work, 'store.zr'));
   const zr = await load({ preopens: { '/work': work } });
   const s = zr.Store.open('/work/store.zr', { create: true });
   s.append(records.slice(0, 20), 'flate');

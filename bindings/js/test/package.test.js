@@ -50,13 +50,13 @@ test('npm pack builds the package from the source tree; the tarball installs and
   }
 
   const project = join(work, 'project');
-  mkdirSync(join(project, 'data'), { recursive: true });
+  mkdirSync(join(project, 'data/s.zr'), { recursive: true });
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'uses-zrecord', private: true, type: 'module' }));
   npm(['install', join(work, tarball)], project);
   writeFileSync(join(project, 'main.js'), `
     import { load, ZrecordError } from '@zrecord/wasm';
     const zr = await load({ preopens: { '/data': ${JSON.stringify(join(project, 'data'))} } });
-    const s = zr.Store.open('/data/new/s.zr', { create: true });
+    const s = zr.Store.open('/data/s.zr', { create: true });
     s.append([new TextEncoder().encode('hello'), Uint8Array.of(7)]);
     let code = 0;
     try { s.gather([-1]); } catch (e) { code = e instanceof ZrecordError ? e.code : 'not a ZrecordError'; }
