@@ -77,7 +77,7 @@ function call(f) {
 
 const U64_END = 1n << 64n;
 
-// The WIT enums' cases (wit/zrecord.wit; test/wit.test.js holds these to it).
+// The WIT enums' cases (wit/zrecord.wit; test/arguments.test.js holds these to it).
 const CASES = Object.freeze({
   mode: ['sequential', 'iid', 'shuffle'],
   codec: ['raw', 'flate'],
@@ -269,8 +269,9 @@ function api(zr) {
 
     /** Logical length of each record, as a Uint32Array. */
     lengths(indices) {
+      const inner = this.#live();
       const list = indexArray(indices);
-      return call(() => this.#live().lengths(list));
+      return call(() => inner.lengths(list));
     }
 
     /**
@@ -278,8 +279,9 @@ function api(zr) {
      * a view into `data` holding record `indices[i]`.
      */
     gather(indices) {
+      const inner = this.#live();
       const list = indexArray(indices);
-      const { data, lengths } = call(() => this.#live().gather(list));
+      const { data, lengths } = call(() => inner.gather(list));
       const records = [];
       let at = 0;
       for (const n of lengths) {
@@ -291,6 +293,7 @@ function api(zr) {
 
     /** Appends `records` (Uint8Arrays) with `codec` ('flate' or 'raw'); returns the first index. */
     append(records, codec = 'flate') {
+      const inner = this.#live();
       records = recordList(records);
       choice(codec, 'codec');
       const lengths = Uint32Array.from(records, (r) => r.length);
@@ -300,13 +303,14 @@ function api(zr) {
         data.set(r, at);
         at += r.length;
       }
-      return call(() => this.#live().append(data, lengths, codec));
+      return call(() => inner.append(data, lengths, codec));
     }
 
     /** Removes records; the last live record moves into each hole. */
     delete(indices) {
+      const inner = this.#live();
       const list = indexArray(indices);
-      call(() => this.#live().delete(list));
+      call(() => inner.delete(list));
     }
 
     /** Repacks live records and frees chunk files past the new frontier. */

@@ -154,6 +154,9 @@ test('every use after close is a ZrecordError with the locked code', () => {
     stats: () => s.stats(),
     sync: () => s.sync(),
   };
+  // A closed store is the answer before the arguments are looked at.
+  uses['gather of a bad index'] = () => s.gather([-1]);
+  uses['append of a bad record'] = () => s.append(['not bytes']);
   for (const [name, use] of Object.entries(uses)) {
     assert.throws(
       use,
