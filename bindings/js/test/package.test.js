@@ -1,14 +1,20 @@
 // The package as a user gets it: its source files as git has them (no gen/, which is build
 // output) are packed with `npm pack`, which runs the `prepare` build, and the tarball is
-// installed into a new project with `npm install --offline` (the dependencies come from the
-// npm cache `make setup` filled; nothing is fetched). The project then imports
-// '@zrecord/wasm' by name and writes and reads a store. Before the build script this failed
-// with ERR_MODULE_NOT_FOUND: the packed package had no gen/zr.js.
+// installed into a new project, which then imports '@zrecord/wasm' by name and writes and
+// reads a store. Before the build script this failed with ERR_MODULE_NOT_FOUND: the packed
+// package had no gen/zr.js.
+//
+// Nothing is fetched: the new project is installed with `npm ci --offline` from a lockfile
+// that pins the package's runtime dependencies to the versions bindings/js/package-lock.json
+// has, whose tarballs the `npm ci` of `make setup` left in npm's cache. (A plain
+// `npm install x.tgz` would need the registry's package listings, which that cache lacks.)
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -28,6 +34,20 @@ function npm(args, cwd, env = {}) {
 function sourceFiles() {
   const listed = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '.'], { cwd: pkg, encoding: 'utf8' });
   return listed.split('\n').filter((f) => f && !f.startsWith('test/') && existsSync(join(pkg, f)));
+}
+
+/** A lockfile for a project depending on the packed package, its dependencies as locked here. */
+function lockfile(dependencies) {
+  const ours = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8'));
+  const locked = JSON.parse(readFileSync(join(pkg, 'package-lock.json'), 'utf8')).packages;
+  const packages = {
+    '': { name: 'uses-zrecord', dependencies },
+    'node_modules/@zrecord/wasm': { version: ours.version, resolved: dependencies['@zrecord/wasm'], dependencies: ours.dependencies },
+  };
+  for (const [path, entry] of Object.entries(locked)) {
+    if (path !== '' && !entry.dev && !entry.devOptional) packages[path] = entry;
+  }
+  return { name: 'uses-zrecord', lockfileVersion: 3, requires: true, packages };
 }
 
 test('npm pack builds the package from the source tree; the tarball installs and runs', () => {
@@ -51,8 +71,10 @@ test('npm pack builds the package from the source tree; the tarball installs and
 
   const project = join(work, 'project');
   mkdirSync(join(project, 'data/s.zr'), { recursive: true });
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'uses-zrecord', private: true, type: 'module' }));
-  npm(['install', join(work, tarball)], project);
+  const dependencies = { '@zrecord/wasm': `file:../${tarball}` };
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'uses-zrecord', private: true, type: 'module', dependencies }));
+  writeFileSync(join(project, 'package-lock.json'), JSON.stringify(lockfile(dependencies)));
+  npm(['ci'], project);
   writeFileSync(join(project, 'main.js'), `
     import { load, ZrecordError } from '@zrecord/wasm';
     const zr = await load({ preopens: { '/data': ${JSON.stringify(join(project, 'data'))} } });
