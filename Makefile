@@ -69,10 +69,12 @@ test-rust: test-start
 
 # The linters for the languages pytest and cargo do not check: ruff (rules and their reasons
 # in ruff.toml) over every Python file of the tree, and node's syntax check over the
-# JavaScript bindings (plain ES modules, no type declarations to check them against).
+# JavaScript bindings (index.d.ts is checked by tsc in their tests).
+JS_FILES := $(wildcard bindings/js/src/*.js bindings/js/scripts/*.js bindings/js/test/*.js bindings/js/test/*/*.js \
+	bindings/js/examples/*/*.js)
 lint: setup-python
 	$(PY) -m ruff check --no-cache conftest.py bench bindings/python host-wasm/python tests
-	@for f in $(wildcard bindings/js/src/*.js bindings/js/test/*.js); do $(NODE) --check $$f || exit 1; done
+	@for f in $(JS_FILES); do $(NODE) --check $$f || exit 1; done
 	@echo "lint: clean"
 
 # Forgets the skips of an earlier run.

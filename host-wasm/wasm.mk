@@ -1,6 +1,7 @@
 # host-wasm/wasm.mk: the WebAssembly part of the build, included by the root Makefile.
 #
-#   make wasm-setup   toolchain target, npm packages, Python packages (into $(VENV))
+#   make wasm-setup   toolchain target, npm packages, Python packages (into $(VENV)), and
+#                     Debian's chromium for the JS browser test
 #   make wasm-build   zr.wasm (size-tuned), zr-wasm (release, with zr.wasm embedded),
 #                     and the JavaScript bindings transpiled from zr.wasm
 #   make wasm-test    the runner's Rust tests, the Python tests (CLI, sandbox, native ==
@@ -22,10 +23,10 @@ ZR_WASM_RUNNER := target/release/zr-wasm
 JS_DIR := bindings/js
 HAVE_JS := $(wildcard $(JS_DIR)/package.json)
 
-.PHONY: wasm-setup wasm-build wasm-test wasm-guest wasm-runner wasm-js wasm-size
+.PHONY: wasm-setup wasm-build wasm-test wasm-guest wasm-runner wasm-js wasm-size js-chromium
 
 # Idempotent and cheap when done: each step is skipped once its stamp or target exists.
-wasm-setup: $(VENV)/.wasm-stamp $(if $(HAVE_JS),$(JS_DIR)/node_modules/.package-lock.json)
+wasm-setup: $(VENV)/.wasm-stamp $(if $(HAVE_JS),$(JS_DIR)/node_modules/.package-lock.json js-chromium)
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
 $(VENV)/.wasm-stamp: host-wasm/python/requirements.txt
@@ -33,8 +34,18 @@ $(VENV)/.wasm-stamp: host-wasm/python/requirements.txt
 	$(VENV)/bin/pip install -q -r host-wasm/python/requirements.txt
 	touch $@
 
+# Without scripts: the package's own `prepare` would build zr.wasm before the toolchain is
+# set up (wasm-js builds it), and esbuild's only checks the binary npm already installed.
 $(JS_DIR)/node_modules/.package-lock.json: $(JS_DIR)/package.json $(wildcard $(JS_DIR)/package-lock.json)
-	cd $(JS_DIR) && $(NPM) ci --no-audit --no-fund
+	cd $(JS_DIR) && $(NPM) ci --ignore-scripts --no-audit --no-fund
+
+# The JS browser test runs its example in headless Chromium: $(CHROMIUM) if set, else
+# Debian's chromium package, installed here when missing.
+CHROMIUM ?=
+js-chromium:
+	@if [ -n "$(CHROMIUM)" ] || command -v chromium >/dev/null; then exit 0; fi; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends chromium
 
 # cargo decides whether anything changed; the copy only happens when the bytes differ, so
 # the runner's build script (which embeds target/wasm/zr.wasm) does not relink needlessly.
@@ -61,7 +72,8 @@ wasm-test: wasm-build $(if $(ZR),build)
 	$(CARGO) test --release -p zr-wasm
 	ZR_WASM=$(abspath $(ZR_WASM_RUNNER)) ZR_WASM_COMPONENT=$(abspath $(ZR_WASM)) $(if $(ZR),ZR_NATIVE=$(ZR)) \
 		$(VENV)/bin/python -m pytest -q -rs host-wasm/python/tests
-	$(if $(HAVE_JS),cd $(JS_DIR) && ZR_WASM=$(abspath $(ZR_WASM_RUNNER)) $(NODE) --test test/)
+	$(if $(HAVE_JS),cd $(JS_DIR) && ZR_WASM=$(abspath $(ZR_WASM_RUNNER)) ZR_WASM_COMPONENT=$(abspath $(ZR_WASM)) \
+		$(if $(CHROMIUM),CHROMIUM=$(CHROMIUM)) $(NODE) --test test/*.test.js)
 
 wasm-size: wasm-guest
 	@wc -c $(ZR_WASM)

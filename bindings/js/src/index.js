@@ -1,12 +1,13 @@
 // @zrecord/wasm: zrecord stores from JavaScript through the zr.wasm component.
 //
-// gen/ is `jco transpile zr.wasm` output (built by `npm run build`); this file only adds
-// what the raw bindings lack: choosing the directories the component may see before it
-// first touches the filesystem, JavaScript-friendly argument types, and errors that carry
-// zrecord's stable numeric codes. Every operation runs in the component, on the same core
-// as the native `zr` and the Python package.
+// gen/ is `jco transpile zr.wasm` output (built by `npm run build`, scripts/build.js); this
+// file only adds what the raw bindings lack: choosing the directories the component may see
+// before it first touches the filesystem, JavaScript-friendly argument types checked before
+// they cross into the component, and errors that carry zrecord's stable numeric codes. Every
+// operation runs in the component, on the same core as the native `zr` and the Python
+// package.
 
-import { _setPreopens, types } from '@bytecodealliance/preview2-shim/filesystem';
+import { _setPreopens, preopens, types } from '@bytecodealliance/preview2-shim/filesystem';
 
 // wasi-libc asks for `mutate-directory` whenever it opens a file for writing (the flag is
 // inherited from the directory it opens through). preview2-shim 0.26 on Node refuses any
@@ -70,30 +71,161 @@ function call(f) {
   }
 }
 
-function u64s(indices) {
+// Arguments are checked here, before jco lowers them: its lowering throws TypeError for a
+// wrong type or enum string, and wraps a negative or too large integer into the u64/u32
+// range silently (-1 became index 18446744073709551615, 2n ** 64n became index 0).
+
+const U64_END = 1n << 64n;
+
+// The WIT enums' cases (wit/zrecord.wit; test/arguments.test.js holds these to it).
+const CASES = Object.freeze({
+  mode: ['sequential', 'iid', 'shuffle'],
+  codec: ['raw', 'flate'],
+  verify: ['auto', 'always', 'never'],
+});
+
+function shown(value) {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (value === null || value === undefined || typeof value === 'number' || typeof value === 'boolean') {
+    return String(value);
+  }
+  const name = value?.constructor?.name ?? typeof value;
+  return `${/^[aeiou]/i.test(name) ? 'an' : 'a'} ${name}`;
+}
+
+function invalid(message) {
+  return new ZrecordError('invalid-argument', message);
+}
+
+function string(value, name) {
+  if (typeof value !== 'string') throw invalid(`${name} must be a string, got ${shown(value)}`);
+  return value;
+}
+
+function boolean(value, name) {
+  if (typeof value !== 'boolean') throw invalid(`${name} must be true or false, got ${shown(value)}`);
+  return value;
+}
+
+function choice(value, name) {
+  if (!CASES[name].includes(value)) {
+    throw invalid(`${name} must be one of ${CASES[name].map((c) => `'${c}'`).join(', ')}, got ${shown(value)}`);
+  }
+  return value;
+}
+
+function isInteger(value) {
+  return typeof value === 'bigint' || Number.isInteger(value);
+}
+
+/** A count or seed: an integer (number or bigint) in 0 .. 2^64 - 1, as a bigint. */
+function u64(value, name) {
+  if (!isInteger(value) || value < 0 || BigInt(value) >= U64_END) {
+    throw invalid(`${name} must be an integer in 0 .. 2^64 - 1, got ${shown(value)}`);
+  }
+  return BigInt(value);
+}
+
+function u32(value, name) {
+  if (!Number.isInteger(value) || value < 0 || value > 0xffff_ffff) {
+    throw invalid(`${name} must be an integer in 0 .. 2^32 - 1, got ${shown(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Record indices (an array or iterable of numbers or bigints, or a BigUint64Array) as the
+ * BigUint64Array the component takes. A negative index is out of range (-3), as one past the
+ * end is and as in the Python package; anything but an integer is an invalid argument.
+ */
+function indexArray(indices) {
   if (indices instanceof BigUint64Array) return indices;
-  return BigUint64Array.from(indices, (i) => BigInt(i));
+  if (typeof indices?.[Symbol.iterator] !== 'function' || typeof indices === 'string') {
+    throw invalid(`indices must be an array of record indices, got ${shown(indices)}`);
+  }
+  const list = Array.from(indices);
+  const out = new BigUint64Array(list.length);
+  list.forEach((i, at) => {
+    if (!isInteger(i)) throw invalid(`indices[${at}] must be an integer (number or bigint), got ${shown(i)}`);
+    if (i < 0 || BigInt(i) >= U64_END) {
+      throw new ZrecordError(
+        'index-out-of-range',
+        `index ${i} out of range: record indices run from 0 to the store's length - 1`,
+      );
+    }
+    out[at] = BigInt(i);
+  });
+  return out;
+}
+
+function recordList(records) {
+  if (typeof records?.[Symbol.iterator] !== 'function' || typeof records === 'string') {
+    throw invalid(`records must be an array of Uint8Array, got ${shown(records)}`);
+  }
+  const list = Array.from(records);
+  list.forEach((r, at) => {
+    if (!(r instanceof Uint8Array)) throw invalid(`records[${at}] must be a Uint8Array, got ${shown(r)}`);
+  });
+  return list;
+}
+
+function options(value, name) {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object') throw invalid(`${name} must be an object, got ${shown(value)}`);
+  return value;
+}
+
+// Rust's Store::open and `zr` make a new store's missing directories; the component's
+// open-with makes only the store's files (its WIT says the directory must exist). So the
+// missing directories are made here, through the same preopened descriptors the component
+// uses (so under the same sandbox). Anything that cannot be made is left for the
+// component's open to report, in the core's words.
+function createMissingDirs(path) {
+  if (!path.startsWith('/')) return;
+  const parts = path.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) return;
+  let best = null;
+  for (const [descriptor, guest] of preopens.getDirectories()) {
+    const root = guest.split('/').filter((p) => p !== '' && p !== '.');
+    const inside = root.length <= parts.length && root.every((p, i) => p === parts[i]);
+    if (inside && (best === null || root.length > best.root.length)) best = { descriptor, root };
+  }
+  if (best === null) return;
+  for (let depth = best.root.length + 1; depth <= parts.length; depth++) {
+    try {
+      best.descriptor.createDirectoryAt(parts.slice(best.root.length, depth).join('/'));
+    } catch (e) {
+      if (e !== 'exist') return;
+    }
+  }
 }
 
 let loaded = null;
 let loadedWith = null;
 
+/** The preopens as `[guest path, host]` pairs in guest path order. */
+function preopenPairs(dirs) {
+  return Object.entries(options(dirs, 'preopens')).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
 /**
  * Instantiates zr.wasm once per process. `preopens` maps guest paths to host directories
- * (`{ '/data': '/srv/datasets' }`); the component sees nothing else, and all paths given
- * to the API are guest paths. The preopens are fixed by the first call: the component's
- * libc reads them on its first filesystem access.
+ * (`{ '/data': '/srv/datasets' }`; in a browser, to in-memory file trees); the component
+ * sees nothing else, and all paths given to the API are guest paths. The preopens are fixed
+ * by the first call: the component's libc reads them on its first filesystem access. A later
+ * call must name the same ones (the same strings, or the very same file tree objects).
  */
-export async function load({ preopens = {} } = {}) {
-  const key = JSON.stringify(Object.entries(preopens).sort());
+export async function load(opts) {
+  const pairs = preopenPairs(options(opts, 'options').preopens);
   if (loaded) {
-    if (key !== loadedWith) {
-      throw new Error('zr.wasm is already loaded with other preopens; load() once per process');
-    }
+    const same = pairs.length === loadedWith.length &&
+      pairs.every(([guest, host], i) => guest === loadedWith[i][0] && host === loadedWith[i][1]);
+    if (!same) throw invalid('zr.wasm is already loaded with other preopens; load() once per process');
     return loaded;
   }
-  _setPreopens(preopens);
-  loadedWith = key;
+  loadedWith = pairs;
+  _setPreopens(Object.fromEntries(pairs));
   const zr = await import('../gen/zr.js');
   loaded = api(zr);
   return loaded;
@@ -116,11 +248,17 @@ function api(zr) {
     }
 
     /**
-     * Opens the store at `path`; `create` makes an empty one in an existing directory.
-     * `verify` ('auto', 'always' or 'never', as in Rust, Python and the CLI) sets when reads
-     * check each record's checksum; a mismatch is a ZrecordError of kind 'checksum', -11.
+     * Opens the store at `path`; `create` makes an empty one, and the directories leading to
+     * it. `verify` ('auto', 'always' or 'never', as in Rust, Python and the CLI) sets when
+     * reads check each record's checksum; a mismatch is a ZrecordError of kind 'checksum', -11.
      */
-    static open(path, { create = false, readOnly = !create, verify = 'auto' } = {}) {
+    static open(path, opts) {
+      const { create = false, readOnly = !create, verify = 'auto' } = options(opts, 'options');
+      string(path, 'path');
+      boolean(create, 'create');
+      boolean(readOnly, 'readOnly');
+      choice(verify, 'verify');
+      if (create && !readOnly) createMissingDirs(path);
       return new Store(call(() => zr.store.Store.openWith(path, create, readOnly, verify)));
     }
 
@@ -131,7 +269,9 @@ function api(zr) {
 
     /** Logical length of each record, as a Uint32Array. */
     lengths(indices) {
-      return call(() => this.#live().lengths(u64s(indices)));
+      const inner = this.#live();
+      const list = indexArray(indices);
+      return call(() => inner.lengths(list));
     }
 
     /**
@@ -139,7 +279,9 @@ function api(zr) {
      * a view into `data` holding record `indices[i]`.
      */
     gather(indices) {
-      const { data, lengths } = call(() => this.#live().gather(u64s(indices)));
+      const inner = this.#live();
+      const list = indexArray(indices);
+      const { data, lengths } = call(() => inner.gather(list));
       const records = [];
       let at = 0;
       for (const n of lengths) {
@@ -151,6 +293,9 @@ function api(zr) {
 
     /** Appends `records` (Uint8Arrays) with `codec` ('flate' or 'raw'); returns the first index. */
     append(records, codec = 'flate') {
+      const inner = this.#live();
+      records = recordList(records);
+      choice(codec, 'codec');
       const lengths = Uint32Array.from(records, (r) => r.length);
       const data = new Uint8Array(lengths.reduce((a, b) => a + b, 0));
       let at = 0;
@@ -158,12 +303,14 @@ function api(zr) {
         data.set(r, at);
         at += r.length;
       }
-      return call(() => this.#live().append(data, lengths, codec));
+      return call(() => inner.append(data, lengths, codec));
     }
 
     /** Removes records; the last live record moves into each hole. */
     delete(indices) {
-      call(() => this.#live().delete(u64s(indices)));
+      const inner = this.#live();
+      const list = indexArray(indices);
+      call(() => inner.delete(list));
     }
 
     /** Repacks live records and frees chunk files past the new frontier. */
@@ -208,7 +355,11 @@ function api(zr) {
 
     /** An endless index generator; the same seed gives the same stream on every host. */
     static create(length, batchSize, mode = 'sequential', seed = 0) {
-      return new Sampler(call(() => zr.store.Sampler.create(BigInt(length), batchSize, mode, BigInt(seed))));
+      const n = u64(length, 'length');
+      const size = u32(batchSize, 'batchSize');
+      choice(mode, 'mode');
+      const start = u64(seed, 'seed');
+      return new Sampler(call(() => zr.store.Sampler.create(n, size, mode, start)));
     }
 
     get length() {
@@ -233,14 +384,20 @@ function api(zr) {
     Store,
     Sampler,
     /** The `zr inspect --json` report of the store at `path`, parsed. */
-    inspect: (path) => JSON.parse(call(() => zr.tools.inspect(path))),
+    inspect: (path) => JSON.parse(call(() => zr.tools.inspect(string(path, 'path')))),
     /** The `zr inspect` text report. */
-    inspectText: (path) => call(() => zr.tools.inspectText(path)),
+    inspectText: (path) => call(() => zr.tools.inspectText(string(path, 'path'))),
     /** `{ checked, bad_count, bad: [{ index, error }] }` after decoding every record. */
-    verify: (path) => JSON.parse(call(() => zr.tools.verify(path))),
+    verify: (path) => JSON.parse(call(() => zr.tools.verify(string(path, 'path')))),
     /** Converts a .npy into a dataset store (as `zr convert`); returns the records appended. */
-    convertNpy: (input, output, codec = 'flate') => Number(call(() => zr.tools.convertNpy(input, output, codec))),
+    convertNpy: (input, output, codec = 'flate') => {
+      const args = [string(input, 'input'), string(output, 'output'), choice(codec, 'codec')];
+      return Number(call(() => zr.tools.convertNpy(...args)));
+    },
     /** Writes a dataset store to a .npy (as `zr export`); returns the records written. */
-    exportNpy: (input, output) => Number(call(() => zr.tools.exportNpy(input, output))),
+    exportNpy: (input, output) => {
+      const args = [string(input, 'input'), string(output, 'output')];
+      return Number(call(() => zr.tools.exportNpy(...args)));
+    },
   });
 }

@@ -1,36 +1,31 @@
-// ERROR_CODES against the WIT `error-code` enum it mirrors (wit/zrecord.wit): the same cases,
-// in the same order, with the codes the WIT comments give them. core/tests/error_table.rs
-// checks both against the core's table; this keeps the package's own copy honest when only
-// the JavaScript side is tested.
+// The error table's copies in this package, against the WIT `error-code` enum they mirror
+// (wit/zrecord.wit): ERROR_CODES (core/tests/error_table.rs also holds it to the core's
+// table) and the README's table of codes, which once stopped at -10 when -11 existed.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 
 import { ERROR_CODES, ZrecordError } from '../src/index.js';
-
-const wit = readFileSync(resolve(dirname(fileURLToPath(import.meta.url)), '../../../wit/zrecord.wit'), 'utf8');
-
-function witCases() {
-  const body = wit.match(/enum error-code \{([^}]*)\}/);
-  assert.ok(body, 'wit/zrecord.wit has no `enum error-code`');
-  const cases = [];
-  let code = null;
-  for (const line of body[1].split('\n').map((l) => l.trim()).filter(Boolean)) {
-    const doc = line.match(/^\/\/\/\s*(-\d+):/);
-    if (doc) code = Number(doc[1]);
-    else if (!line.startsWith('//')) cases.push([line.replace(/,$/, ''), code]);
-  }
-  return cases;
-}
+import { pkg, witErrorCodes } from './wit.js';
 
 test('ERROR_CODES lists the WIT error-code cases in order with their codes', () => {
-  const cases = witCases();
-  assert.ok(cases.length >= 10);
+  const cases = witErrorCodes();
+  assert.ok(cases.length >= 11);
   cases.forEach(([, code], i) => assert.equal(code, -(i + 1), `WIT case ${i} comment`));
-  assert.deepEqual(Object.entries(ERROR_CODES), cases);
+  assert.deepEqual(Object.entries(ERROR_CODES), cases.map(([kind, code]) => [kind, code]));
+});
+
+test('the README tables every error code with its WIT meaning', () => {
+  const readme = readFileSync(join(pkg, 'README.md'), 'utf8');
+  const rows = [...readme.matchAll(/^\| (-\d+) \| `([a-z-]+)` \| (.*) \|$/gm)].map((m) => [m[2], Number(m[1]), m[3]]);
+  const expected = witErrorCodes();
+  assert.deepEqual(
+    rows,
+    expected,
+    `bindings/js/README.md's table of codes should read:\n${expected.map(([k, c, m]) => `| ${c} | \`${k}\` | ${m} |`).join('\n')}`,
+  );
 });
 
 test('ZrecordError carries the kind and its code', () => {

@@ -154,6 +154,9 @@ test('every use after close is a ZrecordError with the locked code', () => {
     stats: () => s.stats(),
     sync: () => s.sync(),
   };
+  // A closed store is the answer before the arguments are looked at.
+  uses['gather of a bad index'] = () => s.gather([-1]);
+  uses['append of a bad record'] = () => s.append(['not bytes']);
   for (const [name, use] of Object.entries(uses)) {
     assert.throws(
       use,
@@ -204,4 +207,23 @@ test('a damaged record is a checksum error (-11) unless verify is never', () => 
   const v = zr.verify('/data/fresh/sums.zr');
   assert.equal(v.bad_count, 1);
   assert.equal(v.checksummed, 3);
+});
+
+test('create makes the missing directories of a new store, as Rust and zr do', () => {
+  const s = zr.Store.open('/data/made/for/it.zr', { create: true });
+  s.append([Uint8Array.of(5)]);
+  s.close();
+  assert.equal(zr.Store.open('/data/made/for/it.zr').gather([0]).records[0][0], 5);
+  if (existsSync(native)) {
+    assert.match(execFileSync(native, ['verify', join(dir, 'made/for/it.zr')], { encoding: 'utf8' }), /1 records checked, 0 bad/);
+  }
+  // Read-only opens create nothing; a file in the way is the component's error.
+  assert.throws(() => zr.Store.open('/data/not/made.zr'), ZrecordError);
+  assert.ok(!existsSync(join(dir, 'not')));
+  writeFileSync(join(dir, 'plain'), 'a file');
+  assert.throws(() => zr.Store.open('/data/plain/x.zr', { create: true }), (e) => e instanceof ZrecordError && e.code === -2);
+  // Nothing is made outside the preopened directory.
+  assert.throws(() => zr.Store.open('/elsewhere/x.zr', { create: true }), ZrecordError);
+  assert.throws(() => zr.Store.open('/data/../escape/x.zr', { create: true }), ZrecordError);
+  assert.ok(!existsSync(join(dir, '../escape')));
 });

@@ -1,0 +1,164 @@
+// Types of @zrecord/wasm's public API (src/index.js). test/types.test.js compiles a typed
+// use of every export with `tsc --noEmit`, holds the string unions to wit/zrecord.wit, and
+// the report fields to what the component returns.
+
+/** The WIT `error-code` cases. */
+export type ErrorKind =
+  | 'out-of-memory'
+  | 'io'
+  | 'index-out-of-range'
+  | 'record-too-large'
+  | 'store-full'
+  | 'buffer-too-small'
+  | 'decode'
+  | 'bad-format'
+  | 'locked'
+  | 'invalid-argument'
+  | 'checksum';
+
+/** Each kind's stable numeric code, -1 ... -11 (the README lists what each means). */
+export declare const ERROR_CODES: Readonly<Record<ErrorKind, number>>;
+
+/** Every failure of the API: a component error, a bad argument (-10), a closed store (-9). */
+export declare class ZrecordError extends Error {
+  constructor(kind: ErrorKind, message: string);
+  readonly kind: ErrorKind;
+  /** `ERROR_CODES[kind]`. */
+  readonly code: number;
+}
+
+/** How a sampler draws indices (WIT `mode`). */
+export type Mode = 'sequential' | 'iid' | 'shuffle';
+/** How appended records are stored (WIT `codec`). */
+export type Codec = 'raw' | 'flate';
+/** When reads check each record's checksum (WIT `verify`). */
+export type Verify = 'auto' | 'always' | 'never';
+
+/** Record indices: non-negative integers. A negative one is a ZrecordError, code -3. */
+export type Indices = BigUint64Array | Iterable<number | bigint>;
+
+export interface OpenOptions {
+  /** Make an empty store (and the directories leading to it) if there is none. */
+  create?: boolean;
+  /** Refuse every mutation; the default unless `create`. */
+  readOnly?: boolean;
+  verify?: Verify;
+}
+
+export interface Gathered {
+  /** The decoded records, back to back. */
+  data: Uint8Array;
+  lengths: Uint32Array;
+  /** `records[i]` is a view into `data` holding the record at `indices[i]`. */
+  records: Uint8Array[];
+}
+
+export interface Stats {
+  records: number;
+  liveBytes: bigint;
+  chunkBytes: bigint;
+  reclaimable: bigint;
+}
+
+/** An open store. */
+export interface Store {
+  /** Number of live records. */
+  readonly length: number;
+  /** Whether `close()` was called; every use after it is a ZrecordError, code -9. */
+  readonly closed: boolean;
+  lengths(indices: Indices): Uint32Array;
+  gather(indices: Indices): Gathered;
+  /** Appends records; returns the index of the first. */
+  append(records: Iterable<Uint8Array>, codec?: Codec): number;
+  delete(indices: Indices): void;
+  compact(): void;
+  stats(): Stats;
+  sync(): void;
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface StoreConstructor {
+  open(path: string, options?: OpenOptions): Store;
+}
+
+/** An endless index generator; the same seed gives the same stream on every host. */
+export interface Sampler {
+  readonly length: bigint;
+  readonly batchSize: number;
+  readonly mode: Mode;
+  next(): BigUint64Array;
+}
+
+export interface SamplerConstructor {
+  create(length: number | bigint, batchSize: number, mode?: Mode, seed?: number | bigint): Sampler;
+}
+
+/** One chunk file in an inspect report. */
+export interface ChunkReport {
+  id: number;
+  records: number;
+  live_bytes: number;
+  used_bytes: number;
+  file_bytes: number;
+}
+
+/** `zr inspect --json`, parsed; the fields named here, and any the core adds. */
+export interface InspectReport {
+  version: number;
+  records: number;
+  raw_records: number;
+  flate_records: number;
+  zstd_records: number;
+  bad_entries: number;
+  checksums: boolean;
+  live_bytes: number;
+  chunk_bytes: number;
+  reclaimable: number;
+  chunks: ChunkReport[];
+  /** The dataset schema (schema.json) of a converted .npy, or null. */
+  schema: { dtype: string; shape: number[]; [field: string]: unknown } | null;
+  problems: unknown[];
+  [field: string]: unknown;
+}
+
+/** `zr verify --json`, parsed. */
+export interface Verification {
+  checked: number;
+  checksummed: number;
+  bad_count: number;
+  /** Up to 1000 bad records. */
+  bad: { index: number; error: string }[];
+  problems: unknown[];
+  [field: string]: unknown;
+}
+
+/** What `load()` returns. Paths are guest paths, under the preopened directories. */
+export interface Zrecord {
+  readonly Store: StoreConstructor;
+  readonly Sampler: SamplerConstructor;
+  inspect(path: string): InspectReport;
+  inspectText(path: string): string;
+  verify(path: string): Verification;
+  /** As `zr convert`; returns the number of records appended. */
+  convertNpy(input: string, output: string, codec?: Codec): number;
+  /** As `zr export`; returns the number of records written. */
+  exportNpy(input: string, output: string): number;
+}
+
+/**
+ * A browser preopen: preview2-shim's in-memory file tree, e.g.
+ * `{ dir: { 'meta.zr': { source: bytes } } }`.
+ */
+export interface FileTree {
+  dir?: Record<string, FileTree>;
+  source?: Uint8Array | string;
+}
+
+export interface LoadOptions {
+  /** Guest path to host directory (Node) or to an in-memory file tree (browser). */
+  preopens?: Record<string, string | FileTree>;
+}
+
+/** Instantiates zr.wasm once per process; the first call fixes the preopens. */
+export declare function load(options?: LoadOptions): Promise<Zrecord>;
