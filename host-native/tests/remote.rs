@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use zrecord::dataset::RemoteOptions;
 use zrecord::remote::push::push;
 use zrecord::remote::Remote;
 use zrecord::{
@@ -167,4 +168,88 @@ fn a_planned_cache_fetches_about_half_the_dataset_per_epoch() {
         assert!(planned[e] <= oldest_first[e] - 0.15, "planned {planned:?} vs oldest first {oldest_first:?}");
         assert!(oldest_first[e] >= 0.75, "oldest-first epoch {e}: {:.2}x the dataset", oldest_first[e]);
     }
+}
+
+/// Every batch of one SHUFFLE epoch of `far`, and the record bytes fetched meanwhile.
+fn epoch(far: &Arc<Dataset>) -> (Vec<Vec<Vec<u8>>>, u64) {
+    let source = Source::dataset(far.clone()).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 4, 50).unwrap();
+    let steps = stream.steps_per_epoch().unwrap() as usize;
+    let loader =
+        Loader::new(stream, vec![source], LoaderOptions { num_workers: 2, ..LoaderOptions::default() }).unwrap();
+    let before = far.remote_stats().map_or(0, |c| c.bytes);
+    let out = (0..steps).map(|_| loader.next().unwrap().unwrap().fields).collect();
+    loader.close();
+    (out, far.remote_stats().map_or(0, |c| c.bytes) - before)
+}
+
+#[test]
+fn a_cache_directory_serves_the_next_run_and_never_wrong_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = write(&dir.path().join("ds"), 1200);
+    let url = "memory://disk-cache/ds";
+    push(&dir.path().join("ds"), &Remote::open(url, &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let cache_dir = dir.path().join("cache");
+    let opts =
+        |cache_bytes| RemoteOptions { cache_bytes, cache_dir: Some(cache_dir.clone()), ..RemoteOptions::default() };
+    let open = || Arc::new(Dataset::open_remote_with(url, &[], opts(None)).unwrap());
+    let expected = epoch(&Arc::new(local)).0;
+
+    let first = open();
+    let (batches, fetched) = epoch(&first);
+    assert_eq!(batches, expected);
+    assert!(fetched > 0);
+    // One process at a time: another open of the directory is refused while this one lives.
+    let err = Dataset::open_remote_with(url, &[], opts(None)).err().unwrap();
+    assert!(err.to_string().contains("another process is using it"), "{err}");
+    // A directory of the user's own files is not taken over.
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let foreign = RemoteOptions { cache_dir: Some(dir.path().to_path_buf()), ..RemoteOptions::default() };
+    let err = Dataset::open_remote_with(url, &[], foreign).err().unwrap();
+    assert!(err.to_string().contains("not a zrecord cache directory"), "{err}");
+    drop(first);
+
+    // The next run reads its records and metadata from disk: nothing over the network but
+    // the listing.
+    let second = open();
+    let (batches, _) = epoch(&second);
+    assert_eq!(batches, expected);
+    let fetched = second.remote_stats().unwrap().bytes;
+    assert_eq!(fetched, 0, "a warm cache directory still fetched {fetched} bytes");
+    let stats = second.remote_stats().unwrap();
+    assert!(stats.disk_hits > 0 && stats.disk_bytes > 0, "{stats:?}");
+    drop(second);
+
+    // Damaged cache files (every data file's bytes flipped) are misses, fetched again.
+    for entry in std::fs::read_dir(&cache_dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "data") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes.iter_mut().for_each(|b| *b ^= 0x5a);
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let third = open();
+    let (batches, fetched) = epoch(&third);
+    assert_eq!(batches, expected, "a damaged cache file must never hand out its bytes");
+    assert!(fetched > 0);
+    drop(third);
+
+    // A small budget is kept, on disk too (dropped ranges are holes).
+    std::fs::remove_dir_all(&cache_dir).unwrap();
+    let far = Arc::new(Dataset::open_remote_with(url, &[], opts(Some(20_000))).unwrap());
+    let (batches, _) = epoch(&far);
+    assert_eq!(batches, expected);
+    let disk = far.cache().unwrap().disk().unwrap();
+    assert!(disk.held() <= 20_000, "{} bytes held", disk.held());
+    use std::os::unix::fs::MetadataExt;
+    let allocated: u64 = std::fs::read_dir(&cache_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "data"))
+        .map(|e| e.metadata().unwrap().blocks() * 512)
+        .sum();
+    // Record data within the budget; metadata besides: 24 tables and checksum files of 4 KiB
+    // here, each on disk in whole blocks.
+    assert!(allocated <= 20_000 + 64 * 4096, "{allocated} bytes allocated in the cache directory");
 }

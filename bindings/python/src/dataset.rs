@@ -79,7 +79,7 @@ impl PyDataset {
     /// `storage_options` (object_store's keys) over the environment's.
     #[new]
     #[pyo3(signature = (path, *, read_only = None, verify = "auto", warn = true, storage_options = None,
-                        cache_bytes = None))]
+                        cache_bytes = None, cache_dir = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -89,6 +89,7 @@ impl PyDataset {
         warn: bool,
         storage_options: Option<std::collections::HashMap<String, String>>,
         cache_bytes: Option<u64>,
+        cache_dir: Option<PathBuf>,
     ) -> PyResult<Self> {
         let verify = verify_named(verify)?;
         let options = DatasetOptions { read_only, verify };
@@ -96,7 +97,8 @@ impl PyDataset {
         let ds = match url {
             Some(url) => {
                 let opts = crate::remote::options(storage_options);
-                call(py, move || zrecord::Dataset::open_remote(&url, &opts, verify))?
+                let remote = zrecord::dataset::RemoteOptions { verify, cache_bytes, cache_dir };
+                call(py, move || zrecord::Dataset::open_remote_with(&url, &opts, remote))?
             }
             None if storage_options.is_some() => {
                 return Err(PyValueError::new_err(format!(
@@ -104,15 +106,13 @@ impl PyDataset {
                     path.display()
                 )))
             }
+            None if cache_bytes.is_some() || cache_dir.is_some() => {
+                return Err(PyValueError::new_err(
+                    "cache_bytes and cache_dir apply to a dataset read from an object store (a URL)",
+                ))
+            }
             None => call(py, move || zrecord::Dataset::open_with(path, options))?,
         };
-        match (ds.cache(), cache_bytes) {
-            (Some(cache), Some(n)) => cache.set_limit(n),
-            (None, Some(_)) => {
-                return Err(PyValueError::new_err("cache_bytes applies to a dataset read from an object store (a URL)"))
-            }
-            _ => {}
-        }
         if warn {
             for store in ds.stores().filter(|s| s.checksums_lost()) {
                 crate::error::warn_checksums_lost(py, store.path(), 2)?;

@@ -26,6 +26,8 @@ pub fn counts_dict<'py>(py: Python<'py>, c: RemoteCounts) -> PyResult<Bound<'py,
     d.set_item("bytes", c.bytes)?;
     d.set_item("retries", c.retries)?;
     d.set_item("hits", c.hits)?;
+    d.set_item("disk_hits", c.disk_hits)?;
+    d.set_item("disk_bytes", c.disk_bytes)?;
     Ok(d)
 }
 

@@ -267,3 +267,28 @@ def test_zr_pushes_pulls_and_reads_urls(s3, local, tmp_path):
     assert run("push", str(tmp_path / "store.zr"), f"s3://{BUCKET}/cli/store").returncode == 0
     assert run("pull", f"s3://{BUCKET}/cli/store", str(tmp_path / "back.zr")).returncode == 0
     np.testing.assert_array_equal(loaderx.Dataset(str(tmp_path / "back.zr"))[np.arange(200)], data)
+
+
+def test_a_cache_directory_serves_the_next_run(s3, local, pushed, tmp_path):
+    cache = tmp_path / "cache"
+
+    def run():
+        far = zrecord.Dataset(pushed, storage_options=s3, cache_dir=cache)
+        with zrecord.DataLoader(far, batch_size=100, mode=2, seed=3, num_workers=2) as dl:
+            got = [next(dl) for _ in range(len(far) // 100)]
+        stats = far.remote_stats()
+        far.close()
+        return got, stats
+
+    first, cold = run()
+    assert cold["bytes"] > 0, cold
+    with pytest.raises(zrecord.StoreIOError, match="another process is using it"):
+        with zrecord.Dataset(pushed, storage_options=s3, cache_dir=cache):
+            zrecord.Dataset(pushed, storage_options=s3, cache_dir=cache)
+    second, warm = run()
+    assert warm["bytes"] == 0 and warm["disk_hits"] > 0, warm
+    for a, b in zip(first, second):
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    with pytest.raises(ValueError, match="apply to a dataset read from an object store"):
+        zrecord.Dataset(local.path, cache_dir=cache)

@@ -88,6 +88,21 @@ impl DatasetError {
     }
 }
 
+/// How to open a dataset in an object store ([`Dataset::open_remote_with`]).
+#[derive(Clone, Debug, Default)]
+pub struct RemoteOptions {
+    /// When reads check checksums.
+    pub verify: Verify,
+    /// Bytes of fetched records kept: in memory (default
+    /// [`crate::remote::file::CACHE_BYTES`]), or with `cache_dir` on disk (default
+    /// [`crate::remote::file::DISK_CACHE_BYTES`]), in memory then at most the lesser of
+    /// this and the memory default.
+    pub cache_bytes: Option<u64>,
+    /// A local directory keeping fetched records and metadata across runs
+    /// ([`crate::remote::disk`]); one process uses it at a time.
+    pub cache_dir: Option<PathBuf>,
+}
+
 /// How to open a dataset.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DatasetOptions {
@@ -198,10 +213,32 @@ impl Dataset {
     /// Opens the dataset (or store) pushed to `url` ([`crate::remote`]), read-only, with
     /// `options` (object_store's configuration keys) over the environment's.
     pub fn open_remote(url: &str, options: &[(String, String)], verify: Verify) -> Result<Dataset, DatasetError> {
-        use crate::remote::file::{Cache, RemoteDir, CACHE_BYTES};
+        Self::open_remote_with(url, options, RemoteOptions { verify, ..RemoteOptions::default() })
+    }
+
+    /// [`Dataset::open_remote`] with a cache of `opts.cache_bytes` (in memory, or with
+    /// `opts.cache_dir` on local disk there; see [`RemoteOptions`]). Fails also when another
+    /// process uses the cache directory.
+    pub fn open_remote_with(
+        url: &str,
+        options: &[(String, String)],
+        opts: RemoteOptions,
+    ) -> Result<Dataset, DatasetError> {
+        use crate::remote::file::{Cache, RemoteDir, CACHE_BYTES, DISK_CACHE_BYTES};
         use crate::remote::{objects, push::read_listing, Remote};
+        let verify = opts.verify;
         let path = PathBuf::from(url.trim_end_matches('/'));
         let at = |e: IoError| DatasetError::at(&path, None, Error::Io(e));
+        let cache = match &opts.cache_dir {
+            Some(dir) => {
+                let disk = crate::remote::disk::DiskCache::open(dir, opts.cache_bytes.unwrap_or(DISK_CACHE_BYTES))
+                    .map_err(|e| DatasetError::at(dir, None, e))?;
+                let cache = Cache::new(opts.cache_bytes.unwrap_or(CACHE_BYTES).min(CACHE_BYTES));
+                cache.set_disk(disk);
+                cache
+            }
+            None => Cache::new(opts.cache_bytes.unwrap_or(CACHE_BYTES)),
+        };
         let remote = Remote::open(url, options).map_err(at)?;
         let Some((bytes, _, _)) = read_listing(&remote).map_err(at)? else {
             return Err(at(IoError::new(
@@ -211,8 +248,7 @@ impl Dataset {
             )));
         };
         let listing = objects::Objects::from_json(&bytes, &remote.shown(objects::LISTING)).map_err(at)?;
-        let root = RemoteDir::new(&remote, &listing, "");
-        let cache = Cache::new(CACHE_BYTES);
+        let root = RemoteDir::cached(&remote, &listing, "", cache.clone(), 0);
         let open_store = |dir: &str, codec, field: &str, base: u64| {
             let store_dir = RemoteDir::cached(&remote, &listing, dir, cache.clone(), base);
             let options = OpenOptions { create: false, read_only: true, codec, verify, ..OpenOptions::default() };
@@ -264,7 +300,12 @@ impl Dataset {
 
     /// What reading this dataset from an object store cost so far (`None` when local).
     pub fn remote_stats(&self) -> Option<crate::remote::RemoteCounts> {
-        self.shards.first()?.stores.first()?.remote_stats()
+        let mut counts = self.shards.first()?.stores.first()?.remote_stats()?;
+        if let Some(disk) = self.cache.as_ref().and_then(|c| c.disk()) {
+            counts.disk_hits = disk.hits.load(std::sync::atomic::Ordering::Relaxed);
+            counts.disk_bytes = disk.hit_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        Some(counts)
     }
 
     fn from_manifest(path: PathBuf, manifest: Manifest, verify: Verify) -> Result<Dataset, DatasetError> {

@@ -20,6 +20,7 @@ use object_store::{GetOptions, GetRange};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 use zrecord_core::io::{Backend, LockMode, StorageFile};
 
+use super::disk::DiskCache;
 use super::objects::{Object, Objects};
 use super::Remote;
 
@@ -27,8 +28,10 @@ use super::Remote;
 pub const META_BLOCK: u64 = 1 << 20;
 /// Largest single request.
 pub const MAX_SPAN: u64 = 16 << 20;
-/// Bytes of record data a dataset keeps by default ([`Cache`]).
+/// Bytes of record data a dataset keeps in memory by default ([`Cache`]).
 pub const CACHE_BYTES: u64 = 1 << 30;
+/// Bytes of record data a cache directory keeps by default ([`super::disk::DiskCache`]).
+pub const DISK_CACHE_BYTES: u64 = 16 << 30;
 
 type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<IoError>>>>;
 
@@ -48,6 +51,8 @@ pub struct Cache {
     files: Mutex<Vec<Weak<FileSpans>>>,
     plan: RwLock<Option<ReadPlan>>,
     evicting: Mutex<()>,
+    /// The cache directory below this cache, if the dataset was given one.
+    disk: RwLock<Option<Arc<DiskCache>>>,
 }
 
 impl Cache {
@@ -60,7 +65,23 @@ impl Cache {
             files: Mutex::new(Vec::new()),
             plan: RwLock::new(None),
             evicting: Mutex::new(()),
+            disk: RwLock::new(None),
         })
+    }
+
+    /// Keeps fetched record ranges in `disk` too, and reads them from there before the
+    /// network ([`DiskCache`]).
+    pub fn set_disk(&self, disk: Arc<DiskCache>) {
+        *self.disk.write().unwrap_or_else(|p| p.into_inner()) = Some(disk);
+    }
+
+    /// The cache directory below this cache, if any.
+    pub fn disk(&self) -> Option<Arc<DiskCache>> {
+        self.disk.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn plan(&self) -> Option<ReadPlan> {
+        self.plan.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Sets the byte budget (dropping ranges now if it shrank).
@@ -99,7 +120,7 @@ impl Cache {
             return;
         }
         let Ok(_one) = self.evicting.try_lock() else { return };
-        let plan = self.plan.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let plan = self.plan();
         let files: Vec<Arc<FileSpans>> = lock(&self.files).iter().filter_map(Weak::upgrade).collect();
         let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
         for (k, f) in files.iter().enumerate() {
@@ -188,6 +209,16 @@ impl RemoteFile {
     /// Starts fetching `start..end` (within the stored bytes) and records it, with the
     /// records it holds.
     fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>) -> Fetch {
+        // Bytes on disk from an earlier fetch (this run's or another's) are read there.
+        let disk = self.cache.disk();
+        let key = DiskCache::key(&self.object);
+        if let Some(bytes) = disk.as_ref().and_then(|d| d.get(&key, start, end)) {
+            let fetch: Fetch = futures::future::ready(Ok(bytes)).boxed().shared();
+            return self.keep(spans, start, end, indices, fetch);
+        }
+        let kept = disk.map(|d| (d, key, indices.iter().map(|&i| self.spans.base + u64::from(i)).collect::<Vec<_>>()));
+        let plan = self.cache.plan();
+        let metadata = self.metadata;
         let remote = self.remote.clone();
         let path = remote.path(&self.name);
         let etag = self.object.etag.clone();
@@ -231,6 +262,9 @@ impl RemoteFile {
             }
             remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             remote.observe(bytes.len() as u64, began.elapsed());
+            if let Some((disk, key, samples)) = kept {
+                disk.put(&key, start, &bytes, samples, metadata, plan.as_ref());
+            }
             Ok(bytes)
         });
         let fetch: Fetch = async move {
@@ -241,6 +275,11 @@ impl RemoteFile {
         }
         .boxed()
         .shared();
+        self.keep(spans, start, end, indices, fetch)
+    }
+
+    /// Records `fetch` as the span `start..end` holding records `indices`.
+    fn keep(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>, fetch: Fetch) -> Fetch {
         let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed);
         if let Some(old) = spans.map.insert(start, Span { end, fetch: fetch.clone(), indices, seq }) {
             if !self.metadata {

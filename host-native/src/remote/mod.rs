@@ -13,6 +13,7 @@
 //! Async code lives here only: the futures run on one small tokio runtime of this crate
 //! ([`runtime`]); callers block on them from their own threads (the loader's workers, rayon).
 
+pub mod disk;
 pub mod file;
 pub mod objects;
 pub mod push;
@@ -75,6 +76,10 @@ pub struct RemoteCounts {
     pub retries: u64,
     /// Reads served from bytes already fetched.
     pub hits: u64,
+    /// Ranges read from the cache directory instead of the network.
+    pub disk_hits: u64,
+    /// Bytes read from the cache directory instead of the network.
+    pub disk_bytes: u64,
 }
 
 impl RemoteStats {
@@ -85,6 +90,7 @@ impl RemoteStats {
             bytes: self.bytes.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             hits: self.hits.load(Ordering::Relaxed),
+            ..RemoteCounts::default()
         }
     }
 }

@@ -120,6 +120,7 @@ class Dataset:
         read_only: "bool | None" = None,
         storage_options: "dict[str, str] | None" = None,
         cache_bytes: "int | None" = None,
+        cache_dir: "PathLike | None" = None,
     ) -> None:
         remote = isinstance(path, str) and _zrecord._is_url(path)
         # A URL stays a string: a Path would fold its "//".
@@ -128,10 +129,11 @@ class Dataset:
         self._read_only_arg = read_only
         self._storage_options = storage_options
         self._cache_bytes = cache_bytes
+        self._cache_dir = cache_dir
         try:
             native = _zrecord._Dataset(
                 self.path, read_only=read_only, verify=verify, storage_options=storage_options,
-                cache_bytes=cache_bytes,
+                cache_bytes=cache_bytes, cache_dir=cache_dir,
             )
         except StoreIOError as e:
             if e.errno == errno.ENOENT:
@@ -169,13 +171,18 @@ class Dataset:
         return self._native is not None and self._native.is_remote
 
     def remote_stats(self) -> "dict | None":
-        # The cache: ``Dataset(url, cache_bytes=N)`` keeps up to N bytes of records (1 GiB
-        # by default); a DataLoader in SEQUENTIAL or SHUFFLE mode tells it when each record
-        # is read next, and it drops what is needed furthest ahead.
         """What reading this dataset from an object store cost so far: ``{"requests",
-        "bytes", "retries", "hits"}`` (GET requests sent, bytes received, requests sent
-        again after a transient failure, reads served from bytes already fetched); None
-        for a local dataset."""
+        "bytes", "retries", "hits", "disk_hits", "disk_bytes"}`` (GET requests sent, bytes
+        received, requests sent again after a transient failure, reads served from bytes
+        already fetched, and ranges and bytes served from ``cache_dir``); None for a local
+        dataset.
+
+        The cache: ``Dataset(url, cache_bytes=N)`` keeps up to N bytes of records in memory
+        (1 GiB by default); with ``cache_dir=DIR`` up to N bytes (16 GiB by default) on
+        local disk there, found again by the next run, and at most 1 GiB in memory. A
+        DataLoader in SEQUENTIAL or SHUFFLE mode tells the cache when each record is read
+        next, and it drops what is needed furthest ahead. One process uses a cache
+        directory at a time."""
         if self._native is None:
             return None
         return self._live().remote_stats()
@@ -580,7 +587,7 @@ class Dataset:
     def __reduce__(self):
         # Reopen by path in the receiving process (spawned DataLoader workers and the like).
         return (_reopen, (type(self), str(self.path), self._verify, self._read_only_arg, self._storage_options,
-                          self._cache_bytes))
+                          self._cache_bytes, self._cache_dir))
 
     def __repr__(self) -> str:
         if self._native is not None:
@@ -591,8 +598,10 @@ class Dataset:
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
 
 
-def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None, cache_bytes=None) -> "Dataset":
-    return cls(path, verify=verify, read_only=read_only, storage_options=storage_options, cache_bytes=cache_bytes)
+def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None, cache_bytes=None,
+            cache_dir=None) -> "Dataset":
+    return cls(path, verify=verify, read_only=read_only, storage_options=storage_options, cache_bytes=cache_bytes,
+               cache_dir=cache_dir)
 
 
 
