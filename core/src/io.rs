@@ -54,6 +54,9 @@ pub trait StorageFile: Send + Sync {
         let _ = index;
         self.will_need(offset, len);
     }
+    /// Starts fetching what [`StorageFile::will_need_record`] announced, without waiting
+    /// (a read-ahead of batches to come); the default does nothing.
+    fn start_reads(&self) {}
     /// True when the host wants every record of a read announced
     /// ([`StorageFile::will_need_record`]) whatever [`StorageFile::resident`] says of the
     /// first (an object store fetching by range); false by default, where one residency

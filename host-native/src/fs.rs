@@ -207,6 +207,26 @@ impl StorageFile for NativeFile {
         }
     }
 
+    fn will_need_record(&self, offset: u64, len: u64, index: u32) {
+        match self.remote() {
+            // The remote cache keeps the record's index for its plan.
+            Some(r) => r.will_need_record(offset, len, index),
+            None => self.will_need(offset, len),
+        }
+    }
+
+    fn start_reads(&self) {
+        if let Some(r) = self.remote() {
+            r.start_reads();
+        }
+    }
+
+    fn wants_hints(&self) -> bool {
+        // A remote file fetches whatever is not announced one record at a time: it wants
+        // every read announced, not only those whose first record is cold.
+        self.remote().is_some_and(|r| r.wants_hints())
+    }
+
     /// Starts writing the range back to disk without waiting (`sync_file_range` with
     /// `SYNC_FILE_RANGE_WRITE`); the barrier's `fdatasync` still makes it durable.
     #[cfg(target_os = "linux")]

@@ -192,6 +192,12 @@ impl Zrecord {
         self.store.backend().remote_dir().map(|d| d.remote().stats().counts())
     }
 
+    /// About one round trip to the object store this store is read from, in seconds
+    /// (`None` for a local store, or before the first request).
+    pub fn round_trip(&self) -> Option<f64> {
+        self.store.backend().remote_dir().and_then(|d| d.remote().round_trip())
+    }
+
     /// In a process forked after this handle was opened, takes the handle's locks again in
     /// this process and re-checks the header (the store may have changed while nothing
     /// protected it); a no-op, one atomic load, everywhere else.
@@ -254,6 +260,13 @@ impl Zrecord {
     pub fn lengths(&self, idxs: &[u64], out: &mut [u32]) -> Result<()> {
         self.current()?;
         self.store.lengths(idxs, out)
+    }
+
+    /// A read-ahead of records `idxs` (an object store starts fetching them now); reads
+    /// nothing ([`zrecord_core::engine::Store::will_read`]).
+    pub fn will_read(&self, idxs: &[u64]) -> Result<()> {
+        self.current()?;
+        self.store.will_read(idxs)
     }
 
     /// Decodes record `idxs[i]` into `dst[i * stride..]` for every `i`, across all cores.

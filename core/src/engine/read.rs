@@ -221,6 +221,30 @@ fn read_shard<B: Backend>(shard: &mut ReadShard<'_, '_, '_, B>) {
 }
 
 impl<B: Backend> Store<B> {
+    /// A read-ahead: announces records `idxs` to their chunk files and lets the host start
+    /// fetching them ([`crate::io::StorageFile::start_reads`]: an object store sends the
+    /// requests now), reading and decoding nothing. An index out of range or a bad entry is
+    /// left for the read itself to report.
+    pub fn will_read(&self, idxs: &[u64]) -> Result<()> {
+        let (length, header) = (self.len(), self.header());
+        let mut touched: Vec<u16> = Vec::new();
+        for &index in idxs {
+            let Ok((loc, _)) = self.locate(index, length, &header) else { continue };
+            if loc.phys_length == 0 {
+                continue;
+            }
+            let file = self.chunk(loc.chunk_id)?;
+            file.will_need_record(u64::from(loc.offset), u64::from(loc.phys_length), index as u32);
+            if !touched.contains(&loc.chunk_id) {
+                touched.push(loc.chunk_id);
+            }
+        }
+        for id in touched {
+            self.chunk(id)?.start_reads();
+        }
+        Ok(())
+    }
+
     /// Table entry `index`, read without checking it against the length.
     pub fn entry(&self, index: u32) -> Result<RecordLoc> {
         let at = entry_offset(index);

@@ -572,6 +572,35 @@ impl Dataset {
         self.gather_picks(f, &picks, dst, Some(FixedSlots { size, clear: dirty }))
     }
 
+    /// About one round trip to the object store the dataset is read from, in seconds
+    /// (`None` for a local dataset, or before the first request).
+    pub fn round_trip(&self) -> Option<f64> {
+        self.shards.first()?.stores.first()?.round_trip()
+    }
+
+    /// A read-ahead: every field's records of samples `indices` start on their way (an
+    /// object store sends the requests now; a local dataset does nothing). Reads nothing,
+    /// reports nothing: the reads that follow report what is wrong.
+    pub fn will_read(&self, indices: &[u64]) {
+        if self.cache.is_none() {
+            return;
+        }
+        let mut per_shard: Vec<Vec<u64>> = vec![Vec::new(); self.shards.len()];
+        for &i in indices {
+            if let Some((s, index)) = self.layout.locate(i) {
+                per_shard[s].push(index);
+            }
+        }
+        for (shard, local) in self.shards.iter().zip(&per_shard) {
+            if local.is_empty() {
+                continue;
+            }
+            for store in &shard.stores {
+                let _ = store.will_read(local);
+            }
+        }
+    }
+
     /// Where each of `indices` lives: its shard and record there, and the destination
     /// offset `offset(k)` of sample `k`.
     fn picks(&self, indices: &[u64], offset: impl Fn(usize) -> u64) -> Result<Vec<Pick>, DatasetError> {

@@ -89,6 +89,7 @@ use std::time::Duration;
 use zrecord_core::stream::pack::PackCursor;
 use zrecord_core::stream::{Shard, StateError, Stream, StreamError, StreamState};
 
+mod ahead;
 mod gather;
 mod pack;
 mod skip;
@@ -779,12 +780,20 @@ impl Loader {
             batch_queues.push(out_rx);
         }
         let stop = Arc::clone(&self.stop);
+        // One dataset in an object store: its batches to come are announced ahead.
+        let mut ahead = match (&planner, shared.sources.as_slice()) {
+            (Planner::Samples { shard, mixture: false }, [source]) => ahead::ReadAhead::new(shard, source.data()),
+            _ => None,
+        };
         let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
             let mut turn = 0usize;
             while !stop.load(Ordering::Acquire) {
                 // A failure (an allocation, a packed loader's table read) goes to the
                 // worker whose turn it is, which hands it to the consumer in order.
                 let job = planner.next_job();
+                if let (Some(ahead), Ok(job)) = (ahead.as_mut(), &job) {
+                    ahead.planned(job.step);
+                }
                 let failed = job.is_err();
                 if job_queues[turn].send(job).is_err() || failed {
                     break;

@@ -420,6 +420,13 @@ impl StorageFile for RemoteFile {
     fn wants_hints(&self) -> bool {
         true
     }
+
+    fn start_reads(&self) {
+        let mut spans = lock(&self.spans.spans);
+        if !spans.wanted.is_empty() {
+            self.flush_wanted(&mut spans);
+        }
+    }
 }
 
 fn read_only(what: &str) -> IoError {

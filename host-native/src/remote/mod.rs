@@ -132,10 +132,24 @@ impl Remote {
         let trimmed = url.trim_end_matches('/');
         let parsed = Url::parse(trimmed).map_err(|e| invalid(format!("{url} is not a URL: {e}")))?;
         if parsed.scheme() == "memory" {
-            // memory://NAME/prefix: an in-memory store per NAME, for tests.
+            // memory://NAME/prefix: an in-memory store per NAME, for tests and benchmarks;
+            // `?latency_ms=N` puts N ms before every GET (object_store's ThrottledStore), a
+            // far object store's round trip without a network.
             let prefix = ObjectPath::parse(parsed.path()).map_err(|e| invalid(format!("{url}: {e}")))?;
-            let store = memory_store(parsed.host_str().unwrap_or(""));
-            return Ok(Remote::new(store, prefix, trimmed));
+            let mut store = memory_store(parsed.host_str().unwrap_or(""));
+            for (key, value) in parsed.query_pairs() {
+                let ms: u64 = match (key.as_ref(), value.parse()) {
+                    ("latency_ms", Ok(ms)) => ms,
+                    _ => return Err(invalid(format!("{url}: memory:// takes only ?latency_ms=N"))),
+                };
+                let wait = object_store::throttle::ThrottleConfig {
+                    wait_get_per_call: Duration::from_millis(ms),
+                    ..Default::default()
+                };
+                store = Arc::new(object_store::throttle::ThrottledStore::new(store, wait));
+            }
+            let shown = trimmed.split('?').next().unwrap_or(trimmed);
+            return Ok(Remote::new(store, prefix, shown));
         }
         let (scheme, path) =
             ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(format!("{url}: not an object store URL ({e})")))?;
@@ -193,6 +207,13 @@ impl Remote {
         // Old extremes fade (5% per request), so a link that changes is followed.
         timing.0 = (timing.0 * 1.05).min(t);
         timing.1 = (timing.1 * 0.95).max(bytes as f64 / t);
+    }
+
+    /// The quickest recent request's time, in seconds (`None` before the first): about one
+    /// round trip to the store.
+    pub fn round_trip(&self) -> Option<f64> {
+        let (latency, _) = *self.timing.lock().unwrap_or_else(|p| p.into_inner());
+        latency.is_finite().then_some(latency)
     }
 
     /// Bytes between two wanted ranges worth reading rather than asking for separately:

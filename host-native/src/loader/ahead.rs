@@ -1,0 +1,80 @@
+//! Read-ahead for a dataset in an object store: the sampler thread announces the samples of
+//! batches still to come ([`Dataset::will_read`]), as many batches ahead as one round trip
+//! takes to cover, so that their requests are in flight before a worker reads them.
+//!
+//! The depth adapts: twice the measured round trip ([`Dataset::round_trip`]) over the
+//! measured time between batches (the sampler is paced by the consumer), plus two (so a
+//! depth that holds the pace back grows until it does not), and at
+//! most what half the dataset's cache holds ([`MAX_DEPTH`] batches at most), so that what is
+//! fetched ahead is not evicted before it is read. A stream is a pure function of position:
+//! the batches ahead are known exactly, not guessed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use zrecord_core::stream::Shard;
+
+use crate::Dataset;
+
+/// The most batches announced ahead of the sampler.
+pub const MAX_DEPTH: u64 = 64;
+
+/// A cursor running ahead of the sampler's (see the module docs).
+pub(super) struct ReadAhead {
+    cursor: Shard,
+    dataset: Arc<Dataset>,
+    indices: Vec<u64>,
+    /// Estimated bytes a batch fetches.
+    batch_bytes: u64,
+    /// Bytes of fetched data the read-ahead may hold: half the cache.
+    budget: u64,
+    last: Option<Instant>,
+    /// Seconds between batches, smoothed.
+    interval: f64,
+}
+
+impl ReadAhead {
+    /// A read-ahead for the sampler standing at `shard` over `dataset`, if it is read from
+    /// an object store.
+    pub(super) fn new(shard: &Shard, dataset: &Arc<Dataset>) -> Option<ReadAhead> {
+        let cache = dataset.cache()?;
+        let per_sample = dataset.footprint() / dataset.len().max(1);
+        Some(ReadAhead {
+            cursor: shard.clone(),
+            dataset: Arc::clone(dataset),
+            indices: vec![0; shard.batch_size()],
+            batch_bytes: (per_sample * shard.batch_size() as u64).max(1),
+            budget: cache.limit() / 2,
+            last: None,
+            interval: 0.0,
+        })
+    }
+
+    /// How many batches ahead to announce now.
+    fn depth(&self) -> u64 {
+        let wanted = match self.dataset.round_trip() {
+            Some(rtt) if self.interval > 0.0 => (2.0 * rtt / self.interval).ceil() as u64 + 2,
+            _ => 2,
+        };
+        wanted.min(MAX_DEPTH).min(self.budget / self.batch_bytes).max(1)
+    }
+
+    /// Called once the sampler planned the batch of global step `step`: announces the
+    /// batches after it, up to the depth.
+    pub(super) fn planned(&mut self, step: u64) {
+        let now = Instant::now();
+        if let Some(last) = self.last {
+            let dt = now.duration_since(last).as_secs_f64();
+            self.interval = if self.interval == 0.0 { dt } else { 0.8 * self.interval + 0.2 * dt };
+        }
+        self.last = Some(now);
+        if self.cursor.step() <= step && self.cursor.seek(step + 1).is_err() {
+            return;
+        }
+        let until = step + self.depth();
+        while self.cursor.step() <= until {
+            self.cursor.fill(&mut self.indices);
+            self.dataset.will_read(&self.indices);
+        }
+    }
+}
