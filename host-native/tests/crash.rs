@@ -102,7 +102,8 @@ fn swap_delete(v: &mut Vec<u64>, idxs: &[u64]) {
 
 const BASE: u64 = 200;
 
-/// The child: does its mode's work forever, printing `ack N` after each step.
+/// The child: does its mode's work forever, printing `begin` before each step and `ack N`
+/// after it, so that the parent can tell whether its kill landed inside a step.
 #[test]
 #[ignore = "run by the crash tests as a child process"]
 fn crash_child() {
@@ -112,6 +113,7 @@ fn crash_child() {
         (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap().parse::<u64>().unwrap());
     let dir = Path::new(dir);
     let ack = |n: u64| println!("ack {n}");
+    let begin = || println!("begin");
     // The parent's kill timer starts here, after the process start-up, so that the kills
     // land in the operations rather than before them.
     println!("ready");
@@ -122,6 +124,7 @@ fn crash_child() {
             let mut n = 0;
             loop {
                 let count = 1 + r(20);
+                begin();
                 append_range(&zr, seed, n..n + count);
                 n += count;
                 ack(n);
@@ -131,6 +134,7 @@ fn crash_child() {
             let zr = open(dir);
             let mut n = 0;
             for group in commit_groups(seed) {
+                begin();
                 for block in group {
                     let src: Vec<u8> = (n..n + block).flat_map(|i| fixed_record(seed, i)).collect();
                     let first = zr.stage_with(&src, block as usize, FIXED, CodecPolicy::from(Codec::Flate)).unwrap();
@@ -144,6 +148,7 @@ fn crash_child() {
         "delete" => {
             let mut zr = open(dir);
             for (k, idxs) in delete_plan(seed, BASE).iter().enumerate() {
+                begin();
                 zr.delete(idxs).unwrap();
                 ack(k as u64 + 1);
             }
@@ -153,6 +158,7 @@ fn crash_child() {
         "compact" => {
             let mut zr = open(dir);
             loop {
+                begin();
                 zr.compact().unwrap();
                 ack(1);
             }
@@ -161,9 +167,15 @@ fn crash_child() {
     }
 }
 
-/// Spawns the child in `mode`, kills it after `after` (or when it reports `stop_at`), and
-/// returns the last acknowledged count.
-fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Option<u64> {
+/// What the child had reported when it was killed: its last acknowledged count, and
+/// whether it was inside a step (a `begin` with no `ack` after it).
+struct Killed {
+    acked: Option<u64>,
+    mid_step: bool,
+}
+
+/// Spawns the child in `mode`, kills it after `after`, and says where the kill landed.
+fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Killed {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{mode},{},{seed}", dir.display()))
@@ -181,11 +193,17 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Option<u64> 
                 let _ = ready_tx.send(());
                 continue;
             }
-            // The first ack shares a line with libtest's "test crash_child ... ".
-            if let Some(n) = line.find("ack ").map(|at| &line[at + 4..]) {
-                if tx.send(n.parse::<u64>().unwrap()).is_err() {
-                    break;
-                }
+            // `None` for a begin, `Some(n)` for an ack. The first line the child prints
+            // shares a line with libtest's "test crash_child ... ".
+            let event = if line.ends_with("begin") {
+                None
+            } else if let Some(n) = line.find("ack ").map(|at| &line[at + 4..]) {
+                Some(n.parse::<u64>().unwrap())
+            } else {
+                continue;
+            };
+            if tx.send(event).is_err() {
+                break;
             }
         }
     });
@@ -194,10 +212,16 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Option<u64> 
         panic!("{mode} child never became ready: {:?}", child.wait());
     }
     let deadline = Instant::now() + after;
-    let mut last = None;
+    let (mut last, mut mid_step) = (None, false);
+    let mut seen = |event: Option<u64>| {
+        mid_step = event.is_none();
+        if event.is_some() {
+            last = event;
+        }
+    };
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
-            Ok(n) => last = Some(n),
+            Ok(event) => seen(event),
             Err(mpsc::RecvTimeoutError::Timeout) => break,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 panic!("{mode} child exited on its own: {:?}", child.wait())
@@ -212,10 +236,10 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Option<u64> 
     // Acks still in the pipe were sent before the kill: let the reader reach the end of
     // the pipe before draining them.
     reader.join().unwrap();
-    while let Ok(n) = rx.try_recv() {
-        last = Some(n);
+    while let Ok(event) = rx.try_recv() {
+        seen(event);
     }
-    last
+    Killed { acked: last, mid_step }
 }
 
 fn trials() -> u64 {
@@ -228,12 +252,14 @@ fn contents(zr: &Zrecord) -> Vec<Vec<u8>> {
 
 #[test]
 fn kill_during_appends_loses_nothing_acknowledged() {
-    let mut total_acked = 0;
+    let (mut total_acked, mut mid_step) = (0, 0);
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 1000 + t;
         let wait = Duration::from_millis(20 + rng(seed)(200));
-        let acked = run_child("append", dir.path(), seed, wait).unwrap_or(0);
+        let killed = run_child("append", dir.path(), seed, wait);
+        mid_step += u64::from(killed.mid_step);
+        let acked = killed.acked.unwrap_or(0);
         let zr = open(dir.path());
         let len = u64::from(zr.len());
         assert!(len >= acked, "trial {t}: {len} records after a kill, {acked} acknowledged");
@@ -249,17 +275,23 @@ fn kill_during_appends_loses_nothing_acknowledged() {
         assert_eq!(zr.read(len + 2).unwrap(), record(seed, len + 2));
         total_acked += acked;
     }
-    eprintln!("append: {} kills, {total_acked} acknowledged records all present", trials());
+    eprintln!(
+        "append: {} kills ({mid_step} inside an append), {total_acked} acknowledged records all present",
+        trials()
+    );
+    assert!(mid_step > 0, "no kill landed inside an append: the test did not test what it says");
 }
 
 #[test]
 fn kill_during_staged_writes_leaves_whole_commits_only() {
-    let mut total_acked = 0;
+    let (mut total_acked, mut mid_step) = (0, 0);
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 3000 + t;
         let wait = Duration::from_millis(20 + rng(seed)(200));
-        let acked = run_child("stage", dir.path(), seed, wait).unwrap_or(0);
+        let killed = run_child("stage", dir.path(), seed, wait);
+        mid_step += u64::from(killed.mid_step);
+        let acked = killed.acked.unwrap_or(0);
         let zr = open(dir.path());
         let len = u64::from(zr.len());
         // Every length a commit can leave: the staged blocks of a commit are all there or
@@ -284,7 +316,12 @@ fn kill_during_staged_writes_leaves_whole_commits_only() {
         assert_eq!(zr.read(len + 4).unwrap(), fixed_record(seed, len + 4));
         total_acked += acked;
     }
-    eprintln!("stage: {} kills, {total_acked} acknowledged records all present, no partial commit", trials());
+    eprintln!(
+        "stage: {} kills ({mid_step} inside a commit), {total_acked} acknowledged records all present, no partial \
+         commit",
+        trials()
+    );
+    assert!(mid_step > 0, "no kill landed inside a commit: the test did not test what it says");
 }
 
 #[test]
@@ -300,9 +337,11 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
             }
         }
         let wait = Duration::from_millis(5 + rng(seed)(60));
-        let acked = run_child("delete", dir.path(), seed, wait).unwrap_or(0);
+        let killed = run_child("delete", dir.path(), seed, wait);
+        let acked = killed.acked.unwrap_or(0);
         let plan = delete_plan(seed, BASE);
-        mid_plan += u64::from(acked != u64::MAX);
+        // Inside a delete: not after the last one, nor before the first one began.
+        mid_plan += u64::from(killed.mid_step);
         let acked = if acked == u64::MAX { plan.len() as u64 } else { acked };
         let zr = open(dir.path());
         let found = contents(&zr);
@@ -330,11 +369,11 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
         one_ahead += u64::from(!matches(acked as usize));
     }
     eprintln!(
-        "delete: {} kills, {acked_total} acknowledged deletes all present, {one_ahead} kills left the next \
-         delete done (killed inside it and its journal replayed, or before its ack)",
+        "delete: {} kills ({mid_plan} inside a delete), {acked_total} acknowledged deletes all present, {one_ahead} \
+         kills left the next delete done (killed inside it and its journal replayed, or before its ack)",
         trials()
     );
-    assert!(mid_plan > 0, "every kill came after the last delete: none tested a delete cut short");
+    assert!(mid_plan > 0, "no kill landed inside a delete: none tested a delete cut short");
 }
 
 #[test]

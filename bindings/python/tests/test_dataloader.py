@@ -171,7 +171,10 @@ def test_close_is_prompt_and_joins_everything(pair):
 
 def test_close_from_another_thread_ends_a_waiting_next(pair):
     d, l, _ = pair
+    before = len(rust_threads())
     loader = DataLoader(d, l, batch_size=8, num_workers=1)
+    next(loader)
+    assert len(rust_threads()) > before  # the loader's threads run
     closer = threading.Timer(0.3, loader.close)
     closer.start()
     with pytest.raises(StopIteration):
@@ -179,7 +182,9 @@ def test_close_from_another_thread_ends_a_waiting_next(pair):
             next(loader)
     closer.join(5)
     assert not closer.is_alive()
-    assert loader._pipeline.threads_alive == 0
+    # The threads are gone from the process (threads_alive is 0 after any close: close
+    # empties the list it counts).
+    assert rust_threads_after_join(before) <= before, rust_threads()
 
 
 def test_garbage_collected_loader_stops(pair):
@@ -228,14 +233,18 @@ def test_any_dataset_object_works(pair, loaderx):
     """Objects with __len__/__getitems__ (here: loaderx's Dataset) take the Python path."""
     d, l, data = pair
     ref_d, ref_l = loaderx.Dataset(d.path), loaderx.Dataset(l.path)
+    before = len(rust_threads())
     try:
         with DataLoader(ref_d, ref_l, batch_size=16, num_workers=2) as loader:
             for batch in itertools.islice(loader, 5):
                 np.testing.assert_array_equal(batch["data"], data[batch["label"]])
-        assert loader._pipeline.threads_alive == 0
+            assert len(rust_threads()) > before
     finally:
         ref_d.close()
         ref_l.close()
+    # Counted once loaderx's datasets are closed: the threads loaderx starts for its gathers
+    # inherit the name of the loader worker that started them and live as long as those.
+    assert rust_threads_after_join(before) <= before, rust_threads()
 
 
 class Numbers:
@@ -267,6 +276,7 @@ def test_a_python_dataset_is_read_by_the_native_loader(pair):
     one of Python threads); an exception is raised by next() for its batch only, and
     states resume as for stores."""
     data, labels = Numbers(fail_on=35), Numbers()
+    before = len(rust_threads())
     loader = DataLoader(data, labels, batch_size=10, num_workers=3, mode=Sampler.Mode.SEQUENTIAL)
     assert [next(loader)["label"][0] for _ in range(3)] == [0, 10, 20]
     with pytest.raises(KeyError, match="no sample 35"):
@@ -274,8 +284,9 @@ def test_a_python_dataset_is_read_by_the_native_loader(pair):
     b = next(loader)  # the failed batch counts as passed
     np.testing.assert_array_equal(b["data"], np.arange(40, 50))
     state = loader.state_dict()
+    assert len(rust_threads()) > before
     loader.close()
-    assert loader._pipeline.threads_alive == 0
+    assert rust_threads_after_join(before) <= before, rust_threads()
     names = data.threads | labels.threads
     assert names and all(n.startswith("zrecord-loader-") for n in names), names
     with DataLoader(Numbers(), Numbers(), batch_size=5, num_workers=0, mode=0, state=state,
