@@ -257,9 +257,11 @@ fn a_cache_directory_serves_the_next_run_and_never_wrong_bytes() {
 #[test]
 fn batches_ahead_are_in_flight_while_a_far_store_answers() {
     // 20 ms before every GET (object_store's ThrottledStore): a batch of 64 random 4 KiB
-    // records needs about 60 requests. One worker reading one batch at a time does at most
-    // one batch per round trip (50/s); the read-ahead keeps later batches' requests in
-    // flight too. Measured (release, two workers): 300-333 batches/s, 0 ms: 2,000-2,250/s.
+    // records needs about 60 requests. One worker reading one batch at a time cannot do
+    // more than one batch per round trip (50/s, whatever the CPU); only requests for later
+    // batches already in flight (the read-ahead) beat that. Measured: 109/s on a quiet
+    // machine, 56-74/s in a debug build beside a full test run; release with two workers
+    // 300-333/s (0 ms: 2,000-2,250/s).
     let dir = tempfile::tempdir().unwrap();
     let (n, record) = (8000u64, 4096u64);
     let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
@@ -286,5 +288,5 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
         runs.push((batches, rate));
     }
     assert!(runs[0].0 == runs[1].0, "latency changed the batches");
-    assert!(runs[1].1 >= 75.0, "{:.0} batches/s at 20 ms: the batches ahead were not in flight", runs[1].1);
+    assert!(runs[1].1 > 52.0, "{:.0} batches/s at 20 ms: the batches ahead were not in flight", runs[1].1);
 }
