@@ -442,3 +442,16 @@ impl HandleLocks {
 }
 
 pub use zrecord_core::io::LockMode as Mode;
+
+/// Opens (creating) the empty lock file `path` and takes an exclusive `flock` on it without
+/// waiting: `Ok(None)` when another open file holds it (another process, or another handle
+/// here). The lock lasts as long as the returned file. Dataset writers and cache
+/// directories use it; stores use the byte-range locks above.
+pub fn try_exclusive(path: &Path) -> io::Result<Option<File>> {
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}

@@ -118,19 +118,9 @@ impl DatasetWriter {
         let created = !path.exists();
         std::fs::create_dir_all(&path).map_err(io_at(&path, "create"))?;
         let lock_path = path.join(WRITE_LOCK_FILE);
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_at(&lock_path, "open"))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(bad(Error::Locked(format!("another writer is adding to {}", path.display()))));
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_at(&lock_path, "lock")(e)),
-        }
+        let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? else {
+            return Err(bad(Error::Locked(format!("another writer is adding to {}", path.display()))));
+        };
         let manifest_path = path.join(MANIFEST_FILE);
         let manifest = if manifest_path.exists() {
             let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)

@@ -103,23 +103,13 @@ impl DiskCache {
     pub fn open(dir: &Path, limit: u64) -> Result<Arc<DiskCache>, IoError> {
         std::fs::create_dir_all(dir).map_err(io(dir, "create cache directory"))?;
         let lock_path = dir.join(LOCK_FILE);
-        let lock_file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path, "open"))?;
-        match lock_file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(IoError::new(
-                    IoErrorKind::Other,
-                    format!("open cache directory {}", dir.display()),
-                    "another process is using it; give each process (each rank) a cache directory of its own",
-                ))
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock_path, "lock")(e)),
-        }
+        let Some(lock_file) = crate::lock::try_exclusive(&lock_path).map_err(io(&lock_path, "lock"))? else {
+            return Err(IoError::new(
+                IoErrorKind::Other,
+                format!("open cache directory {}", dir.display()),
+                "another process is using it; give each process (each rank) a cache directory of its own",
+            ));
+        };
         check_version(dir)?;
         let cache = Arc::new(DiskCache {
             dir: dir.to_path_buf(),
