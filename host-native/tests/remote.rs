@@ -257,11 +257,12 @@ fn a_cache_directory_serves_the_next_run_and_never_wrong_bytes() {
 #[test]
 fn batches_ahead_are_in_flight_while_a_far_store_answers() {
     // 20 ms before every GET (object_store's ThrottledStore): a batch of 64 random 4 KiB
-    // records needs about 60 requests. One worker reading one batch at a time cannot do
-    // more than one batch per round trip (50/s, whatever the CPU); only requests for later
-    // batches already in flight (the read-ahead) beat that. Measured: 109/s on a quiet
-    // machine, 56-74/s in a debug build beside a full test run; release with two workers
-    // 300-333/s (0 ms: 2,000-2,250/s).
+    // records needs about 60 requests. One worker reading one batch at a time has at most
+    // one batch's requests in flight; the read-ahead sends later batches' too. Throughput
+    // is the point (109 batches/s on a quiet machine where one batch per round trip would
+    // be 50; release with two workers 300-333/s, 0 ms 2,000-2,250/s), but it moves with
+    // the machine's load (46-74/s in a debug build beside a full test run), so the test
+    // holds the cause: requests of several batches in flight at once.
     let dir = tempfile::tempdir().unwrap();
     let (n, record) = (8000u64, 4096u64);
     let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
@@ -284,9 +285,10 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
         }
         let rate = 100.0 / began.elapsed().as_secs_f64();
         loader.close();
-        eprintln!("{url}: {rate:.0} batches/s");
-        runs.push((batches, rate));
+        let most = far.remote_stats().unwrap().most_in_flight;
+        eprintln!("{url}: {rate:.0} batches/s, at most {most} requests in flight");
+        runs.push((batches, most));
     }
     assert!(runs[0].0 == runs[1].0, "latency changed the batches");
-    assert!(runs[1].1 > 52.0, "{:.0} batches/s at 20 ms: the batches ahead were not in flight", runs[1].1);
+    assert!(runs[1].1 >= 2 * 64, "at most {} requests in flight at 20 ms: no batch ahead was", runs[1].1);
 }

@@ -63,6 +63,10 @@ pub struct RemoteStats {
     pub retries: AtomicU64,
     /// Reads served from bytes already fetched.
     pub hits: AtomicU64,
+    /// Requests sent and not answered yet.
+    pub in_flight: AtomicU64,
+    /// The most requests that were ever in flight at once.
+    pub most_in_flight: AtomicU64,
 }
 
 /// A snapshot of [`RemoteStats`].
@@ -80,6 +84,8 @@ pub struct RemoteCounts {
     pub disk_hits: u64,
     /// Bytes read from the cache directory instead of the network.
     pub disk_bytes: u64,
+    /// The most requests that were in flight at once.
+    pub most_in_flight: u64,
 }
 
 impl RemoteStats {
@@ -90,6 +96,7 @@ impl RemoteStats {
             bytes: self.bytes.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             hits: self.hits.load(Ordering::Relaxed),
+            most_in_flight: self.most_in_flight.load(Ordering::Relaxed),
             ..RemoteCounts::default()
         }
     }
@@ -287,7 +294,11 @@ impl Remote {
         let mut wait = BACKOFF;
         for n in 1..=ATTEMPTS {
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
-            match attempt().await {
+            let now = self.stats.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+            self.stats.most_in_flight.fetch_max(now, Ordering::Relaxed);
+            let answer = attempt().await;
+            self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+            match answer {
                 Ok(v) => return Ok(v),
                 Err(e) if n < ATTEMPTS && transient(&e) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
