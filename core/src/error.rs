@@ -307,6 +307,22 @@ pub enum FormatError {
         /// The other.
         b: u32,
     },
+    /// The live records of a chunk claim more stored bytes than were ever written to it:
+    /// their entries overlap (many entries pointing at one payload, a decompression bomb),
+    /// which no writer produces. Refused before any record is read, so a hostile table
+    /// cannot make a scan decode the same bytes over and over.
+    #[error(
+        "the records of chunk {chunk}.zr claim {claimed} stored bytes, more than the {written} bytes \
+         written to it: their table entries overlap"
+    )]
+    ImpossibleTable {
+        /// The chunk id.
+        chunk: u16,
+        /// Sum of the stored lengths of its live records.
+        claimed: u64,
+        /// How far the chunk was written.
+        written: u64,
+    },
     /// A delete was interrupted (its journal, `delete.zrj`, is still there) and a
     /// read-only handle cannot finish it.
     #[error("an interrupted delete must be finished first: open the store writable once")]
