@@ -393,6 +393,9 @@ impl<B: Backend> Store<B> {
     /// Decodes one checked entry's record into `dst` (exactly its logical length) and
     /// checks its stored bytes against its checksum as `verify` asks. Returns whether a
     /// checksum was checked. On an error `dst` holds no promised bytes.
+    // The record, where its bytes go, the caller's scratch and mode, and what it read ahead:
+    // one read, whose inputs do not belong together anywhere else.
+    #[allow(clippy::too_many_arguments)]
     fn read_record(
         &self,
         index: u32,
