@@ -280,6 +280,72 @@ pub fn create_missing_dirs(dir: &Path) -> Result<alloc::vec::Vec<PathBuf>, (Path
 mod tests {
     use super::*;
 
+    /// Runs `f` on a thread and fails if it has not finished in 10 s: a call that blocks on
+    /// a FIFO must show as a failure, not hang the suite.
+    #[cfg(unix)]
+    fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10)).expect("blocked on a FIFO for 10 s")
+    }
+
+    #[cfg(unix)]
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(alloc::format!("zrecord-std-dir-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("schema.json");
+        let ok = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(ok.success());
+        let d = StoreDir::new(&dir);
+        let err = within_10s(move || d.read_side_file("schema.json")).unwrap_err();
+        assert_eq!(err.kind, IoErrorKind::NotRegularFile, "{err}");
+        let err = within_10s(move || open_regular(OpenOptions::new().read(true), &fifo)).unwrap_err();
+        assert_eq!(IoError::from_std(err, "open").kind, IoErrorKind::NotRegularFile);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_oversized_side_file_is_refused_unread() {
+        let dir = scratch("cap");
+        let f = std::fs::File::create(dir.join("schema.json")).unwrap();
+        f.set_len(crate::schema::MAX_SCHEMA_LEN + 1).unwrap(); // sparse: costs nothing
+        let err = StoreDir::new(&dir).read_side_file("schema.json").unwrap_err();
+        assert!(err.message.contains("over the 1048576-byte limit"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_out_of_the_store_are_refused_unless_followed() {
+        let dir = scratch("links");
+        let (store, outside) = (dir.join("store"), dir.join("outside.json"));
+        std::fs::create_dir(&store).unwrap();
+        std::fs::write(&outside, b"secret").unwrap();
+        std::fs::write(store.join("inner.json"), b"ok").unwrap();
+        std::os::unix::fs::symlink(&outside, store.join("schema.json")).unwrap();
+        std::os::unix::fs::symlink("inner.json", store.join("x.json")).unwrap();
+        std::os::unix::fs::symlink("loop.json", store.join("loop.json")).unwrap();
+        let strict = StoreDir::new(&store).follow_links(false);
+        let err = strict.read_side_file("schema.json").unwrap_err();
+        assert_eq!(err.kind, IoErrorKind::OutsideStore, "{err}");
+        assert_eq!(strict.read_side_file("x.json").unwrap().as_deref(), Some(&b"ok"[..]));
+        assert_eq!(StoreDir::new(&store).read_side_file("schema.json").unwrap().as_deref(), Some(&b"secret"[..]));
+        let err = StoreDir::new(&store).read_side_file("loop.json").unwrap_err();
+        assert_eq!((err.kind, err.message.as_str()), (IoErrorKind::SymlinkLoop, "too many levels of symbolic links"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn side_files_are_replaced_whole_and_leave_no_temporary_behind() {
         let dir = std::env::temp_dir().join(alloc::format!("zrecord-std-dir-{}", std::process::id()));
