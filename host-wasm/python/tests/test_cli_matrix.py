@@ -340,3 +340,32 @@ def test_a_huge_timeout_is_a_usage_error(zr_wasm, run, tmp_path):
     p = run(zr_wasm, "--timeout", "99999999999999999999", "inspect", tmp_path, check=False)
     assert p.returncode == 2 and p.stderr.startswith("zr-wasm: error: --timeout takes at most"), p.stderr
     assert "panicked" not in p.stderr
+
+
+def test_permission_denied_reads_the_same(base, native, zr_wasm, tmp_path):
+    """EACCES is errno 13 on Linux and 2 under WASI: both CLIs must print the table's words
+    ("permission denied"), not "(os error N)". Root is never denied: as root, the commands
+    run as nobody (setpriv) in a directory nobody may enter."""
+    import tempfile
+
+    as_user = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: EACCES cannot be produced")
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    root = Path(tempfile.mkdtemp(prefix="zr-perm-"))
+    try:
+        root.chmod(0o777)
+        env = dict(os.environ, ZR_WASM_CACHE=str(root / "cache"), HOME=str(root))
+        got = {}
+        for name, exe in (("native", native), ("wasm", zr_wasm)):
+            d = root / name
+            shutil.copytree(base, d, copy_function=copy_sparse)
+            subprocess.run(["chmod", "-R", "a+rwX", d], check=True)
+            (d / "good.zr" / "0.zr").chmod(0)
+            p = subprocess.run([*as_user, str(exe), "verify", "good.zr"], cwd=d, capture_output=True, text=True, env=env)
+            got[name] = (p.returncode, p.stdout, p.stderr)
+            assert p.returncode == 2 and "permission denied" in p.stderr and "os error" not in p.stderr, got[name]
+        assert got["wasm"] == got["native"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
