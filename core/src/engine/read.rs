@@ -223,15 +223,17 @@ fn read_shard<B: Backend>(shard: &mut ReadShard<'_, '_, '_, B>) {
     });
     for group in groups {
         let (store, first) = (jobs[group.start].store, jobs[group.start].index);
-        let locs: Vec<RecordLoc> = jobs[group.clone()].iter().map(|j| j.loc).collect();
-        let refs: Vec<&RecordLoc> = locs.iter().collect();
-        let base = store.chunk(locs[0].chunk_id).ok().and_then(|f| table::read_span(f, &refs, span));
-        let consecutive = jobs[group.clone()].iter().enumerate().all(|(k, j)| j.index == first.wrapping_add(k as u32));
+        let (head, last) = (&jobs[group.start].loc, &jobs[group.end - 1].loc);
+        let base = store.chunk(head.chunk_id).ok().and_then(|f| table::read_span(f, head, last, span));
         slots.clear();
-        if base.is_some() && consecutive && store.verify != Verify::Never {
-            if let Err(e) = store.slots_into(first, &locs, slots) {
-                *failed = Some((jobs[group.start].source, e));
-                return;
+        if base.is_some() && store.verify != Verify::Never {
+            let run = &jobs[group.clone()];
+            if run.iter().enumerate().all(|(k, j)| j.index == first.wrapping_add(k as u32)) {
+                let locs: Vec<RecordLoc> = run.iter().map(|j| j.loc).collect();
+                if let Err(e) = store.slots_into(first, &locs, slots) {
+                    *failed = Some((jobs[group.start].source, e));
+                    return;
+                }
             }
         }
         for k in group.clone() {
@@ -500,8 +502,8 @@ impl<B: Backend> Store<B> {
             (key, u64::from(e.offset), u64::from(e.phys_length))
         });
         for group in groups {
-            let refs: Vec<&RecordLoc> = locs[group.clone()].iter().collect();
-            let base = self.chunk(refs[0].chunk_id).ok().and_then(|f| table::read_span(f, &refs, &mut span));
+            let (head, last) = (&locs[group.start], &locs[group.end - 1]);
+            let base = self.chunk(head.chunk_id).ok().and_then(|f| table::read_span(f, head, last, &mut span));
             for k in group {
                 let (index, loc) = (range.start + k as u32, &locs[k]);
                 if skip(loc) {

@@ -150,14 +150,19 @@ pub(super) fn spans(n: usize, place: impl Fn(usize) -> (u64, u64, u64)) -> Vec<R
     out
 }
 
-/// The stored bytes of a run of records (one of [`spans`]), read with one call, or `None`
-/// when the chunk is mapped (each record is then read from the map) or the span cannot be
-/// read whole (each record is then read on its own, to get its own error).
-pub(super) fn read_span<F: StorageFile>(file: &F, locs: &[&RecordLoc], buf: &mut Vec<u8>) -> Option<u64> {
-    let (first, last) = (locs.first()?, locs.last()?);
+/// The stored bytes of a run of records (one of [`spans`]) from `first` to `last`, read
+/// with one call, or `None` when the run is one record, the chunk is mapped (each record is
+/// then read from the map) or the span cannot be read whole (each record is then read on
+/// its own, to get its own error).
+pub(super) fn read_span<F: StorageFile>(
+    file: &F,
+    first: &RecordLoc,
+    last: &RecordLoc,
+    buf: &mut Vec<u8>,
+) -> Option<u64> {
     let start = u64::from(first.offset);
     let end = u64::from(last.offset) + u64::from(last.phys_length);
-    if locs.len() < 2 || file.view().is_some_and(|v| v.len() as u64 >= end) {
+    if core::ptr::eq(first, last) || file.view().is_some_and(|v| v.len() as u64 >= end) {
         return None;
     }
     buf.clear();
