@@ -23,7 +23,7 @@ use alloc::vec::Vec;
 use crate::codec::{Codec, CodecPolicy};
 use crate::engine::{Store, Verify, Writer};
 use crate::error::{Error, FormatError};
-use crate::io::{Backend, Parallel, StorageFile};
+use crate::io::{Backend, LockMode, Parallel, StorageFile};
 use crate::tools;
 
 mod dataset;
@@ -82,6 +82,10 @@ usage:
                                 write each field of a dataset of named fields as NAME.npy
                                 (and NAME_offsets.npy) into the new directory OUT, or an .npz
   zr --help | --version
+
+native zr only:
+  --follow-symlinks             open store files that are symbolic links leading out of
+                                the store (refused by default)
 
 exit status: 0 done, 1 verify found bad records, 2 error or bad arguments";
 
@@ -477,6 +481,28 @@ impl Command {
             Command::Pull { output, .. } => alloc::vec![(output.as_str(), Role::StoreOut)],
             Command::Help | Command::Version => Vec::new(),
         }
+    }
+
+    /// The locks the engine takes on each store this command works on, which a front end
+    /// whose command runs where it cannot take them (`zr-wasm`: WASI has no file locks)
+    /// takes on the command's behalf, on the store's meta.zr, for the whole run: presence
+    /// ([`LockMode::Shared`]) on every store it reads, the appender lock for `convert` into
+    /// an existing store and `verify --seal`, the exclusive lock for `delete` and `compact`.
+    /// A new store (`convert` into a missing directory) needs none: no one else can have
+    /// it open.
+    pub fn locks(&self) -> Vec<(&str, LockMode)> {
+        let mut out = Vec::new();
+        for (path, role) in self.paths() {
+            let extra = match (self, role) {
+                (Command::Delete { .. } | Command::Compact { .. }, _) => Some(LockMode::Exclusive),
+                (Command::Verify { seal: true, .. }, _) | (_, Role::StoreOut) => Some(LockMode::Appender),
+                (_, Role::StoreRead) => None,
+                _ => continue,
+            };
+            out.push((path, LockMode::Shared));
+            out.extend(extra.map(|m| (path, m)));
+        }
+        out
     }
 
     /// The same command with every path replaced by `f(path, role)`.
@@ -1116,6 +1142,21 @@ mod tests {
         assert_eq!(PathNote::shown(&notes, "/store/meta.zr"), "data/train.zr/meta.zr");
         assert_eq!(PathNote::shown(&notes, "/storex"), "/storex");
         assert_eq!(PathNote::shown(&notes, "/out/x.npy"), "x.npy");
+    }
+
+    #[test]
+    fn locks_are_the_engines() {
+        let locks = |s: &str| {
+            Command::parse(&args(s)).unwrap().locks().iter().map(|&(p, m)| (p.to_string(), m)).collect::<Vec<_>>()
+        };
+        let l = |p: &str, m| (p.to_string(), m);
+        assert_eq!(locks("inspect s"), vec![l("s", LockMode::Shared)]);
+        assert_eq!(locks("export s o.npy"), vec![l("s", LockMode::Shared)]);
+        assert_eq!(locks("delete s 1"), vec![l("s", LockMode::Shared), l("s", LockMode::Exclusive)]);
+        assert_eq!(locks("compact s"), vec![l("s", LockMode::Shared), l("s", LockMode::Exclusive)]);
+        assert_eq!(locks("verify s --seal"), vec![l("s", LockMode::Shared), l("s", LockMode::Appender)]);
+        assert_eq!(locks("convert a.npy s"), vec![l("s", LockMode::Shared), l("s", LockMode::Appender)]);
+        assert!(locks("--help").is_empty());
     }
 
     #[test]

@@ -445,9 +445,29 @@ fn libdeflate_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
 /// libdeflate path is tested against.
 #[cfg_attr(feature = "libdeflate", allow(dead_code))]
 fn miniz_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
-    let mut state = DecompressorOxide::new();
+    #[cfg(feature = "std")]
+    {
+        std::thread_local! {
+            // About 11 KiB of tables: zeroing a new one cost more than inflating a small
+            // record (the wasm guest's verify of 2^18 64-byte records spent a quarter of
+            // its time there). `init` makes it ready for a new stream, as flate2's reset does.
+            static STATE: core::cell::RefCell<alloc::boxed::Box<DecompressorOxide>> =
+                core::cell::RefCell::new(alloc::boxed::Box::default());
+        }
+        STATE.with(|state| {
+            let mut state = state.borrow_mut();
+            state.init();
+            miniz_run(&mut state, src, dst)
+        })
+    }
+    #[cfg(not(feature = "std"))]
+    miniz_run(&mut DecompressorOxide::new(), src, dst)
+}
+
+#[cfg_attr(feature = "libdeflate", allow(dead_code))]
+fn miniz_run(state: &mut DecompressorOxide, src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
-    let (status, _consumed, produced) = decompress(&mut state, src, dst, 0, flags);
+    let (status, _consumed, produced) = decompress(state, src, dst, 0, flags);
     match status {
         TINFLStatus::Done if produced == dst.len() => Ok(()),
         TINFLStatus::Done => Err(DecodeError::TooShort { produced, logic: dst.len() as u32 }),

@@ -307,6 +307,22 @@ pub enum FormatError {
         /// The other.
         b: u32,
     },
+    /// The live records of a chunk claim more stored bytes than were ever written to it:
+    /// their entries overlap (many entries pointing at one payload, a decompression bomb),
+    /// which no writer produces. Refused before any record is read, so a hostile table
+    /// cannot make a scan decode the same bytes over and over.
+    #[error(
+        "the records of chunk {chunk}.zr claim {claimed} stored bytes, more than the {written} bytes \
+         written to it: their table entries overlap"
+    )]
+    ImpossibleTable {
+        /// The chunk id.
+        chunk: u16,
+        /// Sum of the stored lengths of its live records.
+        claimed: u64,
+        /// How far the chunk was written.
+        written: u64,
+    },
     /// A delete was interrupted (its journal, `delete.zrj`, is still there) and a
     /// read-only handle cannot finish it.
     #[error("an interrupted delete must be finished first: open the store writable once")]
@@ -388,8 +404,39 @@ pub enum IoErrorKind {
     UnexpectedEof,
     /// A previous sync failed, so the handle refuses further writes.
     Poisoned,
+    /// Something other than a regular file (a FIFO, a device, a socket) where a store file
+    /// or an input file belongs: refused before it is read, since reading a FIFO can wait
+    /// forever.
+    NotRegularFile,
+    /// A loop of symbolic links.
+    SymlinkLoop,
+    /// A store file that is a symbolic link leading out of the store (refused by the
+    /// native `zr` unless `--follow-symlinks`, and always by `zr-wasm`'s sandbox).
+    OutsideStore,
     /// Anything else.
     Other,
+}
+
+impl IoErrorKind {
+    /// The one message every host prints for this kind, whatever its OS calls it or numbers
+    /// it (a permission error is errno 13 on Linux and 2 under WASI): `zr` and `zr-wasm`
+    /// print the same line. `None` for [`IoErrorKind::Other`], whose message is the OS's
+    /// own words without their number.
+    pub fn message(self) -> Option<&'static str> {
+        Some(match self {
+            IoErrorKind::NotFound => "no such file or directory",
+            IoErrorKind::PermissionDenied => "permission denied",
+            IoErrorKind::StorageFull => "no space left on the device",
+            IoErrorKind::UnexpectedEof => "the file ends before the bytes asked for",
+            IoErrorKind::Poisoned => "an earlier write or sync failed; reopen the store",
+            IoErrorKind::NotRegularFile => "not a regular file (a FIFO, a device or a socket)",
+            IoErrorKind::SymlinkLoop => "too many levels of symbolic links",
+            IoErrorKind::OutsideStore => {
+                "a symbolic link leading out of the store (the native zr follows it with --follow-symlinks)"
+            }
+            IoErrorKind::Other => return None,
+        })
+    }
 }
 
 /// A failed file operation, with what was being done and the OS's reason.
@@ -399,7 +446,8 @@ pub struct IoError {
     pub kind: IoErrorKind,
     /// What was being done, e.g. `write 3.zr at 4096`.
     pub context: String,
-    /// The OS's message, e.g. `No space left on device (os error 28)`.
+    /// Why, from the table every host shares ([`IoErrorKind::message`]), e.g. `no space
+    /// left on the device`.
     pub message: String,
 }
 
@@ -414,17 +462,80 @@ impl IoError {
 impl IoError {
     /// Converts a `std::io::Error` from a host's file call, naming what was being done. The
     /// one mapping of OS error kinds every std host (native, wasm guest) shares.
+    ///
+    /// The message comes from [`IoErrorKind::message`], so it is the same on every host; an
+    /// error of no listed kind keeps the OS's words without " (os error N)", whose number
+    /// differs between hosts. An error made by zrecord itself (`io::Error::other` with an
+    /// [`IoErrorKind`] message) keeps its kind.
     pub fn from_std(e: std::io::Error, context: impl Into<String>) -> Self {
         use std::io::ErrorKind as K;
+        let os = e.raw_os_error();
         let kind = match e.kind() {
+            _ if os.is_some() && os == loop_errno() => IoErrorKind::SymlinkLoop,
+            _ if os.is_some() && os == escape_errno() => IoErrorKind::OutsideStore,
             K::NotFound => IoErrorKind::NotFound,
             K::PermissionDenied | K::ReadOnlyFilesystem => IoErrorKind::PermissionDenied,
             K::StorageFull | K::QuotaExceeded => IoErrorKind::StorageFull,
             K::UnexpectedEof => IoErrorKind::UnexpectedEof,
-            _ => IoErrorKind::Other,
+            _ => {
+                let text = alloc::string::ToString::to_string(&e);
+                let ours = IoErrorKind::TABLE.iter().find(|k| k.message() == Some(text.as_str()));
+                match ours {
+                    Some(&k) => k,
+                    None => {
+                        let words = text.find(" (os error ").map_or(text.as_str(), |at| &text[..at]);
+                        return IoError::new(IoErrorKind::Other, context, words);
+                    }
+                }
+            }
         };
-        IoError::new(kind, context, alloc::string::ToString::to_string(&e))
+        IoError::new(kind, context, kind.message().unwrap_or_default())
     }
+
+    /// A `std::io::Error` of `kind`, for a host's own refusals (a FIFO, a link out of the
+    /// store) made where a `std::io::Error` is expected; [`IoError::from_std`] gives back
+    /// the kind.
+    pub fn std_error(kind: IoErrorKind) -> std::io::Error {
+        std::io::Error::other(kind.message().unwrap_or("I/O error"))
+    }
+}
+
+impl IoErrorKind {
+    /// Every kind with a message of its own.
+    pub const TABLE: &'static [IoErrorKind] = &[
+        IoErrorKind::NotFound,
+        IoErrorKind::PermissionDenied,
+        IoErrorKind::StorageFull,
+        IoErrorKind::UnexpectedEof,
+        IoErrorKind::Poisoned,
+        IoErrorKind::NotRegularFile,
+        IoErrorKind::SymlinkLoop,
+        IoErrorKind::OutsideStore,
+    ];
+}
+
+/// ELOOP, which `std::io::ErrorKind` names only on nightly: 40 on Linux, 32 under WASI.
+#[cfg(all(feature = "std", any(unix, target_os = "wasi")))]
+fn loop_errno() -> Option<i32> {
+    Some(libc::ELOOP)
+}
+
+/// What the wasm guest gets when its sandbox refuses a path that leads out of a preopened
+/// directory (a `..` or a symbolic link): wasmtime answers `not-permitted` (EPERM), which
+/// nothing else in the guest's file calls produces. Natively EPERM means other things.
+#[cfg(all(feature = "std", target_os = "wasi"))]
+fn escape_errno() -> Option<i32> {
+    Some(libc::EPERM)
+}
+
+#[cfg(all(feature = "std", not(target_os = "wasi")))]
+fn escape_errno() -> Option<i32> {
+    None
+}
+
+#[cfg(all(feature = "std", not(any(unix, target_os = "wasi"))))]
+fn loop_errno() -> Option<i32> {
+    None
 }
 
 impl fmt::Display for IoError {

@@ -92,6 +92,78 @@ pub enum LockMode {
     Exclusive,
 }
 
+impl LockMode {
+    /// Every mode, in the order a handle takes them.
+    pub const ALL: [LockMode; 3] = [LockMode::Shared, LockMode::Appender, LockMode::Exclusive];
+
+    /// The error of a handle refused `self` because another handle (of this process or
+    /// another) holds the store: the same words from every host.
+    pub fn refused(self) -> Error {
+        let what = match self {
+            LockMode::Shared => "another handle is deleting from or compacting this store",
+            LockMode::Appender => "another handle is appending to this store",
+            LockMode::Exclusive => "delete and compact need the only open handle, and another is open",
+        };
+        Error::Locked(alloc::format!("{what}; close the other handle or wait for it to finish"))
+    }
+
+    /// The byte of meta.zr whose lock stands for this mode (`docs/format.md`, "Locks"): a
+    /// read lock on byte 0 for [`LockMode::Shared`], a write lock on byte 0 for
+    /// [`LockMode::Exclusive`], a write lock on byte 1 for [`LockMode::Appender`].
+    pub fn byte(self) -> u64 {
+        match self {
+            LockMode::Shared | LockMode::Exclusive => 0,
+            LockMode::Appender => 1,
+        }
+    }
+
+    /// Whether the lock on [`LockMode::byte`] is a write lock.
+    pub fn writes(self) -> bool {
+        self != LockMode::Shared
+    }
+}
+
+/// What the handles of one process hold on one store, counted: POSIX record locks do not
+/// exclude handles of the same process, so a host counts them and lets the counts decide
+/// (the native host across its handles, the wasm guest across the handles an embedder such
+/// as JavaScript opens in one instance).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockCounts {
+    /// Handles holding presence ([`LockMode::Shared`]).
+    pub holders: u32,
+    /// One handle is deleting or compacting.
+    pub exclusive: bool,
+    /// One handle is the appender.
+    pub appender: bool,
+}
+
+impl LockCounts {
+    /// Whether a handle that holds presence (or asks for it) may take `mode` as far as
+    /// this process's other handles go; the error to return if not.
+    pub fn allows(&self, mode: LockMode) -> Result<(), Error> {
+        let free = match mode {
+            LockMode::Shared => !self.exclusive,
+            LockMode::Exclusive => self.holders == 1,
+            LockMode::Appender => !self.appender,
+        };
+        if free {
+            Ok(())
+        } else {
+            Err(mode.refused())
+        }
+    }
+
+    /// Records that a handle took (`held` true) or gave back `mode`.
+    pub fn set(&mut self, mode: LockMode, held: bool) {
+        match mode {
+            LockMode::Shared if held => self.holders += 1,
+            LockMode::Shared => self.holders = self.holders.saturating_sub(1),
+            LockMode::Exclusive => self.exclusive = held,
+            LockMode::Appender => self.appender = held,
+        }
+    }
+}
+
 /// The store directory: meta.zr, chunk files, and small side files such as `schema.json`.
 pub trait Backend: Send + Sync {
     /// The host's file type.
@@ -129,8 +201,11 @@ pub trait Backend: Send + Sync {
     fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
         self.write_side_file(name, &[])
     }
-    /// Takes the directory in `mode`, or fails at once with [`Error::Locked`]. Hosts without
-    /// inter-process locking (the wasm guest) keep the default, which grants everything.
+    /// Takes the directory in `mode`, or fails at once with [`Error::Locked`]. The wasm
+    /// guest counts its own handles ([`LockCounts`]); the process that runs it (`zr-wasm`)
+    /// takes the inter-process locks a command needs on its behalf
+    /// (`zrecord_core::cli::Command::locks`). Hosts with no locking at all (tests) keep the
+    /// default, which grants everything.
     fn lock(&self, mode: LockMode) -> Result<(), Error> {
         let _ = mode;
         Ok(())

@@ -12,6 +12,9 @@ use crate::error::FormatError;
 
 /// File name inside the store directory.
 pub const SCHEMA_FILE: &str = "schema.json";
+/// The most bytes a `schema.json` may have (1 MiB): one sample's dtype and shape take a few
+/// hundred, and a larger file is refused before it is read (`docs/format.md`, "schema.json").
+pub const MAX_SCHEMA_LEN: u64 = 1 << 20;
 /// The `format` value of a dataset schema.
 pub const FORMAT: &str = "loaderx-zrecord";
 

@@ -307,3 +307,37 @@ fn a_forged_journal_is_ignored_unless_it_matches() {
         assert!(b.read_side_file("delete.zrj").unwrap().is_none(), "stale journal kept");
     }
 }
+
+/// A decompression bomb: every table entry points at the same small DEFLATE payload, so a
+/// store of a few KiB claims far more decoded bytes than its chunks could hold. `verify` and
+/// `export` refuse it before they decode a record (on 2^24 entries over one 4.6 KB payload
+/// of 1 MiB of zeros, `zr export` started writing 16 TiB); `inspect` reports it.
+#[test]
+fn overlapping_entries_are_refused_before_any_record_is_read() {
+    let b = MemBackend::new();
+    let (s, mut w) = Store::open(b.clone(), Options::default()).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    s.append(&mut w, &Batch::Fixed { src: &zeros, count: 1, item_len: zeros.len() }, Codec::Flate, &Serial).unwrap();
+    tools::schema_for_append(&s, "|u1", &[1 << 20], Codec::Flate).unwrap();
+    drop((s, w));
+    let bomb: u32 = 4096;
+    let e0 = entry(&b, 0);
+    assert!(e0.phys_length < 8192, "one MiB of zeros deflates to a few KiB: {e0:?}");
+    let mut table = Vec::new();
+    for _ in 0..bomb {
+        table.extend_from_slice(&e0.encode());
+    }
+    meta(&b).write_at(entry_offset(0), &table).unwrap();
+    set_header(&b, |h| h[12..16].copy_from_slice(&bomb.to_le_bytes()));
+    let s = open_ro(&b).unwrap();
+    let impossible = |e: &Error| matches!(e, Error::Format(FormatError::ImpossibleTable { chunk: 0, .. }));
+    let err = tools::verify(&s, &Serial, &mut |_, _| {}).unwrap_err();
+    assert!(impossible(&err), "{err}");
+    let out = zrecord_core::io::mem::MemFile::default();
+    let mut decoded = 0u64;
+    let err = tools::export(&s, &out, 64 << 20, &Serial, &mut |d, _| decoded = d).unwrap_err();
+    assert!(impossible(&err), "{err}");
+    assert_eq!((decoded, out.len().unwrap()), (0, 0), "nothing decoded or written before the refusal");
+    let report = tools::inspect(&s).unwrap();
+    assert!(report.problems.iter().any(|p| p.contains("table entries overlap")), "{:?}", report.problems);
+}

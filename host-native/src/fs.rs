@@ -13,7 +13,7 @@ use crate::remote::file::{RemoteDir, RemoteFile};
 
 use memmap2::Mmap;
 use zrecord_core::error::{Error, IoError};
-use zrecord_core::io::std_dir::StoreDir;
+use zrecord_core::io::std_dir::{open_regular, StoreDir};
 use zrecord_core::io::{Backend, LockMode, StorageFile};
 
 /// Converts a std I/O error, naming what was being done.
@@ -41,7 +41,8 @@ impl NativeFile {
     /// Opens `path` read-write (creating it if `create`), or read-only, and maps it.
     pub fn open(path: &Path, create: bool, writable: bool, map: bool) -> Result<Option<Self>, IoError> {
         let name = path.display().to_string();
-        let file = match OpenOptions::new().read(true).write(writable).create(create && writable).open(path) {
+        let opts = OpenOptions::new().read(true).write(writable).create(create && writable).clone();
+        let file = match open_regular(&opts, path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
             Err(e) => return Err(io_err(e, format!("open {name}"))),
@@ -339,6 +340,19 @@ impl DirBackend {
         DirBackend { dir: StoreDir::new(&shown), writable: false, locks: HandleLocks::default(), remote: Some(dir) }
     }
 
+    /// Whether store files that are symbolic links leading out of the directory are
+    /// opened (the default) or refused (`zr` without `--follow-symlinks`); see
+    /// [`StoreDir::follow_links`].
+    pub fn follow_links(mut self, follow: bool) -> Self {
+        self.dir = self.dir.follow_links(follow);
+        self
+    }
+
+    /// Refuses `path` if it leads out of the store and links are not followed.
+    fn inside(&self, path: &Path) -> Result<(), IoError> {
+        self.dir.check_inside(path).map_err(|e| io_err(e, format!("open {}", path.display())))
+    }
+
     /// The object store directory this backend reads, if it is remote.
     pub fn remote_dir(&self) -> Option<&RemoteDir> {
         self.remote.as_ref()
@@ -364,6 +378,7 @@ impl Backend for DirBackend {
             return Ok(r.open_meta(create)?.map(NativeFile::of_remote));
         }
         let path = self.dir.meta_path();
+        self.inside(&path)?;
         let name = path.display().to_string();
         let Some(meta) = MetaFile::open(&path, create, self.writable).map_err(|e| io_err(e, format!("open {name}")))?
         else {
@@ -379,14 +394,18 @@ impl Backend for DirBackend {
         if let Some(r) = &self.remote {
             return Ok(r.open_chunk(id, create)?.map(NativeFile::of_remote));
         }
-        NativeFile::open(&self.dir.chunk_path(id), create, self.writable, true)
+        let path = self.dir.chunk_path(id);
+        self.inside(&path)?;
+        NativeFile::open(&path, create, self.writable, true)
     }
 
     fn open_aux(&self, name: &str, create: bool) -> Result<Option<NativeFile>, IoError> {
         if let Some(r) = &self.remote {
             return Ok(r.open_aux(name, create)?.map(NativeFile::of_remote));
         }
-        NativeFile::open(&self.dir.side_path(name), create, self.writable, true)
+        let path = self.dir.side_path(name);
+        self.inside(&path)?;
+        NativeFile::open(&path, create, self.writable, true)
     }
 
     fn remove_chunk(&self, id: u16) -> Result<(), IoError> {

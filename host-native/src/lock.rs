@@ -31,7 +31,6 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,29 +127,10 @@ fn watch_forks() {
     });
 }
 
-/// Sets or clears one byte-range lock without waiting. `Ok(false)` if another process
-/// holds a conflicting lock.
+/// Sets or clears one byte-range lock of this process without waiting. `Ok(false)` if
+/// another process holds a conflicting lock.
 fn set_lock(file: &File, kind: libc::c_int, byte: i64) -> io::Result<bool> {
-    // SAFETY: `flock` is a plain C struct of integers; all-zero is a valid value.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = byte;
-    fl.l_len = 1;
-    loop {
-        // SAFETY: F_SETLK reads the `flock` we pass by pointer and nothing else; the
-        // descriptor is owned by `file`, which outlives the call.
-        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &fl) };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(false),
-            _ => return Err(e),
-        }
-    }
+    zrecord_core::io::std_dir::set_lock(file, libc::F_SETLK, kind, byte as u64)
 }
 
 /// meta.zr, opened once per process and store and shared by every handle of the store in
@@ -196,7 +176,8 @@ impl MetaFile {
                 }
             }
             // No handle of this process has it open: nothing we close can drop a lock of ours.
-            let file = match OpenOptions::new().read(true).write(writable).create(create && writable).open(path) {
+            let opts = OpenOptions::new().read(true).write(writable).create(create && writable).clone();
+            let file = match zrecord_core::io::std_dir::open_regular(&opts, path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
                 Err(e) => return Err(e),
@@ -278,6 +259,10 @@ fn locked(what: &str) -> Error {
     Error::Locked(format!("{what}; close the other handle or wait for it to finish"))
 }
 
+fn refused(mode: Mode) -> Error {
+    mode.refused()
+}
+
 fn lock_io(e: io::Error) -> Error {
     Error::Io(zrecord_core::error::IoError::from_std(e, "lock meta.zr"))
 }
@@ -357,10 +342,10 @@ impl HandleLocks {
                     return Ok(());
                 }
                 if slot.exclusive {
-                    return Err(locked("another handle is deleting from or compacting this store"));
+                    return Err(refused(Mode::Shared));
                 }
                 if slot.holders == 0 && !set_lock(meta.file(), libc::F_RDLCK, PRESENCE).map_err(lock_io)? {
-                    return Err(locked("another handle is deleting from or compacting this store"));
+                    return Err(refused(Mode::Shared));
                 }
                 slot.holders += 1;
                 held.shared = true;
@@ -378,7 +363,7 @@ impl HandleLocks {
                 // Converting our read lock fails, leaving it in place, while any other
                 // process holds its own.
                 if !only || !set_lock(file, libc::F_WRLCK, PRESENCE).map_err(lock_io)? {
-                    return Err(locked("delete and compact need the only open handle, and another is open"));
+                    return Err(refused(Mode::Exclusive));
                 }
                 slot.exclusive = true;
                 held.exclusive = true;
@@ -390,7 +375,7 @@ impl HandleLocks {
                 let file =
                     meta.write_file().ok_or_else(|| Error::InvalidArgument("store was opened read-only".into()))?;
                 if slot.appender || !set_lock(file, libc::F_WRLCK, APPENDER).map_err(lock_io)? {
-                    return Err(locked("another handle is appending to this store"));
+                    return Err(refused(Mode::Appender));
                 }
                 slot.appender = true;
                 held.appender = true;

@@ -24,6 +24,8 @@
 //! - `compact`: **Compact**: the physical-order repack in synced batches through a park area.
 //! - `warm`: reading a store's used bytes once in file order ([`Store::warm`]), and when a
 //!   loader should ([`worth_warming`]).
+//! - `table`: reading the entries, checksum slots and stored bytes of many records with one
+//!   I/O call per range, for hosts that read through calls rather than a map.
 //! - `sums`: the checksum side file `checksums.zrc` (bytes: [`crate::format::sums`]): opening
 //!   or creating it, looking up a record's checksum, and sealing unchecked records.
 //!
@@ -36,6 +38,7 @@ mod delete;
 mod open;
 mod read;
 mod sums;
+mod table;
 mod warm;
 
 use alloc::boxed::Box;
@@ -58,6 +61,7 @@ use crate::io::{Backend, LockMode};
 pub use crate::format::journal::DELETE_JOURNAL;
 pub use read::{gather_stores, FixedSlots, Pick};
 pub use sums::Sealing;
+pub use table::{RUN_ENTRIES, SPAN_MAX};
 pub use warm::{worth_warming, WARM_PIECE, WARM_SHARE_OF_MEMORY};
 
 /// Below this many bytes of records per worker, splitting a batch costs more in thread

@@ -12,7 +12,8 @@
 use alloc::format;
 use alloc::vec::Vec;
 
-use super::{shard_count, Stats, Store, Verify};
+use super::sums::Slot;
+use super::{shard_count, table, Stats, Store, Verify};
 use crate::codec::{decode_into, Codec};
 use crate::error::{DecodeError, Error, IoError, IoErrorKind, Result};
 use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN};
@@ -33,6 +34,10 @@ struct ReadJob<'s, 'd, B: Backend> {
 struct ReadShard<'j, 's, 'd, B: Backend> {
     jobs: &'j mut [ReadJob<'s, 'd, B>],
     scratch: Vec<u8>,
+    /// Stored bytes of a run of neighbouring records, read with one call.
+    span: Vec<u8>,
+    /// Their checksum slots.
+    slots: Vec<Slot>,
     failed: Option<(usize, Error)>,
 }
 
@@ -160,8 +165,10 @@ fn run_reads<B: Backend, P: Parallel>(
     let bytes: usize = jobs.iter().map(|j| j.dst.len()).sum();
     let shards = shard_count(par.workers(), jobs.len(), bytes);
     let per = jobs.len().div_ceil(shards);
-    let mut work: Vec<ReadShard<'_, '_, '_, B>> =
-        jobs.chunks_mut(per).map(|jobs| ReadShard { jobs, scratch: Vec::new(), failed: None }).collect();
+    let mut work: Vec<ReadShard<'_, '_, '_, B>> = jobs
+        .chunks_mut(per)
+        .map(|jobs| ReadShard { jobs, scratch: Vec::new(), span: Vec::new(), slots: Vec::new(), failed: None })
+        .collect();
     if work.len() == 1 {
         read_shard(&mut work[0]);
     } else {
@@ -199,25 +206,61 @@ fn hint_cold<'s, B: Backend>(jobs: &[ReadJob<'s, '_, B>]) {
     }
 }
 
-/// Reads a shard's jobs in order, stopping at the first failure, which it keeps.
+/// Reads a shard's jobs in order, stopping at the first failure, which it keeps. Jobs
+/// whose stored bytes lie close together in one chunk are read with one call (and their
+/// checksum slots with another) when the host does not map the chunk.
 fn read_shard<B: Backend>(shard: &mut ReadShard<'_, '_, '_, B>) {
     // In a large store every record is a cache and TLB miss; asking for the next few
     // records' bytes ahead overlaps those misses with the decoding of this one.
     const AHEAD: usize = 4;
-    for job in shard.jobs.iter().take(AHEAD) {
+    let ReadShard { jobs, scratch, span, slots, failed } = shard;
+    for job in jobs.iter().take(AHEAD) {
         job.store.prefetch(job.index, &job.loc);
     }
-    for k in 0..shard.jobs.len() {
-        if let Some(next) = shard.jobs.get(k + AHEAD) {
-            next.store.prefetch(next.index, &next.loc);
+    let groups = table::spans(jobs.len(), |k| {
+        let j = &jobs[k];
+        ((j.source as u64) << 16 | u64::from(j.loc.chunk_id), u64::from(j.loc.offset), u64::from(j.loc.phys_length))
+    });
+    for group in groups {
+        let (store, first) = (jobs[group.start].store, jobs[group.start].index);
+        let (head, last) = (&jobs[group.start].loc, &jobs[group.end - 1].loc);
+        let base = store.chunk(head.chunk_id).ok().and_then(|f| table::read_span(f, head, last, span));
+        slots.clear();
+        if base.is_some() && store.verify != Verify::Never {
+            let run = &jobs[group.clone()];
+            if run.iter().enumerate().all(|(k, j)| j.index == first.wrapping_add(k as u32)) {
+                let locs: Vec<RecordLoc> = run.iter().map(|j| j.loc).collect();
+                if let Err(e) = store.slots_into(first, &locs, slots) {
+                    *failed = Some((jobs[group.start].source, e));
+                    return;
+                }
+            }
         }
-        let job = &mut shard.jobs[k];
-        let store = job.store;
-        if let Err(e) = store.read_record(job.index, &job.loc, job.codec, job.dst, &mut shard.scratch, store.verify) {
-            shard.failed = Some((job.source, e));
-            return;
+        for k in group.clone() {
+            if let Some(next) = jobs.get(k + AHEAD) {
+                next.store.prefetch(next.index, &next.loc);
+            }
+            let job = &mut jobs[k];
+            let stored = base.map(|b| {
+                let at = (u64::from(job.loc.offset) - b) as usize;
+                &span[at..at + job.loc.phys_length as usize]
+            });
+            let known = Known { slot: slots.get(k - group.start).copied(), stored };
+            let store = job.store;
+            if let Err(e) = store.read_record(job.index, &job.loc, job.codec, job.dst, scratch, store.verify, known) {
+                *failed = Some((job.source, e));
+                return;
+            }
         }
     }
+}
+
+/// What a read already holds for a record because it read it with its neighbours: its
+/// checksum slot, its stored bytes.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Known<'a> {
+    slot: Option<Slot>,
+    stored: Option<&'a [u8]>,
 }
 
 impl<B: Backend> Store<B> {
@@ -259,7 +302,7 @@ impl<B: Backend> Store<B> {
     }
 
     /// Looks up and checks the entry of each index, for a read.
-    fn locate(&self, index: u64, length: u32, header: &Header) -> Result<(RecordLoc, Codec)> {
+    pub(super) fn locate(&self, index: u64, length: u32, header: &Header) -> Result<(RecordLoc, Codec)> {
         if index >= u64::from(length) {
             return Err(Error::IndexOutOfRange { index, length });
         }
@@ -274,11 +317,20 @@ impl<B: Backend> Store<B> {
             return Err(Error::BufferTooSmall(format!("{} lengths into {} slots", idxs.len(), out.len())));
         }
         let length = self.len();
-        for (&i, slot) in idxs.iter().zip(out.iter_mut()) {
-            if i >= u64::from(length) {
-                return Err(Error::IndexOutOfRange { index: i, length });
+        let mut locs = Vec::new();
+        let mut k = 0;
+        while k < idxs.len() {
+            let first = idxs[k];
+            if first >= u64::from(length) {
+                return Err(Error::IndexOutOfRange { index: first, length });
             }
-            *slot = self.entry(i as u32)?.logic_length;
+            // A run of consecutive indices reads its entries with one call.
+            let n = table::run_len(&idxs[k..], length);
+            self.entries_into(first as u32, n as u32, &mut locs)?;
+            for (slot, loc) in out[k..k + n].iter_mut().zip(&locs) {
+                *slot = loc.logic_length;
+            }
+            k += n;
         }
         Ok(())
     }
@@ -292,8 +344,8 @@ impl<B: Backend> Store<B> {
         let mut jobs = Vec::with_capacity(idxs.len());
         let mut rest: &mut [u8] = dst;
         let mut at = 0usize;
-        for (i, &index) in idxs.iter().enumerate() {
-            let (loc, codec) = self.locate(index, length, &header)?;
+        let located = self.locate_all(idxs, length, &header)?;
+        for (i, (&index, &(loc, codec))) in idxs.iter().zip(&located).enumerate() {
             let need = loc.logic_length as usize;
             if need > stride || need > rest.len() {
                 return Err(Error::BufferTooSmall(format!(
@@ -319,8 +371,8 @@ impl<B: Backend> Store<B> {
         let length = self.len();
         let header = self.header();
         let mut regions = Vec::with_capacity(idxs.len());
-        for (i, (&index, &off)) in idxs.iter().zip(offsets).enumerate() {
-            let (loc, codec) = self.locate(index, length, &header)?;
+        let located = self.locate_all(idxs, length, &header)?;
+        for (i, ((&index, &off), &(loc, codec))) in idxs.iter().zip(offsets).zip(&located).enumerate() {
             let end = u128::from(off) + u128::from(loc.logic_length);
             if end > dst.len() as u128 {
                 return Err(Error::BufferTooSmall(format!(
@@ -367,6 +419,9 @@ impl<B: Backend> Store<B> {
     /// Decodes one checked entry's record into `dst` (exactly its logical length) and
     /// checks its stored bytes against its checksum as `verify` asks. Returns whether a
     /// checksum was checked. On an error `dst` holds no promised bytes.
+    // The record, where its bytes go, the caller's scratch and mode, and what it read ahead:
+    // one read, whose inputs do not belong together anywhere else.
+    #[allow(clippy::too_many_arguments)]
     fn read_record(
         &self,
         index: u32,
@@ -375,12 +430,13 @@ impl<B: Backend> Store<B> {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
         verify: Verify,
+        known: Known<'_>,
     ) -> Result<bool> {
         let file = self.chunk(loc.chunk_id)?;
         let start = loc.offset as usize;
         let phys = loc.phys_length as usize;
         let decode_err = |source| Error::Decode { index: u64::from(index), source };
-        if let Some(bytes) = file.view().and_then(|v| v.get(start..start + phys)) {
+        if let Some(bytes) = known.stored.or_else(|| file.view().and_then(|v| v.get(start..start + phys))) {
             // Decode first, then hash: decoding brings the stored bytes into this core's
             // cache, so the hash reads them from there instead of waiting on memory a second
             // time (a raw copy or an inflate of a cold record). The check comes before the
@@ -388,7 +444,7 @@ impl<B: Backend> Store<B> {
             // as the checksum error it is. Every decoder (libdeflate, miniz_oxide, libzstd,
             // ruzstd) bounds its writes to `dst` whatever the input, and on an error `dst` holds no promised bytes.
             let decoded = decode_into(codec, bytes, dst);
-            let checked = self.check_stored(verify, index, loc, bytes)?;
+            let checked = self.check_stored(verify, index, loc, bytes, known.slot)?;
             decoded.map_err(decode_err)?;
             return Ok(checked);
         }
@@ -397,12 +453,12 @@ impl<B: Backend> Store<B> {
             Codec::Raw => {
                 // Raw stored bytes are the record: read them in place, then check them.
                 file.read_at(at, dst).map_err(|e| self.read_err(e, loc, index))?;
-                self.check_stored(verify, index, loc, dst)
+                self.check_stored(verify, index, loc, dst, known.slot)
             }
             Codec::Flate | Codec::Zstd => {
                 scratch.resize(phys, 0);
                 file.read_at(at, scratch).map_err(|e| self.read_err(e, loc, index))?;
-                let checked = self.check_stored(verify, index, loc, scratch)?;
+                let checked = self.check_stored(verify, index, loc, scratch, known.slot)?;
                 decode_into(codec, scratch, dst).map_err(decode_err)?;
                 Ok(checked)
             }
@@ -432,7 +488,7 @@ impl<B: Backend> Store<B> {
         let (loc, codec) = self.locate(index, self.len(), &self.header())?;
         out.clear();
         out.resize(loc.logic_length as usize, 0);
-        self.read_record(index as u32, &loc, codec, out, scratch, self.verify).map(|_| ())
+        self.read_record(index as u32, &loc, codec, out, scratch, self.verify, Known::default()).map(|_| ())
     }
 
     /// [`Store::read_into`] for verification tools: checks the record's checksum whenever it
@@ -442,7 +498,57 @@ impl<B: Backend> Store<B> {
         let (loc, codec) = self.locate(index, self.len(), &self.header())?;
         out.clear();
         out.resize(loc.logic_length as usize, 0);
-        self.read_record(index as u32, &loc, codec, out, scratch, Verify::Auto)
+        self.read_record(index as u32, &loc, codec, out, scratch, Verify::Auto, Known::default())
+    }
+
+    /// [`Store::read_verified`] of every record in `range` (which must lie below the
+    /// length), in order, calling `visit(index, entry, result)` for each; a record for which
+    /// `skip(entry)` holds is not read (`result` is `None`). The entries, checksum slots and
+    /// stored bytes of neighbouring records are read together (see the `table` module), so a
+    /// host without a map pays a few calls per range, not per record. `visit` returning an
+    /// error stops the scan with it.
+    pub fn read_verified_range(
+        &self,
+        range: core::ops::Range<u32>,
+        skip: impl Fn(&RecordLoc) -> bool,
+        mut visit: impl FnMut(u32, &RecordLoc, Option<Result<bool>>) -> Result<()>,
+    ) -> Result<()> {
+        let header = self.header();
+        let n = range.end.saturating_sub(range.start);
+        let (mut locs, mut slots, mut span, mut out, mut scratch) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        self.entries_into(range.start, n, &mut locs)?;
+        self.slots_into(range.start, &locs, &mut slots)?;
+        let groups = table::spans(locs.len(), |k| {
+            let e = &locs[k];
+            // Entries that fail their check, or are skipped, are spans of their own.
+            let key = if e.check(&header).is_err() || skip(e) { u64::MAX - k as u64 } else { u64::from(e.chunk_id) };
+            (key, u64::from(e.offset), u64::from(e.phys_length))
+        });
+        for group in groups {
+            let (head, last) = (&locs[group.start], &locs[group.end - 1]);
+            let base = self.chunk(head.chunk_id).ok().and_then(|f| table::read_span(f, head, last, &mut span));
+            for k in group {
+                let (index, loc) = (range.start + k as u32, &locs[k]);
+                if skip(loc) {
+                    visit(index, loc, None)?;
+                    continue;
+                }
+                let result = loc.check(&header).map_err(|source| Error::Decode { index: u64::from(index), source });
+                let result = result.and_then(|codec| {
+                    let stored = base.map(|b| {
+                        let at = (u64::from(loc.offset) - b) as usize;
+                        &span[at..at + loc.phys_length as usize]
+                    });
+                    out.clear();
+                    out.resize(loc.logic_length as usize, 0);
+                    let known = Known { slot: Some(slots[k]), stored };
+                    self.read_record(index, loc, codec, &mut out, &mut scratch, Verify::Auto, known)
+                });
+                visit(index, loc, Some(result))?;
+            }
+        }
+        Ok(())
     }
 
     /// Storage usage, and how many records are unchecked; reads every live entry (and its
@@ -450,11 +556,15 @@ impl<B: Backend> Store<B> {
     pub fn stats(&self) -> Result<Stats> {
         let h = self.header();
         let (mut live_bytes, mut unchecked) = (0u64, 0u32);
-        let sums = self.has_checksums();
-        for i in 0..h.length {
-            let e = self.entry(i)?;
-            live_bytes += u64::from(e.phys_length);
-            unchecked += u32::from(!sums || self.expected_sum(i, &e)?.is_none());
+        let (mut locs, mut slots) = (Vec::new(), Vec::new());
+        let mut first = 0;
+        while first < h.length {
+            let run = (h.length - first).min(table::RUN_ENTRIES);
+            self.entries_into(first, run, &mut locs)?;
+            self.slots_into(first, &locs, &mut slots)?;
+            live_bytes += locs.iter().map(|e| u64::from(e.phys_length)).sum::<u64>();
+            unchecked += slots.iter().filter(|s| !matches!(s, Slot::Same(_))).count() as u32;
+            first += run;
         }
         let chunk_bytes = h.chunk_bytes();
         Ok(Stats {

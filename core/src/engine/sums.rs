@@ -120,6 +120,17 @@ pub(super) enum Slot {
     Other(u64),
 }
 
+impl Slot {
+    /// What a decoded slot (`None`: not sealed) says about the record whose entry is `loc`.
+    pub(super) fn of(decoded: Option<(RecordLoc, u64)>, loc: &RecordLoc) -> Slot {
+        match decoded {
+            Some((e, sum)) if e == *loc => Slot::Same(sum),
+            Some((_, sum)) => Slot::Other(sum),
+            None => Slot::Empty,
+        }
+    }
+}
+
 /// Moves the checksums of a delete's moved entries to their new slots: each moved entry
 /// came from the removed tail `new_length..length`, whose table entries and slots the
 /// delete leaves as they were, so a checksum moves only if its tail slot was trusted.
@@ -192,11 +203,7 @@ impl<B: Backend> Store<B> {
                 Err(e) => return Err(e.into()),
             },
         }
-        Ok(match decode_slot(index, &b) {
-            Some((e, sum)) if e == *loc => Slot::Same(sum),
-            Some((_, sum)) => Slot::Other(sum),
-            None => Slot::Empty,
-        })
+        Ok(Slot::of(decode_slot(index, &b), loc))
     }
 
     /// True if no other writer has changed the table since zrecord last wrote it: meta.zr's
@@ -236,13 +243,25 @@ impl<B: Backend> Store<B> {
 
     /// Checks `stored`, the stored bytes of record `index`, against what `mode` asks for.
     /// Returns whether a checksum was checked.
-    pub(super) fn check_stored(&self, mode: Verify, index: u32, loc: &RecordLoc, stored: &[u8]) -> Result<bool> {
+    /// `known` is the record's slot when the caller read it already (with its neighbours').
+    pub(super) fn check_stored(
+        &self,
+        mode: Verify,
+        index: u32,
+        loc: &RecordLoc,
+        stored: &[u8],
+        known: Option<Slot>,
+    ) -> Result<bool> {
         if mode == Verify::Never {
             return Ok(false);
         }
         let fail =
             |failure| Error::Checksum { index: u64::from(index), chunk: loc.chunk_id, offset: loc.offset, failure };
-        match self.slot(index, loc)? {
+        let slot = match known {
+            Some(slot) => slot,
+            None => self.slot(index, loc)?,
+        };
+        match slot {
             Slot::Same(expected) => {
                 let found = checksum(stored);
                 if found != expected {
@@ -333,9 +352,14 @@ impl<B: Backend> Store<B> {
         if self.sums.get().is_none() {
             return Ok(h.length);
         }
-        let mut n = 0;
-        for i in 0..h.length {
-            n += u32::from(self.expected_sum(i, &self.entry(i)?)?.is_none());
+        let (mut n, mut locs, mut slots) = (0, Vec::new(), Vec::new());
+        let mut first = 0;
+        while first < h.length {
+            let run = (h.length - first).min(super::table::RUN_ENTRIES);
+            self.entries_into(first, run, &mut locs)?;
+            self.slots_into(first, &locs, &mut slots)?;
+            n += slots.iter().filter(|s| !matches!(s, Slot::Same(_))).count() as u32;
+            first += run;
         }
         Ok(n)
     }
@@ -361,13 +385,18 @@ impl<B: Backend> Store<B> {
         let h = w.header;
         let unchanged = self.table_unchanged()?;
         let mut out = Sealing::default();
-        let (mut stored, mut decoded) = (Vec::new(), Vec::new());
+        let (mut stored, mut decoded, mut locs, mut slots) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for i in 0..h.length {
             if i % 4096 == 0 {
                 progress(u64::from(i), u64::from(h.length));
             }
-            let loc = self.entry(i)?;
-            let slot = self.slot(i, &loc)?;
+            let k = (i % super::table::RUN_ENTRIES) as usize;
+            if k == 0 {
+                let run = (h.length - i).min(super::table::RUN_ENTRIES);
+                self.entries_into(i, run, &mut locs)?;
+                self.slots_into(i, &locs, &mut slots)?;
+            }
+            let (loc, slot) = (locs[k], slots[k]);
             if let Slot::Same(_) = slot {
                 out.already += 1;
                 continue;

@@ -40,6 +40,9 @@ pub const JOURNAL_HEAD_LEN: usize = 24;
 pub const JOURNAL_MOVE_LEN: usize = 4 + ENTRY_LEN;
 /// Size of the checksum that ends the journal.
 pub const JOURNAL_SUM_LEN: usize = 8;
+/// The largest journal: one move per record slot.
+pub const MAX_JOURNAL_LEN: u64 =
+    (JOURNAL_HEAD_LEN + JOURNAL_SUM_LEN) as u64 + JOURNAL_MOVE_LEN as u64 * crate::format::MAX_RECORDS as u64;
 
 const _: () = assert!(JOURNAL_MOVE_LEN == 20);
 

@@ -31,7 +31,14 @@ struct Native {
     bar: Option<(String, ProgressBar)>,
     /// Pushed datasets read by URL: each root's location and listing.
     remotes: std::cell::RefCell<Vec<(Remote, Objects)>>,
+    /// `--follow-symlinks`: open store files that are symbolic links leading out of the
+    /// store (refused otherwise).
+    follow_symlinks: bool,
 }
+
+/// The option that lets `zr` open store files that are symbolic links leading out of the
+/// store; the native host's only (zr-wasm's sandbox never follows them).
+const FOLLOW_SYMLINKS: &str = "--follow-symlinks";
 
 /// Every staged output not yet committed or discarded, with the parent directories its
 /// staging created (to remove with it). A static so that the signal handler's thread can
@@ -214,7 +221,8 @@ impl Host for Native {
             Access::Write => Options { create: false, ..Options::default() },
             Access::Create => Options::default(),
         };
-        Store::open(DirBackend::new(Path::new(path), !options.read_only)?, options)
+        let backend = DirBackend::new(Path::new(path), !options.read_only)?.follow_links(self.follow_symlinks);
+        Store::open(backend, options)
     }
 
     fn open_input(&mut self, path: &str) -> Result<NativeFile, Error> {
@@ -386,10 +394,14 @@ fn main() -> ExitCode {
         std::thread::sleep(Duration::from_secs(2));
         exit_interrupted();
     });
-    let mut host = Native { bar: None, remotes: Default::default() };
+    let mut host = Native { bar: None, remotes: Default::default(), follow_symlinks: false };
     let args: Result<Vec<String>, _> = std::env::args_os().skip(1).map(|a| a.into_string()).collect();
     let code = match args {
-        Ok(args) => cli::run(&mut host, &Rayon, &args),
+        Ok(mut args) => {
+            host.follow_symlinks = args.iter().any(|a| a == FOLLOW_SYMLINKS);
+            args.retain(|a| a != FOLLOW_SYMLINKS);
+            cli::run(&mut host, &Rayon, &args)
+        }
         Err(bad) => {
             host.err(&format!("zr: error: argument {} is not valid UTF-8\n", Path::new(&bad).display()));
             cli::EXIT_ERROR

@@ -139,23 +139,10 @@ pub struct Dataset {
 /// Reads a small metadata file, refusing anything but a regular file of at most `cap`
 /// bytes (a FIFO, a device or a huge file is an error, not a hang).
 pub(crate) fn read_meta_file(path: &Path, cap: u64) -> Result<Vec<u8>, Error> {
-    use std::io::Read;
     let io = |e: std::io::Error| Error::Io(IoError::from_std(e, format!("read {}", path.display())));
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if !meta.is_file() {
-        return Err(FormatError::Container(format!("{} is not a regular file", path.display())).into());
-    }
-    if meta.len() > cap {
-        return Err(FormatError::Container(format!(
-            "{} is {} bytes, over the {cap}-byte limit",
-            path.display(),
-            meta.len()
-        ))
-        .into());
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path).map_err(io)?.take(cap + 1).read_to_end(&mut bytes).map_err(io)?;
-    Ok(bytes)
+    zrecord_core::io::std_dir::read_capped(path, cap)
+        .map_err(io)?
+        .ok_or_else(|| io(std::io::Error::from(std::io::ErrorKind::NotFound)))
 }
 
 /// Opens the existing store in `path` with `options`, read-only when `read_only` says so,

@@ -5,18 +5,25 @@
 //! WASI has no positional read/write in stable std (`std::os::wasi::fs::FileExt` is still
 //! unstable), so each file keeps its cursor behind a mutex and seeks before every access.
 //! The guest runs one thread, so the mutex is never contended; it is there to make the
-//! file `Sync` as the core's trait demands. No locking between processes: the default
-//! [`Backend::lock`] grants everything, and the host decides who may write by how it
-//! preopens the directory.
+//! file `Sync` as the core's trait demands.
+//!
+//! Locks: WASI has no file locks, so the guest counts the handles it has open on each store
+//! directory ([`LockCounts`], the native host's rule for the handles of one process): a
+//! delete or compact needs the only handle, one handle appends at a time. That keeps the
+//! handles one embedder opens in one instance (JavaScript's `Store.open` twice) from
+//! rewriting records under each other. Between processes, `zr-wasm` takes the native
+//! host's locks on the guest's behalf before it runs a command
+//! (`zrecord_core::cli::Command::locks`); other embedders take none (README, "zr-wasm").
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use zrecord_core::io::std_dir::StoreDir;
-use zrecord_core::io::{Backend, StorageFile};
-use zrecord_core::IoError;
+use zrecord_core::io::std_dir::{open_regular, StoreDir};
+use zrecord_core::io::{Backend, LockCounts, LockMode, StorageFile};
+use zrecord_core::{Error, IoError};
 
 fn io_err(e: std::io::Error, context: impl Into<String>) -> IoError {
     IoError::from_std(e, context)
@@ -37,7 +44,7 @@ impl FsFile {
     /// Opens `path` for reading, and for writing too if `write`; `create` makes it if missing.
     pub fn open(path: PathBuf, write: bool, create: bool) -> Result<Option<FsFile>, IoError> {
         let name = shown(&path);
-        match OpenOptions::new().read(true).write(write).create(create && write).open(&path) {
+        match open_regular(OpenOptions::new().read(true).write(write).create(create && write), &path) {
             Ok(file) => Ok(Some(FsFile { file: Mutex::new(file), name })),
             Err(e) if e.kind() == ErrorKind::NotFound && !create => Ok(None),
             Err(e) => Err(io_err(e, format!("open {name}"))),
@@ -109,13 +116,43 @@ impl StorageFile for FsFile {
 pub struct FsDir {
     dir: StoreDir,
     writable: bool,
+    /// The modes this handle holds, in [`LockMode::ALL`] order.
+    held: Mutex<[bool; 3]>,
+}
+
+/// Every store directory this instance has open, with what its handles hold.
+static OPEN: Mutex<BTreeMap<PathBuf, LockCounts>> = Mutex::new(BTreeMap::new());
+
+fn open_stores() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, LockCounts>> {
+    // Every update is a few plain assignments; a panic aborts the guest anyway.
+    OPEN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn slot(mode: LockMode) -> usize {
+    LockMode::ALL.iter().position(|&m| m == mode).unwrap_or(0)
 }
 
 impl FsDir {
     /// The store at `root`; files are opened for writing only if `writable`, so a store in a
     /// read-only preopen can still be read.
     pub fn new(root: impl Into<PathBuf>, writable: bool) -> FsDir {
-        FsDir { dir: StoreDir::with_names(root, shown), writable }
+        FsDir { dir: StoreDir::with_names(root, shown), writable, held: Mutex::new([false; 3]) }
+    }
+
+    /// The directory as one spelling (`/d/./s/` and `/d/x/../s` are `/d/s`), so that two
+    /// handles of one store are counted together.
+    fn key(&self) -> PathBuf {
+        let mut out = PathBuf::new();
+        for c in self.dir.root().components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    out.pop();
+                }
+                c => out.push(c),
+            }
+        }
+        out
     }
 }
 
@@ -153,5 +190,33 @@ impl Backend for FsDir {
 
     fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
         self.dir.remove_side_file(name)
+    }
+
+    fn lock(&self, mode: LockMode) -> Result<(), Error> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held[slot(mode)] {
+            return Ok(());
+        }
+        let mut open = open_stores();
+        let counts = open.entry(self.key()).or_default();
+        counts.allows(mode)?;
+        counts.set(mode, true);
+        held[slot(mode)] = true;
+        Ok(())
+    }
+
+    fn unlock(&self, mode: LockMode) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if !std::mem::take(&mut held[slot(mode)]) {
+            return;
+        }
+        let key = self.key();
+        let mut open = open_stores();
+        if let Some(counts) = open.get_mut(&key) {
+            counts.set(mode, false);
+            if *counts == LockCounts::default() {
+                open.remove(&key);
+            }
+        }
     }
 }

@@ -182,6 +182,9 @@ def test_memory_cap_stops_a_huge_request(big_npy, tmp_path, zr_wasm, run):
     p = run(zr_wasm, "--max-memory", "8", "convert", big_npy, tmp_path / "s.zr", check=False)
     assert p.returncode == 3, p.stderr
     assert "over the cap of 8 MiB" in p.stderr and "--max-memory" in p.stderr
+    # One line, zr-wasm's: not the guest allocator's "memory allocation of N bytes failed"
+    # before it.
+    assert p.stderr.startswith("zr-wasm: stopped:") and len(p.stderr.splitlines()) == 1, p.stderr
 
 
 def test_timeout_stops_a_runaway_call(big_npy, tmp_path, zr_wasm, run):

@@ -216,3 +216,156 @@ def test_wasm_help_version_and_limits(zr_wasm, run, tmp_path):
     assert "over the cap of 1 MiB" in p.stderr
     p = run(zr_wasm, "--max-memory", "lots", "inspect", tmp_path, check=False)
     assert p.returncode == 2 and p.stderr.startswith("zr-wasm: error: --max-memory takes a number of MiB")
+
+
+def _fifo(p: Path):
+    p.unlink(missing_ok=True)
+    os.mkfifo(p)
+
+
+def _link_out(d: Path):
+    (d / "elsewhere").mkdir()
+    shutil.copy(d / "good.zr" / "0.zr", d / "elsewhere" / "0.zr")
+    (d / "good.zr" / "0.zr").unlink()
+    (d / "good.zr" / "0.zr").symlink_to("../elsewhere/0.zr")
+
+
+def _loop(d: Path):
+    (d / "good.zr" / "0.zr").unlink()
+    (d / "good.zr" / "0.zr").symlink_to("0.zr")
+
+
+def _huge_schema(d: Path):
+    with open(d / "good.zr" / "schema.json", "r+b") as f:
+        f.truncate(2 << 30)  # sparse: 2 GB that cost nothing
+
+
+# Hostile paths: what is set up in a copy of `base`, the command, and what both CLIs must
+# say (exit 2, one line). A FIFO hung both forever; the rest printed different messages
+# (os error 40 against 32, "Operation not permitted (os error 63)" for a link the sandbox
+# refused that the native zr followed) or read a 2 GB schema.json whole.
+HOSTILE = {
+    "fifo-meta": (lambda d: _fifo(d / "good.zr" / "meta.zr"), ["inspect", "good.zr"], "not a regular file"),
+    "fifo-chunk": (lambda d: _fifo(d / "good.zr" / "0.zr"), ["verify", "good.zr"], "not a regular file"),
+    "fifo-npy": (lambda d: _fifo(d / "in.npy"), ["convert", "in.npy", "new.zr"], "not a regular file"),
+    "symlink-loop": (_loop, ["verify", "good.zr"], "too many levels of symbolic links"),
+    "symlink-out": (_link_out, ["export", "good.zr", "out.npy"], "a symbolic link leading out of the store"),
+    "huge-schema": (_huge_schema, ["inspect", "good.zr"], "over the 1048576-byte limit"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_paths_are_refused_alike(case, base, native, zr_wasm, tmp_path):
+    setup, args, want = HOSTILE[case]
+    env = dict(os.environ, ZR_WASM_CACHE=str(tmp_path.parent / "zr-wasm-cache"))
+    got = {}
+    for name, exe in (("native", native), ("wasm", zr_wasm)):
+        d = tmp_path / name
+        shutil.copytree(base, d, copy_function=copy_sparse)
+        setup(d)
+        try:
+            p = subprocess.run([str(exe), *args], cwd=d, capture_output=True, text=True, env=env, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{name} {args} hung on {case}")
+        got[name] = (p.returncode, p.stdout, p.stderr)
+        assert p.returncode == 2 and want in p.stderr and len(p.stderr.splitlines()) == 1, f"{name}: {got[name]}"
+        assert not (d / "new.zr").exists() and not (d / "out.npy").exists()
+    assert got["wasm"] == got["native"]
+
+
+def test_follow_symlinks_lets_zr_read_a_link_out_of_the_store(base, native, tmp_path):
+    d = tmp_path / "d"
+    shutil.copytree(base, d, copy_function=copy_sparse)
+    _link_out(d)
+    p = subprocess.run([str(native), "verify", "good.zr", "--follow-symlinks"], cwd=d, capture_output=True, text=True)
+    assert p.returncode == 0 and "20 records checked, 0 bad" in p.stdout, p.stderr
+
+
+def test_a_store_another_process_holds_is_locked_for_both(base, native, zr_wasm, tmp_path):
+    """A process holding the store (the presence lock a zr or Python handle takes, here
+    taken by this test) makes delete and compact fail alike; reads go on. zr-wasm took no
+    lock and rewrote the store under the holder."""
+    import fcntl
+
+    env = dict(os.environ, ZR_WASM_CACHE=str(tmp_path.parent / "zr-wasm-cache"))
+    got = {}
+    for name, exe in (("native", native), ("wasm", zr_wasm)):
+        d = tmp_path / name
+        shutil.copytree(base, d, copy_function=copy_sparse)
+        before = snapshot(d)
+        with open(d / "good.zr" / "meta.zr", "rb") as held:
+            fcntl.lockf(held, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 0)
+            for args in (["delete", "good.zr", "1"], ["compact", "good.zr"]):
+                p = subprocess.run([str(exe), *args], cwd=d, capture_output=True, text=True, env=env)
+                got[name, args[0]] = (p.returncode, p.stdout, p.stderr)
+                assert p.returncode == 2 and "store is locked" in p.stderr, f"{name} {args}: {p.stderr}"
+            p = subprocess.run([str(exe), "stats", "good.zr"], cwd=d, capture_output=True, text=True, env=env)
+            assert p.returncode == 0 and '"records": 20' in p.stdout, p.stderr
+        assert snapshot(d) == before, f"{name} changed a store another process held"
+    assert [v for k, v in got.items() if k[0] == "wasm"] == [v for k, v in got.items() if k[0] == "native"]
+
+
+def test_the_time_limit_stops_a_guest_stuck_in_a_host_call(base, native, zr_wasm, tmp_path):
+    """Epoch interruption cannot stop a guest blocked in a host call (here a write to a
+    pipe nobody reads); --timeout must still end it, with the documented line and exit 3."""
+    import fcntl
+
+    d = tmp_path / "d"
+    shutil.copytree(base, d, copy_function=copy_sparse)
+    arr = np.zeros((300, 10), np.uint8)
+    np.save(d / "many.npy", arr)
+    subprocess.run([native, "convert", "many.npy", "many.zr", "--codec", "raw"], cwd=d, check=True, capture_output=True)
+    with open(d / "many.zr" / "meta.zr", "r+b") as f:
+        for i in range(300):
+            f.seek(HEADER + i * ENTRY + 14)
+            f.write(b"\x07")  # 300 "bad record" lines: more than the pipe holds
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    env = dict(os.environ, ZR_WASM_CACHE=str(tmp_path.parent / "zr-wasm-cache"))
+    p = subprocess.Popen([str(zr_wasm), "--timeout", "1", "verify", "many.zr"], cwd=d, stdout=w, stderr=subprocess.PIPE, env=env)
+    os.close(w)
+    try:
+        _, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("zr-wasm --timeout 1 ran 30 s while blocked in a host call")
+    finally:
+        os.close(r)
+    assert p.returncode == 3, err
+    assert err.decode().endswith("zr-wasm: stopped: the call ran past its time limit of 1.000 s (raise it with --timeout)\n")
+
+
+def test_a_huge_timeout_is_a_usage_error(zr_wasm, run, tmp_path):
+    p = run(zr_wasm, "--timeout", "99999999999999999999", "inspect", tmp_path, check=False)
+    assert p.returncode == 2 and p.stderr.startswith("zr-wasm: error: --timeout takes at most"), p.stderr
+    assert "panicked" not in p.stderr
+
+
+def test_permission_denied_reads_the_same(base, native, zr_wasm, tmp_path):
+    """EACCES is errno 13 on Linux and 2 under WASI: both CLIs must print the table's words
+    ("permission denied"), not "(os error N)". Root is never denied: as root, the commands
+    run as nobody (setpriv) in a directory nobody may enter."""
+    import tempfile
+
+    as_user = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: EACCES cannot be produced")
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    root = Path(tempfile.mkdtemp(prefix="zr-perm-"))
+    try:
+        root.chmod(0o777)
+        env = dict(os.environ, ZR_WASM_CACHE=str(root / "cache"), HOME=str(root))
+        got = {}
+        for name, exe in (("native", native), ("wasm", zr_wasm)):
+            d = root / name
+            shutil.copytree(base, d, copy_function=copy_sparse)
+            subprocess.run(["chmod", "-R", "a+rwX", d], check=True)
+            (d / "good.zr" / "0.zr").chmod(0)
+            p = subprocess.run([*as_user, str(exe), "verify", "good.zr"], cwd=d, capture_output=True, text=True, env=env)
+            got[name] = (p.returncode, p.stdout, p.stderr)
+            assert p.returncode == 2 and "permission denied" in p.stderr and "os error" not in p.stderr, got[name]
+        assert got["wasm"] == got["native"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -22,6 +22,7 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::error::Context;
 use wasmtime::{format_err, Config, Engine, Error, ResourceLimiter, Result, Store, Trap};
 use wasmtime_wasi::p2::bindings::sync::Command;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 wasmtime::component::bindgen!({
@@ -133,6 +134,24 @@ pub struct State {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryCap,
+    /// The guest's stderr, held until it exits (see [`GUEST_STDERR_CAP`]).
+    stderr: Option<MemoryOutputPipe>,
+}
+
+/// How much of the guest's stderr is held (its messages are one line each). Held rather
+/// than passed through so that a guest stopped at the memory cap, whose Rust runtime prints
+/// "memory allocation of N bytes failed" and a panic note as it aborts, ends with
+/// `zr-wasm`'s one line ("zr-wasm: stopped: ...") as every other failure does: the guest
+/// cannot catch the allocation failure itself (Rust has no stable allocation-error hook).
+const GUEST_STDERR_CAP: usize = 1 << 20;
+
+/// Writes what the guest wrote to stderr to this process's, unless the memory cap stopped
+/// it (`capped`): an aborted guest's last words are its runtime's, not a message of ours.
+fn pass_stderr(state: &State, capped: bool) {
+    use std::io::Write;
+    if let Some(pipe) = state.stderr.as_ref().filter(|_| !capped) {
+        let _ = std::io::stderr().lock().write_all(&pipe.contents());
+    }
 }
 
 impl WasiView for State {
@@ -215,8 +234,9 @@ impl Runtime {
         let mut b = WasiCtxBuilder::new();
         b.args(args);
         b.envs(&sandbox.env);
-        if sandbox.inherit_stdio {
-            b.inherit_stdout().inherit_stderr();
+        let stderr = sandbox.inherit_stdio.then(|| MemoryOutputPipe::new(GUEST_STDERR_CAP));
+        if let Some(pipe) = &stderr {
+            b.inherit_stdout().stderr(pipe.clone());
         }
         for p in &sandbox.preopens {
             let perms = if p.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
@@ -227,6 +247,7 @@ impl Runtime {
             wasi: b.build(),
             table: ResourceTable::new(),
             limiter: MemoryCap { cap: sandbox.max_memory, refused: None },
+            stderr,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -274,6 +295,9 @@ impl Runtime {
         let command = Command::instantiate(&mut store, &self.component, &self.linker)
             .map_err(|e| explain_instantiate(e, &store, sandbox))?;
         let result = self.bounded(&mut store, sandbox, |store| command.wasi_cli_run().call_run(store));
+        let capped = store.data().limiter.refused.is_some()
+            && matches!(&result, Err(e) if e.downcast_ref::<Limit>().is_some_and(|l| matches!(l, Limit::Memory { .. })));
+        pass_stderr(store.data(), capped);
         match result {
             Ok(Ok(())) => Ok(0),
             Ok(Err(())) => Ok(1),

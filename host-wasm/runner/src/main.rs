@@ -57,6 +57,13 @@ zr-wasm options (before or after the command):
 const EXIT_ERROR: u8 = 2;
 /// Exit code when the guest was stopped at a limit.
 const EXIT_LIMIT: u8 = 3;
+/// The largest `--timeout`: a year, far past any command and well inside what the epoch
+/// ticker and a `Duration` can count.
+const MAX_TIMEOUT_SECS: u64 = 365 * 24 * 3600;
+/// How long past `--timeout` the watchdog waits for the epoch interruption, which stops a
+/// guest that computes, before it ends a guest stuck in a host call (a read of a FIFO, a
+/// write to a pipe nobody reads), which epochs cannot interrupt.
+const WATCHDOG_GRACE: Duration = Duration::from_secs(1);
 
 struct Options {
     max_memory_mib: usize,
@@ -87,7 +94,12 @@ fn parse_options(args: Vec<String>) -> Result<Options> {
                 if !(secs >= 0.0 && secs.is_finite()) {
                     bail!("--timeout must be a non-negative number of seconds");
                 }
-                o.timeout = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
+                // Past about 584 years a Duration cannot hold it: say so, do not panic.
+                let limit = Duration::try_from_secs_f64(secs)
+                    .ok()
+                    .filter(|t| t.as_secs() <= MAX_TIMEOUT_SECS)
+                    .with_context(|| format!("--timeout takes at most {MAX_TIMEOUT_SECS} seconds (0: none)"))?;
+                o.timeout = (secs > 0.0).then_some(limit);
             }
             "--component" => o.component = Some(PathBuf::from(value("--component")?)),
             "--cache-dir" => o.cache_dir = Some(PathBuf::from(value("--cache-dir")?)),
@@ -266,6 +278,44 @@ fn plan(cmd: &Command, sandbox: &mut Sandbox) -> Result<(Vec<String>, Vec<Staged
     Ok((guest_cmd.to_args(), staged))
 }
 
+/// Takes, for the run, the locks the native host would take for `cmd`
+/// ([`Command::locks`]) on each existing store's meta.zr, so that `zr-wasm delete` fails
+/// while a native `zr` or Python process has the store open, and a native delete waits for
+/// no `zr-wasm` reader. Open-file-description locks (`F_OFD_SETLK`): they conflict with the
+/// native host's process locks, and the guest's own descriptors of meta.zr, opened and
+/// closed inside this process, cannot drop them. `Ok(Err(line))` when a lock is held
+/// elsewhere: the native `zr`'s message for it.
+fn take_locks(cmd: &Command) -> Result<std::result::Result<Vec<std::fs::File>, String>> {
+    let locks = cmd.locks();
+    let mut held = Vec::new();
+    let mut paths: Vec<&str> = locks.iter().map(|&(p, _)| p).collect();
+    paths.dedup();
+    for path in paths {
+        let modes: Vec<_> = locks.iter().filter(|&&(p, _)| p == path).map(|&(_, m)| m).collect();
+        let meta = Path::new(path).join(zrecord_core::format::META_FILE);
+        if kind(path) != PathKind::Dir || !meta.is_file() {
+            continue; // a new store, or none: the guest says what is wrong
+        }
+        // One descriptor per store: an OFD lock conflicts with this process's other ones.
+        let writes = modes.iter().any(|m| m.writes());
+        let Ok(file) =
+            zrecord_core::io::std_dir::open_regular(std::fs::OpenOptions::new().read(true).write(writes), &meta)
+        else {
+            continue; // cannot be opened so: the guest's own open reports why
+        };
+        for mode in modes {
+            let kind = if mode.writes() { libc::F_WRLCK } else { libc::F_RDLCK };
+            let got = zrecord_core::io::std_dir::set_lock(&file, libc::F_OFD_SETLK, kind, mode.byte())
+                .with_context(|| format!("locking {}", meta.display()))?;
+            if !got {
+                return Ok(Err(format!("zr: error: {path}: {}", mode.refused())));
+            }
+        }
+        held.push(file);
+    }
+    Ok(Ok(held))
+}
+
 /// A private, empty directory the guest writes its exit code into (see `ZR_STATUS_FILE` in
 /// the guest's `cli.rs`: wasi:cli/exit carries only success or failure). Removed on drop.
 struct StatusDir(PathBuf);
@@ -314,7 +364,34 @@ fn run(o: Options) -> Result<u8> {
     if let Some(why) = &runtime.cache_refused {
         eprintln!("zr-wasm: warning: not using the compiled-code cache ({why}); compiling instead");
     }
+    let _locks = match &parsed {
+        Ok(cmd) => match take_locks(cmd)? {
+            Ok(held) => held,
+            Err(message) => {
+                eprintln!("{message}");
+                return Ok(EXIT_ERROR);
+            }
+        },
+        Err(_) => Vec::new(),
+    };
     let status_dir = StatusDir::new()?;
+    if let Some(t) = sandbox.timeout {
+        // What a stopped run must not leave behind: the staged outputs, the status directory.
+        let mut leftovers: Vec<PathBuf> = staged.iter().flat_map(|s| [s.dir.clone()]).collect();
+        let parents: Vec<PathBuf> = staged.iter().flat_map(|s| s.created.iter().rev().cloned()).collect();
+        leftovers.push(status_dir.0.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(t + WATCHDOG_GRACE);
+            for d in &leftovers {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            for p in &parents {
+                let _ = std::fs::remove_dir(p);
+            }
+            eprintln!("zr-wasm: {}", Limit::Timeout(t));
+            std::process::exit(i32::from(EXIT_LIMIT));
+        });
+    }
     sandbox.preopens.push(preopen(&status_dir.0, StatusDir::GUEST, true));
     sandbox.env.push(("ZR_STATUS_FILE".into(), format!("{}/code", StatusDir::GUEST)));
     let status = match runtime.run_command(&guest_args, &sandbox)? {

@@ -102,6 +102,42 @@ fn typed_store_round_trip() {
     h.resource_drop(&mut st).unwrap();
 }
 
+/// Two handles of one store in one instance (JavaScript's `Store.open` twice): a delete or
+/// compact through one while the other is open would move records under the other, which
+/// would then return another record for an index, so both are refused until it closes,
+/// whatever spelling of the path it was opened with.
+#[test]
+fn delete_and_compact_need_the_only_handle_in_an_instance() {
+    let rt = runtime();
+    let fx = fixture(&rt);
+    let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
+    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    let api = zr.zrecord_store_store().store();
+    let a = api.call_open(&mut st, "/data/store", false, false).unwrap().unwrap();
+    let b = api.call_open(&mut st, "/data/./store/", false, true).unwrap().unwrap();
+    let before = api.call_gather(&mut st, b, &[7]).unwrap().unwrap();
+    let err = api.call_delete(&mut st, a, &[0, 2, 4]).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::Locked, "{}", err.message);
+    assert!(err.message.contains("need the only open handle"), "{}", err.message);
+    let err = api.call_compact(&mut st, a).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::Locked, "{}", err.message);
+    // The other handle still reads what it read.
+    assert_eq!(api.call_gather(&mut st, b, &[7]).unwrap().unwrap().data, before.data);
+    assert_eq!(api.call_len(&mut st, b).unwrap(), 64);
+    // One appender at a time.
+    let c = api.call_open(&mut st, "/data/store", false, false).unwrap().unwrap();
+    api.call_append(&mut st, a, b"x", &[1], Codec::Raw).unwrap().unwrap();
+    let err = api.call_append(&mut st, c, b"y", &[1], Codec::Raw).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::Locked, "{}", err.message);
+    c.resource_drop(&mut st).unwrap();
+    b.resource_drop(&mut st).unwrap();
+    // Alone again: allowed.
+    api.call_delete(&mut st, a, &[0]).unwrap().unwrap();
+    api.call_compact(&mut st, a).unwrap().unwrap();
+    assert_eq!(api.call_len(&mut st, a).unwrap(), 64);
+    a.resource_drop(&mut st).unwrap();
+}
+
 #[test]
 fn sampler_matches_the_core_stream() {
     let rt = runtime();

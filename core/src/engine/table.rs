@@ -1,0 +1,172 @@
+//! Reading many records at once: table entries, checksum slots and stored bytes of
+//! neighbouring records with one I/O call per range, for every host.
+//!
+//! A host that maps its files (the native one) answers every lookup from the map, and these
+//! functions cost it nothing but the decoding. A host that reads through calls (the wasm
+//! guest, whose every read is a few wasi:filesystem calls) would otherwise pay one call per
+//! entry, per slot and per record: scans of the whole store (`stats`, `inspect`, `verify`,
+//! `export`, `seal`) read the table in runs of [`RUN_ENTRIES`] entries, their slots in the
+//! same runs, and the stored bytes of records that lie close together in one chunk in spans
+//! of at most [`SPAN_MAX`] bytes.
+//!
+//! What this module never does is trust what it read in bulk more than a single read: every
+//! entry is still checked ([`RecordLoc::check`]) before its bytes are used, and a span that
+//! cannot be read whole (a truncated chunk) is read again record by record, so each record
+//! gets its own error.
+
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use super::sums::Slot;
+use super::Store;
+use crate::codec::Codec;
+use crate::error::{Error, IoErrorKind, Result};
+use crate::format::sums::{decode_slot, slot_offset, SLOT_LEN};
+use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN};
+use crate::io::{Backend, StorageFile};
+
+/// Table entries read per call: 1 MiB of table.
+pub const RUN_ENTRIES: u32 = 1 << 16;
+/// The most bytes one span read of neighbouring records' stored bytes takes.
+pub const SPAN_MAX: u64 = 4 << 20;
+/// Two records whose stored bytes are at most this far apart are read in one span (the
+/// bytes between them are read and dropped).
+const SPAN_GAP: u64 = 4096;
+
+/// `len` bytes of `file` at `at`: from the host's map when it covers them, else read into
+/// `buf` with one call.
+fn bytes_at<'a, F: StorageFile>(file: &'a F, at: u64, len: usize, buf: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+    if let Some(v) = file.view().and_then(|v| v.get(at as usize..at as usize + len)) {
+        return Ok(v);
+    }
+    buf.clear();
+    buf.resize(len, 0);
+    file.read_at(at, buf)?;
+    Ok(buf)
+}
+
+impl<B: Backend> Store<B> {
+    /// Table entries `first..first + n` (not checked against the length), into `out`, with
+    /// one read per [`RUN_ENTRIES`] entries.
+    pub fn entries_into(&self, first: u32, n: u32, out: &mut Vec<RecordLoc>) -> Result<()> {
+        out.clear();
+        out.reserve(n as usize);
+        let mut buf = Vec::new();
+        let mut at = first;
+        let end = first.saturating_add(n);
+        while at < end {
+            let run = (end - at).min(RUN_ENTRIES);
+            let bytes = bytes_at(&self.meta, entry_offset(at), run as usize * ENTRY_LEN, &mut buf)?;
+            out.extend(bytes.chunks_exact(ENTRY_LEN).map(RecordLoc::decode));
+            at += run;
+        }
+        Ok(())
+    }
+
+    /// What the slots of records `first..first + locs.len()` say about their entries
+    /// `locs`, with one read for the run (a side file cut short is looked at slot by slot).
+    pub(super) fn slots_into(&self, first: u32, locs: &[RecordLoc], out: &mut Vec<Slot>) -> Result<()> {
+        out.clear();
+        let Some(f) = self.sums.get() else {
+            out.resize(locs.len(), Slot::Empty);
+            return Ok(());
+        };
+        let mut buf = Vec::new();
+        match bytes_at(f, slot_offset(first), locs.len() * SLOT_LEN, &mut buf) {
+            Ok(bytes) => {
+                for (k, (b, loc)) in bytes.chunks_exact(SLOT_LEN).zip(locs).enumerate() {
+                    out.push(Slot::of(decode_slot(first + k as u32, b), loc));
+                }
+            }
+            Err(Error::Io(e)) if e.kind == IoErrorKind::UnexpectedEof => {
+                for (k, loc) in locs.iter().enumerate() {
+                    out.push(self.slot(first + k as u32, loc)?);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// The checked entry of every index of `idxs`, in order, as [`Store::locate`] finds each
+    /// (the first failure in `idxs` order is the one returned); runs of consecutive indices
+    /// read their entries together.
+    pub(super) fn locate_all(&self, idxs: &[u64], length: u32, header: &Header) -> Result<Vec<(RecordLoc, Codec)>> {
+        let mut out = Vec::with_capacity(idxs.len());
+        let mut locs = Vec::new();
+        let mut k = 0;
+        while k < idxs.len() {
+            let first = idxs[k];
+            let n = run_len(&idxs[k..], length);
+            if n == 1 || first >= u64::from(length) {
+                out.push(self.locate(first, length, header)?);
+                k += 1;
+                continue;
+            }
+            self.entries_into(first as u32, n as u32, &mut locs)?;
+            for (j, loc) in locs.iter().enumerate() {
+                let codec = loc.check(header).map_err(|source| Error::Decode { index: first + j as u64, source })?;
+                out.push((*loc, codec));
+            }
+            k += n;
+        }
+        Ok(out)
+    }
+}
+
+/// How many indices at the start of `idxs` follow each other (`i, i + 1, ...`) below
+/// `length`, at most [`RUN_ENTRIES`]; at least 1.
+pub(super) fn run_len(idxs: &[u64], length: u32) -> usize {
+    let first = idxs[0];
+    let mut n = 1;
+    while n < idxs.len() && n < RUN_ENTRIES as usize && idxs[n] == first + n as u64 && idxs[n] < u64::from(length) {
+        n += 1;
+    }
+    n
+}
+
+/// Splits items `0..n`, whose stored bytes are `place(i) = (chunk, offset, length)`, into
+/// runs of consecutive items that one span read can serve: the same chunk, each starting at
+/// or after the previous one's end and at most [`SPAN_GAP`] bytes past it, at most
+/// [`SPAN_MAX`] bytes from the first byte to the last.
+pub(super) fn spans(n: usize, place: impl Fn(usize) -> (u64, u64, u64)) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < n {
+        let (chunk, start, len) = place(k);
+        let mut end = start + len;
+        let mut j = k + 1;
+        while j < n {
+            let (c, at, l) = place(j);
+            if c != chunk || at < end || at - end > SPAN_GAP || at + l - start > SPAN_MAX {
+                break;
+            }
+            end = at + l;
+            j += 1;
+        }
+        out.push(k..j);
+        k = j;
+    }
+    out
+}
+
+/// The stored bytes of a run of records (one of [`spans`]) from `first` to `last`, read
+/// with one call, or `None` when the run is one record, the chunk is mapped (each record is
+/// then read from the map) or the span cannot be read whole (each record is then read on
+/// its own, to get its own error).
+pub(super) fn read_span<F: StorageFile>(
+    file: &F,
+    first: &RecordLoc,
+    last: &RecordLoc,
+    buf: &mut Vec<u8>,
+) -> Option<u64> {
+    let start = u64::from(first.offset);
+    let end = u64::from(last.offset) + u64::from(last.phys_length);
+    if core::ptr::eq(first, last) || file.view().is_some_and(|v| v.len() as u64 >= end) {
+        return None;
+    }
+    buf.clear();
+    buf.resize((end - start) as usize, 0);
+    file.read_at(start, buf).ok()?;
+    Some(start)
+}
