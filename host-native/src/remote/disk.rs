@@ -200,10 +200,10 @@ impl DiskCache {
             let mut pieces = Vec::new();
             let mut at = start;
             while at < end {
-                let (&s, x) = extents.range(..=at).next_back()?;
-                if x.end <= at {
-                    return None; // a gap
-                }
+                // The range holding `at`: usually the last to start at or before it, but
+                // ranges merged differently in two runs overlap, and a short one may sit
+                // inside a longer one that started earlier.
+                let (&s, x) = extents.range(..=at).rev().take(64).find(|(_, x)| x.end > at)?;
                 pieces.push((s, x.end, x.hash));
                 at = x.end;
             }
