@@ -87,19 +87,24 @@ fn uploaded_shard(task: u64, j: usize) -> String {
     }
 }
 
+/// The manifest of the committed part at `path`, after opening it (which checks every
+/// store against it); a part must be a dataset of named fields.
+pub(super) fn part_manifest(path: &Path) -> Result<Manifest, DatasetError> {
+    let dataset = Dataset::open_with(path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
+    dataset.manifest().cloned().ok_or_else(|| {
+        DatasetError::at(
+            path,
+            None,
+            Error::InvalidArgument("a part must be a dataset of named fields (dataset.json)".into()),
+        )
+    })
+}
+
 /// Finishes task `task`'s part once its dataset at `local` is committed: for an object
 /// store (`remote`), uploads its shards; for a local destination, `local` must be the
 /// destination's [`part_dir`] and nothing moves until the commit.
 pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64) -> Result<Part, DatasetError> {
-    let dataset = Dataset::open_with(local, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
-    let Some(manifest) = dataset.manifest().cloned() else {
-        return Err(DatasetError::at(
-            local,
-            None,
-            Error::InvalidArgument("a part must be a dataset of named fields (dataset.json)".into()),
-        ));
-    };
-    drop(dataset);
+    let manifest = part_manifest(local)?;
     let Some(remote) = remote else {
         let expected = part_dir(task);
         if local.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {

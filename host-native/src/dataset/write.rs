@@ -359,15 +359,7 @@ impl DatasetWriter {
             ));
         }
         self.finish_shard()?;
-        let dataset = Dataset::open_with(part, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
-        let Some(theirs) = dataset.manifest().cloned() else {
-            return Err(DatasetError::at(
-                part,
-                None,
-                Error::InvalidArgument("only a dataset of named fields (dataset.json) can be adopted".into()),
-            ));
-        };
-        drop(dataset);
+        let theirs = super::parts::part_manifest(part)?;
         if !self.manifest.accepts(&theirs.fields) {
             return Err(DatasetError::at(
                 part,
