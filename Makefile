@@ -15,13 +15,14 @@ export CARGO_TERM_COLOR ?= never
 # conftest.py); `make test` lists them in its final summary so a skip never looks passed.
 export ZRECORD_SKIP_LOG := $(CURDIR)/target/skipped-tests.txt
 
-.PHONY: help check lint bench-codecs setup setup-rust setup-python build python test test-start test-rust test-nostd test-python demo bench bench-smoke clean
+.PHONY: help check lint bench-codecs setup setup-rust setup-python build python test test-py test-start test-rust test-nostd test-python demo bench bench-smoke clean
 
 # The targets, one line each.
 help:
 	@echo "make setup   rustup targets, the Python venv in .venv, npm packages (make test does it too)"
 	@echo "make check   quick loop (about a minute warm): fmt, clippy, the core's tests, the no_std build"
 	@echo "make lint    ruff over every Python file, node --check over the JavaScript (a few seconds)"
+	@echo "make test-py the Python tests without torch and JAX (installs neither)"
 	@echo "make test    every test, with set-up (Rust, no_std, Python + loaderx/torch/JAX, wasm, JS)"
 	@echo "make demo    set up, build, write a sample dataset, read random batches, inspect it"
 	@echo "make bench   benchmarks against peers, in bench/.venv (about 20 minutes)"
@@ -39,10 +40,15 @@ setup: setup-rust setup-python $(if $(wildcard host-wasm/wasm.mk),wasm-setup,)
 setup-rust:
 	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 
-$(VENV)/.stamp: tests/requirements.txt tests/requirements-ml.txt
+# Two steps: what every Python test needs, then torch and JAX (only `make test-py` stops
+# after the first).
+$(VENV)/.stamp-core: tests/requirements.txt
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r tests/requirements.txt
+	touch $@
+
+$(VENV)/.stamp: $(VENV)/.stamp-core tests/requirements-ml.txt
 	# torch and JAX for the multi-process tests (about 5 GB: PyPI's Linux torch brings CUDA wheels).
 	$(PIP) install -q -r tests/requirements-ml.txt
 	touch $@
@@ -53,7 +59,7 @@ build:
 	$(CARGO) build --release -p zrecord-cli --bin zr
 
 # The Python extension, built from source by maturin through pip.
-python: setup-python
+python: $(VENV)/.stamp-core
 	@if [ -f bindings/python/pyproject.toml ]; then \
 	  $(PIP) install -q ./bindings/python; \
 	fi
@@ -89,6 +95,11 @@ test-python: setup-python build python
 	# Interop with the real loaderx wheel must run here: a missing loaderx is an error, not a skip.
 	ZRECORD_REQUIRE_INTEROP=1 ZR=$(ZR) $(PY) -m pytest -q -rs tests/python $(wildcard bindings/python/tests)
 
+# The Python tests without torch and JAX (neither installed nor run: their modules say so in
+# the skip summary); interop with loaderx still required. The quick loop for Python work.
+test-py: test-start $(VENV)/.stamp-core build python
+	ZRECORD_NO_ML=1 ZRECORD_REQUIRE_INTEROP=1 ZR=$(ZR) $(PY) -m pytest -q -rs tests/python $(wildcard bindings/python/tests)
+
 -include host-wasm/wasm.mk
 
 test: test-start setup lint test-rust test-nostd test-python bench-smoke $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
@@ -122,7 +133,7 @@ bench-smoke: python
 	$(PY) bench/bench.py stream --quick
 	$(PY) bench/bench.py packing --quick
 
-# DEFLATE against zstd and LZ4, one core, on the data sets a bench run cached (docs/codecs.md).
+# DEFLATE against zstd and LZ4, one core, on the data sets a bench run cached (docs/decisions/zstd.md).
 bench-codecs: $(BENCH_VENV)/.stamp
 	$(BENCH_VENV)/bin/python -W ignore bench/bench.py policy --quick > /dev/null
 	cargo run --release --manifest-path bench/codecs/Cargo.toml -- bench/.data/*.npy

@@ -96,7 +96,7 @@ impl core::fmt::Display for Codec {
 
 /// Default of [`CodecPolicy::min_savings`]: a compressed record is kept only when it is at
 /// least this fraction smaller than the record. Chosen from the benchmark's realistic data
-/// sets (`docs/codecs.md`): records that DEFLATE shrinks by less cost a full inflate on
+/// sets (`docs/decisions/min-savings.md`): records that DEFLATE shrinks by less cost a full inflate on
 /// every read to save a few percent of disk. ZFS keeps a compressed block under the same
 /// 12.5% rule.
 pub const DEFAULT_MIN_SAVINGS: f64 = 0.125;

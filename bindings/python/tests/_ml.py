@@ -30,7 +30,10 @@ LAUNCH_VARS = (
 
 def need(name: str):
     """Imports `name` (torch, jax) or skips the calling module loudly, or fails it under
-    ZRECORD_REQUIRE_INTEROP=1. Call at module level."""
+    ZRECORD_REQUIRE_INTEROP=1. Call at module level. Under ZRECORD_NO_ML=1 (`make test-py`,
+    the quick loop) the module is skipped even where torch and JAX are installed."""
+    if os.environ.get("ZRECORD_NO_ML") == "1":
+        pytest.skip(f"{name} left out: ZRECORD_NO_ML=1 (make test-py); make test runs it", allow_module_level=True)
     try:
         return importlib.import_module(name)
     except ImportError as e:

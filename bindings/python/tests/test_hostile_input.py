@@ -1,4 +1,4 @@
-"""Hostile input through Python (issue 6, item 9): indices past every integer width, a
+"""Hostile input through Python: indices past every integer width, a
 billion-index batch, buffers mutated and stores closed from other threads while a gather
 runs with the GIL released, use after close, damaged stores. Each must be a Python
 exception, never a segfault, in bounded memory. The risky cases run in a child interpreter

@@ -19,7 +19,7 @@ def pytest_without_torch_and_jax(tmp_path, require):
     shadow.mkdir(exist_ok=True)
     for module in ("torch", "jax"):
         (shadow / f"{module}.py").write_text("raise ImportError('hidden for this test')\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("ZRECORD_REQUIRE_INTEROP", "ZRECORD_SKIP_LOG")}
+    env = {k: v for k, v in os.environ.items() if k not in ("ZRECORD_REQUIRE_INTEROP", "ZRECORD_SKIP_LOG", "ZRECORD_NO_ML")}
     env["PYTHONPATH"] = os.pathsep.join([str(shadow), env.get("PYTHONPATH", "")])
     if require:
         env["ZRECORD_REQUIRE_INTEROP"] = "1"

@@ -1,5 +1,5 @@
 """DataLoader on many processes: shuffled epochs, rank sharding, exact resume, generations
-and mixtures (issue 9). The stream's own properties are tested in core/tests/stream.rs;
+and mixtures. The stream's own properties are tested in core/tests/stream.rs;
 here, that the loader reads it, counts only what it returned, and refuses stale states."""
 
 import itertools

@@ -1,4 +1,4 @@
-//! The host survives every limit (issue 6, item 10; the escapes and limits themselves are
+//! The host survives every limit (the escapes and limits themselves are
 //! in `sandbox.rs`): after a guest is stopped by the epoch timeout or refused memory past
 //! its cap, the same `Runtime` instantiates a fresh guest that does real work correctly.
 

@@ -422,7 +422,7 @@ class Dataset:
             min_savings: the least fraction of a sample compression must save for it to be
                 stored compressed (default ``zrecord.DEFAULT_MIN_SAVINGS``, 0.125; 0.0 keeps
                 any saving, as loaderx does). Raw samples in a flate dataset read as any
-                other, loaderx 0.5.4 included; see ``docs/codecs.md`` for the trade.
+                other, loaderx 0.5.4 included; see ``docs/decisions/min-savings.md`` for the trade.
 
         Returns:
             The dataset, opened for reading.

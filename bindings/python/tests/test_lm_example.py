@@ -1,4 +1,4 @@
-"""The README's "Language-model pretraining" section runs as printed: its `zr convert` line
+"""docs/training.md's "Language-model pretraining" example runs as printed: its `zr convert` line
 turns a nanoGPT-style train.bin (written here: GPT-2 ids, 50256 after each document) into
 a token dataset, and its torchrun lines train 20 packed steps on four ranks, then 20 more
 resumed on two. The state they leave is the one a single process reaches after 40 steps."""
@@ -23,7 +23,7 @@ EOT = 50256
 
 
 def blocks(lang):
-    section = (REPO / "README.md").read_text().split(TITLE + "\n", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "training.md").read_text().split(TITLE + "\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
 
 
