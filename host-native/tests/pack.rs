@@ -177,7 +177,7 @@ fn best_fit_rows_hold_whole_documents_and_count_padding() {
     assert!((fraction - pads as f64 / (20.0 * 8.0 * 128.0)).abs() < 1e-12);
 }
 
-/// The promise: 4 ranks x 2 rows, then 1 x 8, then 2 x 4, with other worker counts,
+/// The promise of exact packed resumes: 4 ranks x 2 rows, then 1 x 8, then 2 x 4, with other worker counts,
 /// read the very rows one process reads without stopping; for both modes, with a mixture.
 #[test]
 fn resumes_are_exact_across_world_sizes_and_workers() {

@@ -291,4 +291,7 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
     }
     assert!(runs[0].0 == runs[1].0, "latency changed the batches");
     assert!(runs[1].1 >= 2 * 64, "at most {} requests in flight at 20 ms: no batch ahead was", runs[1].1);
+    // Far more ranges are announced than that (up to 64 batches ahead); the rest wait.
+    let cap = zrecord::remote::MAX_READS_IN_FLIGHT as u64;
+    assert!(runs[1].1 <= cap, "{} requests in flight, over the cap of {cap}", runs[1].1);
 }

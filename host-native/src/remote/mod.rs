@@ -114,7 +114,15 @@ pub struct Remote {
     /// Round-trip time and transfer rate as measured: `(seconds of the quickest recent
     /// request, bytes per second of the fastest)`.
     timing: Arc<std::sync::Mutex<(f64, f64)>>,
+    /// One permit per record read in flight, [`MAX_READS_IN_FLIGHT`] in all.
+    reads: Arc<tokio::sync::Semaphore>,
 }
+
+/// Ranged GETs one dataset has in flight at most. A read-ahead of many batches announces
+/// thousands of ranges; sent all at once they would open as many connections (a store
+/// answers that with throttling, a small server with a queue that makes every request
+/// late). The rest wait for a permit, in the order they were announced.
+pub const MAX_READS_IN_FLIGHT: usize = 256;
 
 /// Largest gap [`Remote::merge_gap`] ever spans.
 const MAX_GAP: u64 = 4 << 20;
@@ -204,7 +212,15 @@ impl Remote {
             url: url.to_owned(),
             stats: Arc::new(RemoteStats::default()),
             timing: Arc::new(std::sync::Mutex::new((f64::INFINITY, 0.0))),
+            reads: Arc::new(tokio::sync::Semaphore::new(MAX_READS_IN_FLIGHT)),
         }
+    }
+
+    /// Waits for one of the [`MAX_READS_IN_FLIGHT`] permits for a ranged read; the read
+    /// holds it until its bytes are in.
+    pub(crate) async fn read_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
+        // The semaphore is never closed, so acquiring cannot fail.
+        self.reads.acquire().await.unwrap_or_else(|_| unreachable!("the read semaphore is never closed"))
     }
 
     /// Records a GET of `bytes` that took `took`.
@@ -252,6 +268,7 @@ impl Remote {
             url: format!("{}/{name}", self.url),
             stats: self.stats.clone(),
             timing: self.timing.clone(),
+            reads: self.reads.clone(),
         }
     }
 
