@@ -15,7 +15,7 @@ export CARGO_TERM_COLOR ?= never
 # conftest.py); `make test` lists them in its final summary so a skip never looks passed.
 export ZRECORD_SKIP_LOG := $(CURDIR)/target/skipped-tests.txt
 
-.PHONY: help check lint bench-codecs setup setup-rust setup-python build python test test-py test-start test-rust test-nostd test-python demo bench bench-smoke clean
+.PHONY: help check lint bench-codecs setup setup-rust setup-python build python test test-py test-start test-rust test-nostd test-python demo bench bench-smoke bench-doc clean
 
 # The targets, one line each.
 help:
@@ -26,6 +26,7 @@ help:
 	@echo "make test    every test, with set-up (Rust, no_std, Python + loaderx/torch/JAX, wasm, JS)"
 	@echo "make demo    set up, build, write a sample dataset, read random batches, inspect it"
 	@echo "make bench   benchmarks against peers, in bench/.venv (about 20 minutes)"
+	@echo "make bench-doc   docs/benchmarks.md from the newest full run in bench/results/ (a second)"
 	@echo "make wasm-build / wasm-test   zr.wasm, zr-wasm and the JS bindings / their tests"
 
 # The quick loop while editing: no Python, no wasm, no stress runs.
@@ -132,6 +133,11 @@ bench-smoke: python
 	$(PY) bench/bench.py fields --quick
 	$(PY) bench/bench.py stream --quick
 	$(PY) bench/bench.py packing --quick
+
+# docs/benchmarks.md from the newest run of `bench.py all` kept in bench/results/ (and any
+# newer partial runs); standard library only, so no venv.
+bench-doc:
+	python3 bench/report.py
 
 # DEFLATE against zstd and LZ4, one core, on the data sets a bench run cached (docs/decisions/zstd.md).
 bench-codecs: $(BENCH_VENV)/.stamp

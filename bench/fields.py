@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from measure import RESULTS, median_time, table
+
 
 def _throughput(make_loader, batches, rounds, nbytes_of):
     """Median bytes/s of `batches` batches from a fresh loader, over `rounds` rounds."""
@@ -46,7 +48,8 @@ def _interleaved(contenders, rounds):
     return {name: (float(np.median(v)), v) for name, v in values.items()}
 
 
-def bench_fields(args, table, results):
+def bench_fields(args):
+    """Named fields, ragged samples and shards against what they replace."""
     import zrecord
 
     quick = args.quick
@@ -135,7 +138,7 @@ def bench_fields(args, table, results):
                 for name, mode in (("IID", iid), ("SHUFFLE", shuffle)):
                     s = zrecord.Sampler(space, size, int(mode), 42)  # the stream at world size 1
                     s.next()
-                    times[name] = _median_time(s.next, repeat=7, number=number)
+                    times[name] = median_time(s.next, repeat=7, number=number)
                 ratio = times["SHUFFLE"] / times["IID"]
                 rows.append([f"2^{space.bit_length() - 1}", f"{size:,}", f"{times['IID'] * 1e6:.1f} µs",
                              f"{times['SHUFFLE'] * 1e6:.1f} µs", f"{ratio:.2f}x",
@@ -147,22 +150,12 @@ def bench_fields(args, table, results):
             d.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results[("fields",)] = out
+    RESULTS[("fields",)] = out
 
 
-def _median_time(fn, repeat, number):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t) / number)
-    return float(np.median(times))
-
-
-def summary_rows(results, row):
+def summary_rows(row):
     """The fields section's budgets, for the targets table."""
-    f = results.get(("fields",))
+    f = RESULTS.get(("fields",))
     if not f:
         return
     r = f["three_vs_two"]

@@ -11,8 +11,8 @@ instead, in finished (B, L) batches of tokens per second, measured in the same r
   (target: zrecord >= 5x; best fit's padding no worse than Grain's first fit).
 
 The documents are the Python standard library's source files, BPE-tokenised (32,000-token
-vocabulary) as in bench.py's token set: real lengths, from a few tokens to tens of
-thousands. Every figure is the median of interleaved rounds.
+vocabulary) as in the token data set (data_sets.py): real lengths, from a few tokens to
+tens of thousands. Every figure is the median of interleaved rounds.
 """
 
 import shutil
@@ -22,14 +22,29 @@ from pathlib import Path
 
 import numpy as np
 
+from data_sets import BPE_VOCAB, token_documents
+from measure import RESULTS, SKIPPED, optional, table
+
 SEQ = 2048
 ROWS = 16
 EOT = 0  # the BPE's first id, kept free as end-of-text
 
 
-def _documents(make_tokenizer_docs, quick):
-    docs = make_tokenizer_docs()
-    if quick:
+def _token_documents(args):
+    try:
+        return token_documents()
+    except ImportError as e:
+        if not args.quick:
+            raise
+        # The smoke run's venv has no tokenizers: synthetic documents keep the code run.
+        SKIPPED.append(f"packing on real documents: {e}; --quick used synthetic ones")
+        rng = np.random.default_rng(0)
+        return [rng.integers(1, BPE_VOCAB, int(n), dtype=np.uint16) for n in rng.lognormal(7, 1.2, 4000)]
+
+
+def _documents(args):
+    docs = _token_documents(args)
+    if args.quick:
         docs = docs[: len(docs) // 5]
     return docs
 
@@ -46,10 +61,18 @@ def _rate(make_iter, batches, rounds_out, tokens_per_batch):
         close()
 
 
-def bench_packing(args, table, results, token_documents, optional):
+def bench_packing(args):
+    """Packed token batches against nanoGPT's random windows and Grain's packing."""
+    try:
+        _packed_batches(args)
+    except ImportError as e:
+        SKIPPED.append(f"packing: {type(e).__name__}: {e} (pip install -r bench/requirements.txt)")
+
+
+def _packed_batches(args):
     import zrecord
 
-    docs = _documents(token_documents, args.quick)
+    docs = _documents(args)
     total = sum(len(d) + 1 for d in docs)
     batches = 20 if args.quick else 150
     rounds = 3
@@ -155,12 +178,12 @@ def bench_packing(args, table, results, token_documents, optional):
         ds.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results[("packing",)] = out
+    RESULTS[("packing",)] = out
 
 
-def summary_rows(results, row):
+def summary_rows(row):
     """The packing section's targets, for the targets table."""
-    p = results.get(("packing",))
+    p = RESULTS.get(("packing",))
     if not p:
         return
     for mode in ("concat", "best_fit"):

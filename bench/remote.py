@@ -10,8 +10,8 @@
   with 0 ms and with 20 ms before every GET (``memory://NAME/prefix?latency_ms=20``,
   object_store's ThrottledStore), batches/s (target: >= 0.8x of the 0 ms loader).
 
-Not measured yet (the issue's other target): a cold first epoch from the server against
-local disk.
+Not measured yet (a target of its own): a cold first epoch from the server against local
+disk.
 
 MosaicML Streaming (the peer with an LRU shard cache) is run where it installs; otherwise
 the table says so.
@@ -25,8 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
+from data_sets import load_set
+from measure import RESULTS, optional, table
 
-def bench_remote(args, table, results, load_set, optional):
+
+def bench_remote(args):
+    """Datasets in a local S3-compatible server: the cache the stream plans."""
     import zrecord
 
     if optional("moto") is None:
@@ -99,11 +103,12 @@ def bench_remote(args, table, results, load_set, optional):
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    results[("remote",)] = out
+    RESULTS[("remote",)] = out
 
 
-def summary_rows(results, row):
-    r = results.get(("remote",))
+def summary_rows(row):
+    """The remote section's targets, for the targets table."""
+    r = RESULTS.get(("remote",))
     if not r:
         return
     for e in (1, 2):

@@ -1,0 +1,103 @@
+"""Why a target of the benchmarks is missed, where the reason is known: bench/report.py
+lists every "not met" row of a run's targets table under the first cause here that matches
+it, and the rest under "no cause recorded". The figures come from the run; the text here
+says why, so it carries no numbers that a new run would make stale.
+
+Each cause: a title, a pattern matched against the row's "what" (and optionally one against
+its note), and the explanation. Standard library only: `make bench-doc` runs it without the
+bench venv.
+"""
+
+import re
+
+CAUSES = [
+    (
+        "Against loaderx, DEFLATE on both sides",
+        r"same codec \(min_savings=0\)",
+        None,
+        "With DEFLATE on every record on both sides, zrecord's lead is libdeflate against "
+        "loaderx's inflater, and decoding on every core against one; that stays under 3x on "
+        "this machine. The default-policy rows clear 3x where the policy stores records raw, "
+        "which is what the policy is for, not a faster decoder "
+        "([decisions/min-savings.md](decisions/min-savings.md)).",
+    ),
+    (
+        "Data DEFLATE cannot shrink",
+        r"flate vs loaderx",
+        r"both store it raw",
+        "DEFLATE does not save enough on this data, so zrecord and loaderx both store it raw, "
+        "and both reads are copies bound by memory bandwidth.",
+    ),
+    (
+        "Token windows, decode-bound",
+        r"^\[tokens\] (gather|loader) flate vs loaderx",
+        None,
+        "The token windows compress by about half, so the policy keeps them compressed, and "
+        "inflating 4 KiB records is most of a batch's time "
+        "([decisions/zstd.md](decisions/zstd.md)). The opt-in zstd codec reads "
+        "them faster (its rows in the tables above).",
+    ),
+    (
+        "Large raw records",
+        r"^\[images224\] loader raw vs loaderx",
+        None,
+        "Both loaders copy 150 KB records, bound by memory bandwidth; not investigated "
+        "further.",
+    ),
+    (
+        "Photo crops against torch",
+        r"loader flate vs torch DataLoader",
+        None,
+        "The policy keeps photo crops compressed, so zrecord inflates every record while "
+        "torch's four processes copy uncompressed rows from the page cache; not investigated "
+        "further.",
+    ),
+    (
+        "Cold reads against ArrayRecord",
+        r"cold cache\] gather flate vs array_record",
+        None,
+        "ArrayRecord reads a batch of cold records faster than zrecord's per-record reads "
+        "([decisions/cold-reads.md](decisions/cold-reads.md)).",
+    ),
+    (
+        "SHUFFLE index generation",
+        r"^stream: SHUFFLE vs IID",
+        None,
+        "SHUFFLE's keyed bijection, a six-round Feistel permutation, costs more per index "
+        "than an IID draw ([stream.md](stream.md#the-keyed-bijection)).",
+    ),
+    (
+        "Checksums on a raw store",
+        r"^checksums \[[^]]*raw",
+        None,
+        "A raw write or gather is a copy at memory speed, so hashing every record is one more "
+        "pass over the bytes, a larger share of the work than on a compressed store; runs of "
+        "the same write path have spread wider than its budget "
+        "([format.md](format.md#checksumszrc-per-record-checksums)).",
+    ),
+    (
+        "The cache against a slow server",
+        r"^remote: bytes fetched",
+        None,
+        "Against a local S3 server (long round trips, fast transfers) requests are merged "
+        "across neighbouring records, and the bytes they bring along share the cache's "
+        "budget; the in-memory store, with almost no merging, stays under the target "
+        "([remote.md](remote.md)).",
+    ),
+    (
+        "Small records at high latency",
+        r"^remote: loader at 20 ms",
+        None,
+        "Every batch of small records is dozens of ranged requests, each paying the added "
+        "latency, more than read-ahead keeps in flight "
+        "([remote.md](remote.md#read-ahead)).",
+    ),
+]
+
+
+def cause_of(what, note=""):
+    """(title, explanation) of the first cause matching a targets row, or None."""
+    for title, pattern, note_pattern, text in CAUSES:
+        if re.search(pattern, what) and (note_pattern is None or re.search(note_pattern, note or "")):
+            return title, text
+    return None
