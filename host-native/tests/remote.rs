@@ -171,6 +171,36 @@ fn a_planned_cache_fetches_about_half_the_dataset_per_epoch() {
 }
 
 /// Every batch of one SHUFFLE epoch of `far`, and the record bytes fetched meanwhile.
+/// A store that answers at memory speed makes the measured merge gap its 4 MiB cap: merged
+/// requests must still fit the cache, or every batch of random records fetches whole 16 MiB
+/// spans that evict each other (4-12x the dataset per epoch before the bound).
+#[test]
+fn merged_requests_fit_a_small_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (n, record) = (4000u64, 12u64 << 10);
+    let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
+    let mut w = DatasetWriter::open(dir.path().join("ds"), fields, WriteOptions::default()).unwrap();
+    let data: Vec<u8> = (0..n * record).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    w.write(&[Column::Fixed(&data)]).unwrap();
+    w.commit().unwrap();
+    let total = n * record;
+    push(&dir.path().join("ds"), &Remote::open("memory://small-cache/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let far = Arc::new(Dataset::open_remote("memory://small-cache/ds", &[], zrecord::Verify::Auto).unwrap());
+    far.cache().unwrap().set_limit(total / 2);
+    let source = Source::dataset(far.clone()).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 3, 256).unwrap();
+    let steps = stream.steps_per_epoch().unwrap();
+    let loader =
+        Loader::new(stream, vec![source], LoaderOptions { num_workers: 2, ..LoaderOptions::default() }).unwrap();
+    for _ in 0..steps {
+        loader.next().unwrap().unwrap();
+    }
+    loader.close();
+    let fetched = far.remote_stats().unwrap().bytes as f64 / total as f64;
+    eprintln!("one epoch fetched {fetched:.2}x the dataset");
+    assert!(fetched <= 1.6, "one epoch fetched {fetched:.2}x the dataset through a cache of half of it");
+}
+
 fn epoch(far: &Arc<Dataset>) -> (Vec<Vec<Vec<u8>>>, u64) {
     let source = Source::dataset(far.clone()).unwrap();
     let stream = Stream::new(source.id(), Mode::Shuffle, 4, 50).unwrap();
