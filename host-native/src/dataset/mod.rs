@@ -235,6 +235,7 @@ impl Dataset {
             )));
         };
         let listing = objects::Objects::from_json(&bytes, &remote.shown(objects::LISTING)).map_err(at)?;
+        cache.set_data(listing.stored_bytes());
         let root = RemoteDir::cached(&remote, &listing, "", cache.clone(), 0);
         let open_store = |dir: &str, codec, field: &str, base: u64| {
             let store_dir = RemoteDir::cached(&remote, &listing, dir, cache.clone(), base);

@@ -46,6 +46,8 @@ pub type ReadPlan = Arc<dyn Fn(u64) -> Option<u64> + Send + Sync>;
 /// Without a plan, the oldest range goes first. Metadata blocks are kept apart, always.
 pub struct Cache {
     limit: AtomicU64,
+    /// Bytes of the dataset behind the cache (its listing's stored bytes), 0 if unknown.
+    data: AtomicU64,
     held: AtomicU64,
     seq: AtomicU64,
     files: Mutex<Vec<Weak<FileSpans>>>,
@@ -60,6 +62,7 @@ impl Cache {
     pub fn new(limit: u64) -> Arc<Cache> {
         Arc::new(Cache {
             limit: AtomicU64::new(limit),
+            data: AtomicU64::new(0),
             held: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             files: Mutex::new(Vec::new()),
@@ -93,6 +96,18 @@ impl Cache {
     /// The byte budget.
     pub fn limit(&self) -> u64 {
         self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Tells the cache how many bytes the dataset behind it has: a cache that holds them
+    /// all can take whole merged spans ([`RemoteFile`] merges more freely then).
+    pub fn set_data(&self, bytes: u64) {
+        self.data.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether the whole dataset fits the budget (false while its size is unknown).
+    fn holds_everything(&self) -> bool {
+        let data = self.data.load(Ordering::Relaxed);
+        data > 0 && data <= self.limit()
     }
 
     /// Record bytes held now (fetched or on their way).
@@ -299,20 +314,23 @@ impl RemoteFile {
         let mut wanted = std::mem::take(&mut spans.wanted);
         wanted.sort_unstable();
         let gap = self.remote.merge_gap();
-        // Bytes brought along are bytes the cache must hold: a request spans at most 1/32 of
-        // the cache, and a gap is bridged only if no longer than the range after it, so at
-        // least half of what comes back was asked for. (Against a store that answers at
-        // memory speed the measured gap is the 4 MiB cap: without these bounds a batch of
-        // 256 random 12 KiB records fetched whole 16 MiB spans and a cache of half the
-        // dataset took in 4-12x the dataset per epoch.)
-        let span_cap = MAX_SPAN.min(self.cache.limit() / 32);
+        // Bytes brought along are bytes the cache must hold. Unless the whole dataset fits,
+        // a request spans at most 1/32 of the cache, and a gap is bridged only if no longer
+        // than the range after it, so at least half of what comes back was asked for.
+        // (Against a store that answers at memory speed the measured gap is the 4 MiB cap:
+        // without these bounds a batch of 256 random 12 KiB records fetched whole 16 MiB
+        // spans and a cache of half the dataset took in 4x the dataset per epoch.)
+        let roomy = self.cache.holds_everything();
+        let span_cap = if roomy { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
         let mut run: Option<(u64, u64, Vec<u32>)> = None;
         for (s, e, index) in wanted {
             if covering(spans, s, e).is_some() {
                 continue;
             }
             run = match run {
-                Some((rs, re, mut ix)) if s <= re + gap.min(e - s) && e.max(re) - rs <= span_cap => {
+                Some((rs, re, mut ix))
+                    if s <= re + if roomy { gap } else { gap.min(e - s) } && e.max(re) - rs <= span_cap =>
+                {
                     ix.extend(index);
                     Some((rs, e.max(re), ix))
                 }
@@ -455,7 +473,9 @@ impl RemoteDir {
     /// The store directory `dir` (`""` for the root) of the pushed `listing` at `remote`,
     /// with a cache of its own.
     pub fn new(remote: &Remote, listing: &Objects, dir: &str) -> RemoteDir {
-        Self::cached(remote, listing, dir, Cache::new(CACHE_BYTES), 0)
+        let cache = Cache::new(CACHE_BYTES);
+        cache.set_data(listing.stored_bytes());
+        Self::cached(remote, listing, dir, cache, 0)
     }
 
     /// [`RemoteDir::new`], keeping record data in `cache`, where the store's record `i` is

@@ -51,6 +51,11 @@ pub struct Objects {
 }
 
 impl Objects {
+    /// The stored bytes of every object: what reading the whole dataset fetches.
+    pub fn stored_bytes(&self) -> u64 {
+        self.objects.values().map(|o| o.stored).sum()
+    }
+
     /// Parses a listing read from `shown`.
     pub fn from_json(bytes: &[u8], shown: &str) -> Result<Objects, IoError> {
         let bad = |what: String| IoError::new(IoErrorKind::Other, format!("read {shown}"), what);
