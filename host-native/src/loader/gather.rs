@@ -5,7 +5,8 @@
 //! to back with `batch + 1` offsets (Arrow's list layout) or, padded, one
 //! `(batch, longest)` block filled with the pad value past each sample, with the lengths.
 
-use super::{BufferPool, Job, LoaderBatch, Source};
+use super::workers::Job;
+use super::{BufferPool, LoaderBatch, Source};
 use crate::{DatasetError, Error};
 
 /// How a ragged field of a batch is laid out (offsets and lengths count elements).

@@ -2,14 +2,16 @@
 //! bounded prefetch, a prompt close, and an exact resume state.
 //!
 //! Which samples a batch holds is the core's business ([`zrecord_core::stream`]): a
-//! [`Shard`] of the stream names rank `r`'s slice of every global batch. This module only
-//! moves bytes. From the first [`Loader::next`] on (so a loader that is resumed or dropped
-//! before it is read never gathers for nothing), one sampler thread fills each batch's
-//! indices from the shard and deals the batches round-robin to `num_workers` worker threads; each worker gathers every field of
-//! its batch (images, labels, ...) into buffers (fresh, or given back by the consumer: [`BufferPool`]) and queues them. [`Loader::next`]
-//! takes batches from the workers in the same round-robin order, so batch `k` is always the
-//! shard's `k`-th, however many workers there are. The queues are bounded: at most about
-//! `prefetch` batches wait ahead of the consumer.
+//! [`Shard`](zrecord_core::stream::Shard) of the stream names rank `r`'s slice of every
+//! global batch. This module only moves bytes. From the first [`Loader::next`] on (so a
+//! loader that is resumed or dropped before it is read never gathers for nothing), one
+//! sampler thread fills each batch's indices from the shard and deals the batches
+//! round-robin to `num_workers` worker threads; each worker gathers every field of its
+//! batch (images, labels, ...) into buffers (fresh, or given back by the consumer:
+//! [`BufferPool`]) and queues them. [`Loader::next`] takes batches from the workers in the
+//! same round-robin order, so batch `k` is always the shard's `k`-th, however many workers
+//! there are. The queues are bounded: at most about `prefetch` batches wait ahead of the
+//! consumer.
 //!
 //! The loader counts what [`Loader::next`] *returned*, never what the workers produced
 //! ahead: [`Loader::state`] after `next` returned the batch of global step `s` is
@@ -58,9 +60,9 @@
 //!
 //! Warming: when the threads start, a loader whose stores fit in a quarter of the memory
 //! available ([`Warm`]) also reads them once, front to back, on a thread of its own
-//! ([`Zrecord::warm`]), so that a first epoch from a cold page cache does not fetch every
-//! record from disk by a random read of its own. It stops between pieces when the loader
-//! closes, and is joined like the others.
+//! ([`Zrecord::warm`](crate::Zrecord::warm)), so that a first epoch from a cold page cache
+//! does not fetch every record from disk by a random read of its own. It stops between
+//! pieces when the loader closes, and is joined like the others.
 //!
 //! Shutdown needs no polling in the workers: [`Loader::close`] raises the stop flag and
 //! drops the consumer's receivers. A worker blocked on a full queue then fails its send and
@@ -77,222 +79,56 @@
 //! Fork: threads do not survive `fork()`. In a forked child, [`Loader::next`] of a threaded
 //! loader fails with [`LoaderError::Forked`], and closing or dropping it lets go of the
 //! thread handles without joining threads that are not there.
+//!
+//! The files, one concept each:
+//! - `mod.rs`: the [`Loader`], its [`LoaderBatch`], the caller's [`Fetch`] and [`Transform`];
+//! - `error.rs`: [`LoaderError`] and [`Place`];
+//! - `options.rs`: [`LoaderOptions`] and [`Warm`], with their defaults;
+//! - `source.rs`: what a loader reads ([`Source`]), and whether the sources fit the stream;
+//! - `workers.rs`: the sampler and worker threads, their jobs and the batch each makes;
+//! - `gather.rs`: a worker's gather of every field of a batch; `skip.rs` the same with
+//!   damaged samples replaced ([`OnError::Skip`]); `pack.rs` packed rows ([`Loader::packed`]);
+//! - `buffers.rs`: the [`BufferPool`] batches take their buffers from;
+//! - `warm.rs`: warming the stores into the page cache ([`Warm`]);
+//! - `ahead.rs`: read-ahead for a dataset in an object store.
 
 use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use zrecord_core::stream::pack::PackCursor;
-use zrecord_core::stream::{Shard, StateError, Stream, StreamError, StreamState};
+use zrecord_core::stream::{Stream, StreamError, StreamState};
 
 mod ahead;
+mod buffers;
+mod error;
 mod gather;
+mod options;
 mod pack;
 mod skip;
 mod source;
+mod warm;
+mod workers;
 
+pub use buffers::BufferPool;
+pub use error::{LoaderError, Place};
 pub use gather::{RaggedBatch, RaggedField};
+pub use options::{global_pool, LoaderOptions, Warm};
 pub use pack::{PackInfo, PackOptions};
 pub use skip::{OnError, Skipped};
 pub use source::Source;
 
-use crate::{DatasetError, Error, Zrecord};
+use source::check_sources;
+use warm::WarmProgress;
+use workers::{make_batch, Planner, Produced, Shared};
+
+use crate::Error;
 
 /// How often a waiting [`Loader::next`] checks whether another thread closed the loader.
 const CONSUMER_POLL: Duration = Duration::from_millis(50);
-
-/// Why a loader cannot be built or cannot go on.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LoaderError {
-    /// A store failed (reading a record, or an allocation).
-    #[error(transparent)]
-    Store(#[from] Error),
-    /// A dataset's store failed: the error names the store's path and the field.
-    #[error(transparent)]
-    Dataset(#[from] DatasetError),
-    /// The stream or the shard cannot be built (empty dataset, batch larger than an epoch,
-    /// a world size that does not divide the global batch, ...).
-    #[error(transparent)]
-    Stream(#[from] StreamError),
-    /// A saved state does not belong to this loader's stream.
-    #[error(transparent)]
-    State(#[from] StateError),
-    /// The sources do not fit the stream or each other.
-    #[error("{0}")]
-    Sources(String),
-    /// The threads could not be started.
-    #[error("cannot start loader threads: {0}")]
-    Spawn(std::io::Error),
-    /// A worker panicked: a bug in zrecord.
-    #[error("internal error (please report): {0}")]
-    Panic(String),
-    /// A worker went away without a batch or an error: a bug in zrecord.
-    #[error("internal error (please report): a loader worker exited unexpectedly")]
-    WorkerExited,
-    /// An earlier [`Loader::next`] failed with this; the loader stops there. `code` is the
-    /// store error's [`Error::code`] when it was one.
-    #[error("{message}")]
-    Stopped {
-        /// The first error's code, if it was a store error.
-        code: Option<i32>,
-        /// The first error's message.
-        message: String,
-        /// Where it happened, when it was a dataset error: the store, field and record.
-        at: Option<Place>,
-    },
-    /// The loader's threads live in the process that made it, and this one was forked.
-    #[error(
-        "this loader was created in a parent process and has no threads after fork(); create a new one in the child"
-    )]
-    Forked,
-}
-
-/// Where a dataset error happened ([`LoaderError::Stopped`] keeps it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
-    /// The store (or dataset directory).
-    pub path: std::path::PathBuf,
-    /// The field.
-    pub field: Option<String>,
-    /// The store's record that failed its checksum or decode.
-    pub record: Option<u64>,
-}
-
-impl LoaderError {
-    /// Where a dataset error happened: its own place, or the first error's for a stopped
-    /// loader.
-    pub fn place(&self) -> Option<Place> {
-        match self {
-            LoaderError::Dataset(e) => Some(Place { path: e.path.clone(), field: e.field.clone(), record: e.record() }),
-            LoaderError::Stopped { at, .. } => at.clone(),
-            _ => None,
-        }
-    }
-
-    /// The store error's stable code ([`Error::code`]), for this error or the one a
-    /// stopped loader first failed with.
-    pub fn code(&self) -> Option<i32> {
-        match self {
-            LoaderError::Store(e) => Some(e.code()),
-            LoaderError::Dataset(e) => Some(e.code()),
-            LoaderError::Stopped { code, .. } => *code,
-            _ => None,
-        }
-    }
-}
-
-/// How a loader reads its stream.
-#[derive(Clone, Copy, Debug)]
-pub struct LoaderOptions {
-    /// This process's rank, in `0..world_size` (default 0).
-    pub rank: u64,
-    /// Number of processes reading the stream (default 1); it must divide the stream's
-    /// global batch, and each batch holds `global_batch / world_size` samples.
-    pub world_size: u64,
-    /// Gathering threads; 0 gathers inside [`Loader::next`] (default 4).
-    pub num_workers: usize,
-    /// Batches prepared ahead of the consumer, at least 1 (default 4).
-    pub prefetch: usize,
-    /// Which rayon pool a batch's gathers run on, asked once per batch; `None` for rayon's
-    /// global pool (the default, [`global_pool`]). A process forked after the global pool
-    /// started must answer with a pool of its own there: the inherited one has no threads.
-    pub pool: fn() -> Option<&'static rayon::ThreadPool>,
-    /// Whether the stores are read into the page cache in the background when the threads
-    /// start (default [`Warm::Auto`]).
-    pub warm: Warm,
-    /// What a sample that fails its checksum or decode does (default [`OnError::Raise`];
-    /// [`OnError::Skip`] replaces it, deterministically: see [`Skipped`]).
-    pub on_error: OnError,
-}
-
-/// Whether a loader with workers warms its stores ([`Zrecord::warm`]) on a thread of its
-/// own when it starts: the stores' used bytes read once, front to back, so that the random
-/// reads of a cold first epoch find them in memory instead of going to disk one record at a
-/// time. A loader with no workers starts no thread, and never warms.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Warm {
-    /// When all the loader's stores together fit in a quarter of the memory available to
-    /// the page cache ([`zrecord_core::engine::worth_warming`]; `MemAvailable`, and the
-    /// room left under this process's cgroup memory limit, v1 or v2, when it has one). Larger
-    /// stores are read as the batches ask: warming them would evict what it read before
-    /// the epoch got there.
-    #[default]
-    Auto,
-    /// Always, whatever the size.
-    Always,
-    /// Never.
-    Never,
-}
-
-/// Bytes of memory the page cache can use without pushing anything out: the kernel's
-/// `MemAvailable`, or less when this process's memory cgroup has a limit with less room
-/// left under it. `None` where `MemAvailable` cannot be read (not Linux).
-fn available_memory() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    let mut avail = kib.saturating_mul(1024);
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok().and_then(|v| v.trim().parse::<u64>().ok());
-    for line in cgroups.lines() {
-        // "0::/path" is the cgroup v2 hierarchy; "N:memory:/path" (or "N:...,memory,...:")
-        // the v1 memory controller. "max", or v1's huge "no limit", leaves `avail` as is.
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
-        let path = path.trim().trim_start_matches('/');
-        let (limit, usage) = if controllers.is_empty() {
-            let dir = std::path::Path::new("/sys/fs/cgroup").join(path);
-            (read(dir.join("memory.max")), read(dir.join("memory.current")))
-        } else if controllers.split(',').any(|c| c == "memory") {
-            let dir = std::path::Path::new("/sys/fs/cgroup/memory").join(path);
-            (read(dir.join("memory.limit_in_bytes")), read(dir.join("memory.usage_in_bytes")))
-        } else {
-            continue;
-        };
-        if let (Some(limit), Some(usage)) = (limit, usage) {
-            avail = avail.min(limit.saturating_sub(usage));
-        }
-    }
-    Some(avail)
-}
-
-/// Progress of a loader's warming ([`Loader::warm_progress`]): bytes read (set to `total`
-/// when done) and bytes to read.
-#[derive(Debug, Default)]
-struct WarmProgress {
-    done: AtomicU64,
-    total: AtomicU64,
-}
-
-/// The default [`LoaderOptions::pool`]: rayon's global pool.
-pub fn global_pool() -> Option<&'static rayon::ThreadPool> {
-    None
-}
-
-impl Default for LoaderOptions {
-    fn default() -> Self {
-        LoaderOptions {
-            rank: 0,
-            world_size: 1,
-            num_workers: 4,
-            prefetch: 4,
-            pool: global_pool,
-            warm: Warm::Auto,
-            on_error: OnError::Raise,
-        }
-    }
-}
 
 /// One batch: this rank's slice of a global batch.
 #[derive(Debug)]
@@ -333,126 +169,6 @@ pub trait Fetch: Send + Sync {
 pub trait Transform: Send + Sync {
     /// The finished form of `batch`.
     fn transform(&self, batch: LoaderBatch) -> Box<dyn Any + Send>;
-}
-
-/// What a worker is asked to gather.
-struct Job {
-    step: u64,
-    indices: Vec<u64>,
-    sources: Vec<u32>,
-    /// A packed loader's pieces of this rank's rows.
-    pack: Option<pack::PackJob>,
-}
-
-/// Where the sampler thread takes its jobs from.
-#[allow(clippy::large_enum_variant)] // one per loader, never moved in a loop
-enum Planner {
-    /// Batches of samples: the shard's slice of each global batch.
-    Samples { shard: Shard, mixture: bool },
-    /// Packed rows ([`Loader::packed`]).
-    Packed(pack::RankPlanner),
-}
-
-impl Planner {
-    fn next_job(&mut self) -> Result<Job, LoaderError> {
-        match self {
-            Planner::Samples { shard, mixture } => Ok(next_job(shard, *mixture)?),
-            Planner::Packed(planner) => planner.next_job(),
-        }
-    }
-}
-
-type Produced = Result<LoaderBatch, LoaderError>;
-
-/// What the threads read from; released on close so that the stores can close.
-struct Shared {
-    sources: Vec<Source>,
-    /// Set for a [`Loader::fetching`] loader (`sources` is then empty).
-    fetch: Option<Arc<dyn Fetch>>,
-    pool: fn() -> Option<&'static rayon::ThreadPool>,
-    buffers: Arc<BufferPool>,
-    /// Set with [`OnError::Skip`]: the samples replaced so far.
-    skips: Option<Arc<skip::Skips>>,
-    /// Set by [`Loader::with_transform`].
-    transform: Option<Arc<dyn Transform>>,
-    /// Set for a packed loader, with its rows per rank.
-    packing: Option<(pack::Packing, usize)>,
-}
-
-/// Field buffers that consumers gave back, for later batches to fill again.
-///
-/// A fresh buffer per batch costs more than the gather on large raw batches: the allocator
-/// maps new pages, the kernel zeroes each one on its first touch, and the loader zeroes
-/// them again. A consumer that is done with a batch's buffer (the Python binding does so
-/// when the last array viewing it is freed) hands it to [`BufferPool::give`], and a later
-/// batch with a field that fits it takes it instead of allocating. A buffer is only ever
-/// given back by its owner, so no batch a caller still holds is written again.
-///
-/// A ragged field's buffer changes size from batch to batch, so buffers are matched by
-/// capacity, not length: a new one gets [`BufferPool::ROOM`] to spare (address space: the
-/// kernel backs pages only once they are touched), and a request takes the smallest that
-/// holds it, unless that is over twice what it asks. When the pool is full, the buffer
-/// given back longest ago goes, so buffers that nothing fits any more cannot crowd out
-/// those that are reused.
-#[derive(Debug, Default)]
-pub struct BufferPool {
-    /// Oldest first.
-    free: Mutex<Vec<Vec<u8>>>,
-}
-
-impl BufferPool {
-    /// Buffers kept at most, and bytes kept at most (by capacity).
-    const KEEP: usize = 16;
-    const KEEP_BYTES: usize = 512 << 20;
-
-    /// A new buffer's spare capacity, as a fraction of its length: 1 / ROOM. The sum of a
-    /// batch of 256 ragged samples of 256 to 768 tokens varies by about 2% from batch to
-    /// batch; an eighth holds that many times over.
-    const ROOM: usize = 8;
-
-    /// A buffer of exactly `len` bytes: a given-back one (holding an earlier batch's bytes:
-    /// the caller overwrites or clears every byte), or a new zeroed one. Its second value
-    /// says whether it was reused.
-    pub fn take(&self, len: usize) -> Result<(Vec<u8>, bool), Error> {
-        let mut free = lock(&self.free);
-        let fits = |b: &Vec<u8>| b.capacity() >= len && b.capacity() / 2 <= len;
-        let best = free.iter().enumerate().filter(|(_, b)| fits(b)).min_by_key(|(_, b)| b.capacity()).map(|(k, _)| k);
-        if let Some(k) = best {
-            let mut buf = free.remove(k);
-            drop(free);
-            // Within the capacity: no reallocation; growing writes zeros past the old end.
-            buf.resize(len, 0);
-            return Ok((buf, true));
-        }
-        drop(free);
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(len.saturating_add(len / Self::ROOM)).map_err(|_| Error::OutOfMemory)?;
-        buf.resize(len, 0);
-        Ok((buf, false))
-    }
-
-    /// Gives back a buffer a [`LoaderBatch`] field came in, once nothing reads it any more.
-    pub fn give(&self, buf: Vec<u8>) {
-        if buf.capacity() > Self::KEEP_BYTES {
-            return;
-        }
-        let mut free = lock(&self.free);
-        free.push(buf);
-        let mut held: usize = free.iter().map(Vec::capacity).sum();
-        while free.len() > Self::KEEP || held > Self::KEEP_BYTES {
-            held -= free.remove(0).capacity();
-        }
-    }
-
-    /// Buffers waiting to be reused.
-    pub fn len(&self) -> usize {
-        lock(&self.free).len()
-    }
-
-    /// True when no buffer waits to be reused.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 struct Consumer {
@@ -753,106 +469,21 @@ impl Loader {
         })));
     }
 
-    /// Starts the sampler and the workers (called by the first `next()`, under the
-    /// consumer lock).
+    /// Starts the sampler, the workers and the warming (called by the first `next()`,
+    /// under the consumer lock).
     fn spawn(
         &self,
-        mut planner: Planner,
+        planner: Planner,
         shared: Arc<Shared>,
         workers: usize,
         prefetch: usize,
     ) -> std::io::Result<Vec<Receiver<Produced>>> {
-        let mut threads = lock(&self.threads);
-        let mut job_queues = Vec::with_capacity(workers);
-        let mut batch_queues = Vec::with_capacity(workers);
-        // `prefetch` batches ahead in all, spread over the workers' queues.
-        let depth = prefetch.div_ceil(workers).max(1);
-        for w in 0..workers {
-            let (job_tx, job_rx) = sync_channel::<Result<Job, LoaderError>>(1);
-            let (out_tx, out_rx) = sync_channel::<Produced>(depth);
-            let shared = Arc::clone(&shared);
-            let stop = Arc::clone(&self.stop);
-            let handle = std::thread::Builder::new()
-                .name(format!("zrecord-loader-{w}"))
-                .spawn(move || worker(&shared, &stop, job_rx, out_tx))?;
-            threads.push(handle);
-            job_queues.push(job_tx);
-            batch_queues.push(out_rx);
+        let queues = workers::spawn_threads(planner, &shared, workers, prefetch, &self.stop, &mut lock(&self.threads))?;
+        if let Some((progress, handle)) = warm::start_warming(&shared, self.warm, &self.stop)? {
+            *lock(&self.warming) = Some(progress);
+            *lock(&self.warmer) = Some(handle);
         }
-        let stop = Arc::clone(&self.stop);
-        // One dataset in an object store: its batches to come are announced ahead.
-        let mut ahead = match (&planner, shared.sources.as_slice()) {
-            (Planner::Samples { shard, mixture: false }, [source]) => ahead::ReadAhead::new(shard, source.data()),
-            _ => None,
-        };
-        let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
-            let mut turn = 0usize;
-            while !stop.load(Ordering::Acquire) {
-                // A failure (an allocation, a packed loader's table read) goes to the
-                // worker whose turn it is, which hands it to the consumer in order.
-                let job = planner.next_job();
-                if let (Some(ahead), Ok(job)) = (ahead.as_mut(), &job) {
-                    ahead.planned(job.step);
-                }
-                let failed = job.is_err();
-                if job_queues[turn].send(job).is_err() || failed {
-                    break;
-                }
-                turn = (turn + 1) % job_queues.len();
-            }
-        })?;
-        threads.push(handle);
-        drop(threads);
-        self.start_warming(&shared)?;
-        Ok(batch_queues)
-    }
-
-    /// Starts the warming thread if [`Warm`] says the stores should be warmed: each store
-    /// once, in source and field order, stopping between pieces when the loader closes.
-    fn start_warming(&self, shared: &Shared) -> std::io::Result<()> {
-        if shared.fetch.is_some() {
-            return Ok(()); // no stores of ours to warm
-        }
-        let mut stores: Vec<Arc<Zrecord>> = Vec::new();
-        for source in &shared.sources {
-            for store in source.data().stores() {
-                if !stores.iter().any(|s| s.path() == store.path()) {
-                    stores.push(Arc::clone(store));
-                }
-            }
-        }
-        let total: u64 = stores.iter().map(|s| s.footprint()).sum();
-        let wanted = match self.warm {
-            Warm::Never => false,
-            Warm::Always => total > 0,
-            Warm::Auto => zrecord_core::engine::worth_warming(total, available_memory()),
-        };
-        if !wanted {
-            return Ok(());
-        }
-        let progress = Arc::new(WarmProgress::default());
-        progress.total.store(total, Ordering::Release);
-        let stop = Arc::clone(&self.stop);
-        let shown = Arc::clone(&progress);
-        let handle = std::thread::Builder::new().name("zrecord-warm".into()).spawn(move || {
-            let mut before = 0u64;
-            for store in stores {
-                let mut keep_going = |done: u64, _total: u64| {
-                    shown.done.store(before + done, Ordering::Release);
-                    !stop.load(Ordering::Acquire)
-                };
-                // A store that cannot be read is reported by the batches that read it.
-                let covered = store.warm(&mut keep_going).unwrap_or(0);
-                before += covered;
-                if stop.load(Ordering::Acquire) {
-                    return;
-                }
-            }
-            shown.done.store(total, Ordering::Release);
-        })?;
-        *lock(&self.warming) = Some(progress);
-        *lock(&self.warmer) = Some(handle);
-        Ok(())
+        Ok(queues)
     }
 
     /// How far the background warming of the stores has come ([`Warm`]): `(bytes read,
@@ -1095,109 +726,6 @@ impl Drop for Loader {
     }
 }
 
-fn check_sources(stream: &Stream, sources: &[Source]) -> Result<(), LoaderError> {
-    let datasets = stream.datasets();
-    if sources.len() != datasets.len() {
-        return Err(LoaderError::Sources(format!(
-            "the stream reads {} dataset(s) but {} source(s) were given",
-            datasets.len(),
-            sources.len()
-        )));
-    }
-    for (s, (source, dataset)) in sources.iter().zip(datasets).enumerate() {
-        if source.id() != *dataset {
-            return Err(LoaderError::Sources(format!(
-                "source {s} is {:?} but the stream was built for {dataset:?}: build the stream from the sources' id()",
-                source.id()
-            )));
-        }
-    }
-    let sizes = sources[0].sample_sizes();
-    if let Some(s) = sources.iter().position(|src| src.sample_sizes() != sizes) {
-        return Err(LoaderError::Sources(format!(
-            "the sources of a loader must have the same fields and sample sizes: source 0 has {sizes:?} bytes, \
-             source {s} has {:?}",
-            sources[s].sample_sizes()
-        )));
-    }
-    let shape = sources[0].shape();
-    if let Some(s) = sources.iter().position(|src| src.shape() != shape) {
-        return Err(LoaderError::Sources(format!(
-            "the sources of a loader must have the same fields: source {s}'s kinds, element sizes or padding \
-             differ from source 0's"
-        )));
-    }
-    Ok(())
-}
-
-/// The shard's next batch of indices (and sources, for a mixture).
-fn next_job(shard: &mut Shard, mixture: bool) -> Result<Job, Error> {
-    let n = shard.batch_size();
-    let mut indices = zeroed::<u64>(n)?;
-    let mut sources = zeroed::<u32>(n)?;
-    let step = if mixture { shard.fill_with_sources(&mut indices, &mut sources) } else { shard.fill(&mut indices) };
-    Ok(Job { step, indices, sources, pack: None })
-}
-
-fn worker(shared: &Shared, stop: &AtomicBool, jobs: Receiver<Result<Job, LoaderError>>, out: SyncSender<Produced>) {
-    while let Ok(job) = jobs.recv() {
-        if stop.load(Ordering::Acquire) {
-            break;
-        }
-        let batch = job.and_then(|job| make_batch(shared, job));
-        let failed = batch.is_err();
-        if out.send(batch).is_err() || failed {
-            break;
-        }
-    }
-}
-
-/// Gathers every field of a job, on the loader's pool, with panics caught; or, for a
-/// fetching loader, calls the fetch on this thread (never on the pool: a fetch may wait
-/// for a lock, such as Python's, that a thread waiting on the pool holds).
-fn make_batch(shared: &Shared, job: Job) -> Produced {
-    let panicked = |p: Box<dyn Any + Send>| {
-        LoaderError::Panic(
-            p.downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into()),
-        )
-    };
-    let batch = if let Some(fetch) = &shared.fetch {
-        let fetched = catch_unwind(AssertUnwindSafe(|| fetch.fetch(&job.indices))).map_err(panicked)?;
-        let Job { step, indices, sources, .. } = job;
-        LoaderBatch {
-            step,
-            indices,
-            sources,
-            fields: Vec::new(),
-            ragged: Vec::new(),
-            fetched: Some(fetched),
-            pack: None,
-        }
-    } else {
-        let run = || match (&shared.packing, &shared.skips) {
-            (Some((packing, per_rank)), _) => {
-                pack::gather_rows(&shared.sources, &shared.buffers, packing, *per_rank, job)
-            }
-            (None, Some(skips)) => skip::gather_skipping(&shared.sources, &shared.buffers, skips, job),
-            (None, None) => gather::gather(&shared.sources, &shared.buffers, job),
-        };
-        let result = match (shared.pool)() {
-            Some(pool) => catch_unwind(AssertUnwindSafe(|| pool.install(run))),
-            None => catch_unwind(AssertUnwindSafe(run)),
-        };
-        result.map_err(panicked)?.map_err(LoaderError::Dataset)?
-    };
-    let Some(transform) = &shared.transform else { return Ok(batch) };
-    // Never on the pool, as a fetch: a transform may wait for a lock (Python's) that a
-    // thread waiting on the pool holds.
-    let (step, indices, sources, pack) = (batch.step, batch.indices.clone(), batch.sources.clone(), batch.pack.clone());
-    let out = catch_unwind(AssertUnwindSafe(|| transform.transform(batch))).map_err(panicked)?;
-    Ok(LoaderBatch { step, indices, sources, fields: Vec::new(), ragged: Vec::new(), fetched: Some(out), pack })
-}
-
 /// What a loader reads: stores, or the caller's [`Fetch`].
 enum Feed {
     Sources(Vec<Source>),
@@ -1209,50 +737,4 @@ enum Feed {
         rows: u64,
         cursor: Option<PackCursor>,
     },
-}
-
-#[cfg(test)]
-mod tests {
-    use super::BufferPool;
-
-    #[test]
-    fn pool_reuses_a_buffer_for_a_batch_of_another_length() {
-        let pool = BufferPool::default();
-        let (first, reused) = pool.take(1000).unwrap();
-        assert!(!reused && first.len() == 1000 && first.iter().all(|&b| b == 0));
-        let at = first.as_ptr();
-        pool.give(first);
-        // A ragged field's next batch, a little longer: the same memory, grown in place.
-        let (mut next, reused) = pool.take(1100).unwrap();
-        assert!(reused && next.len() == 1100 && next.as_ptr() == at);
-        next.fill(7);
-        pool.give(next);
-        let (shorter, reused) = pool.take(900).unwrap();
-        assert!(reused && shorter.len() == 900 && shorter.as_ptr() == at);
-        pool.give(shorter);
-        // Far smaller requests do not tie up a large buffer.
-        let (small, reused) = pool.take(100).unwrap();
-        assert!(!reused && small.len() == 100);
-        assert_eq!(pool.len(), 1);
-    }
-
-    #[test]
-    fn pool_takes_the_smallest_fit_and_drops_the_oldest_when_full() {
-        let pool = BufferPool::default();
-        let (big, _) = pool.take(4000).unwrap();
-        let (small, _) = pool.take(2000).unwrap();
-        let small_at = small.as_ptr();
-        pool.give(big);
-        pool.give(small);
-        assert_eq!(pool.take(1900).unwrap().0.as_ptr(), small_at);
-        pool.give(pool.take(10).unwrap().0);
-        assert!(pool.take(10).unwrap().1, "a buffer that fits is reused");
-        pool.give(Vec::with_capacity(10));
-        for _ in 0..BufferPool::KEEP {
-            pool.give(Vec::with_capacity(5000));
-        }
-        assert_eq!(pool.len(), BufferPool::KEEP);
-        // The small buffer was given back before the others, so it went first.
-        assert!(!pool.take(10).unwrap().1, "the oldest buffer was dropped");
-    }
 }

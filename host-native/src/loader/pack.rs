@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use zrecord_core::stream::pack::{DocLengths, PackCursor, PackError, PackSpec, Packer, Placed, Plan};
 use zrecord_core::stream::{PackedState, Stream, StreamState};
 
-use super::{BufferPool, Job, LoaderBatch, LoaderError, Source};
+use super::workers::Job;
+use super::{BufferPool, LoaderBatch, LoaderError, Source};
 use crate::{DatasetError, Error};
 
 /// How a loader packs a ragged token field into rows ([`crate::Loader::packed`]).

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::{gather, lock, BufferPool, Job, Place, Source};
+use super::workers::Job;
+use super::{gather, lock, BufferPool, Place, Source};
 use crate::{DatasetError, Error};
 
 /// What a loader does when a sample fails its checksum or decode.

@@ -1,10 +1,11 @@
 //! What a loader reads: a [`Source`] is one dataset (fields over shards), and how its
-//! ragged fields are handed out (flat with offsets, or padded).
+//! ragged fields are handed out (flat with offsets, or padded); and whether a loader's
+//! sources fit its stream and each other.
 
 use std::sync::Arc;
 
 use zrecord_core::dataset::Field;
-use zrecord_core::stream::DatasetId;
+use zrecord_core::stream::{DatasetId, Stream};
 
 use super::LoaderError;
 use crate::{Dataset, Zrecord};
@@ -115,4 +116,41 @@ impl Source {
             .map(|f| (d.fields()[f].is_ragged(), d.itemsize(f), d.sample_len(f), self.pads[f].clone()))
             .collect()
     }
+}
+
+/// Fails unless `sources` are the stream's datasets, in order, with the same fields (kinds,
+/// element and sample sizes, padding).
+pub(super) fn check_sources(stream: &Stream, sources: &[Source]) -> Result<(), LoaderError> {
+    let datasets = stream.datasets();
+    if sources.len() != datasets.len() {
+        return Err(LoaderError::Sources(format!(
+            "the stream reads {} dataset(s) but {} source(s) were given",
+            datasets.len(),
+            sources.len()
+        )));
+    }
+    for (s, (source, dataset)) in sources.iter().zip(datasets).enumerate() {
+        if source.id() != *dataset {
+            return Err(LoaderError::Sources(format!(
+                "source {s} is {:?} but the stream was built for {dataset:?}: build the stream from the sources' id()",
+                source.id()
+            )));
+        }
+    }
+    let sizes = sources[0].sample_sizes();
+    if let Some(s) = sources.iter().position(|src| src.sample_sizes() != sizes) {
+        return Err(LoaderError::Sources(format!(
+            "the sources of a loader must have the same fields and sample sizes: source 0 has {sizes:?} bytes, \
+             source {s} has {:?}",
+            sources[s].sample_sizes()
+        )));
+    }
+    let shape = sources[0].shape();
+    if let Some(s) = sources.iter().position(|src| src.shape() != shape) {
+        return Err(LoaderError::Sources(format!(
+            "the sources of a loader must have the same fields: source {s}'s kinds, element sizes or padding \
+             differ from source 0's"
+        )));
+    }
+    Ok(())
 }

@@ -1,0 +1,291 @@
+//! Opening a dataset: from its manifest, from a single loaderx store, from an object
+//! store, or over stores the caller opened; and the options that say how.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use zrecord_core::dataset::{Field, Layout, Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use zrecord_core::error::{Error, FormatError, IoError, IoErrorKind};
+use zrecord_core::schema::{Schema, SCHEMA_FILE};
+
+use super::{Dataset, DatasetError, Shard, LEGACY_FIELD};
+use crate::{OpenOptions, Verify, Zrecord};
+
+/// How to open a dataset in an object store ([`Dataset::open_remote_with`]).
+#[derive(Clone, Debug, Default)]
+pub struct RemoteOptions {
+    /// When reads check checksums.
+    pub verify: Verify,
+    /// Bytes of fetched records kept: in memory (default
+    /// [`crate::remote::file::CACHE_BYTES`]), or with `cache_dir` on disk (default
+    /// [`crate::remote::file::DISK_CACHE_BYTES`]), in memory then at most the lesser of
+    /// this and the memory default.
+    pub cache_bytes: Option<u64>,
+    /// A local directory keeping fetched records and metadata across runs
+    /// ([`crate::remote::disk`]); one process uses it at a time.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// How to open a dataset.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DatasetOptions {
+    /// `Some(true)`: refuse every change; `Some(false)`: open a single store writable (an
+    /// error when that is not allowed); `None` (default): writable when allowed.
+    pub read_only: Option<bool>,
+    /// When reads check checksums (default [`Verify::Auto`]).
+    pub verify: Verify,
+}
+
+/// Reads a small metadata file, refusing anything but a regular file of at most `cap`
+/// bytes (a FIFO, a device or a huge file is an error, not a hang).
+pub(crate) fn read_meta_file(path: &Path, cap: u64) -> Result<Vec<u8>, Error> {
+    let io = |e: std::io::Error| Error::Io(IoError::from_std(e, format!("read {}", path.display())));
+    zrecord_core::io::std_dir::read_capped(path, cap)
+        .map_err(io)?
+        .ok_or_else(|| io(std::io::Error::from(std::io::ErrorKind::NotFound)))
+}
+
+/// Opens the existing store in `path` with `options`, read-only when `read_only` says so,
+/// writable when it says `Some(false)`, and when it is `None` writable if the system
+/// allows it and read-only if it refuses (EACCES, EROFS: another owner, `chmod -w`, a
+/// read-only mount). Returns the store and whether it is read-only.
+pub fn open_store(path: &Path, options: OpenOptions, read_only: Option<bool>) -> Result<(Zrecord, bool), Error> {
+    let with = |ro: bool| OpenOptions { read_only: ro, create: options.create && !ro, ..options };
+    match read_only {
+        Some(ro) => Ok((Zrecord::open_with(path, with(ro))?, ro)),
+        None => match Zrecord::open_with(path, with(false)) {
+            Ok(store) => Ok((store, false)),
+            Err(e) if permission_denied(&e) => Ok((Zrecord::open_with(path, with(true))?, true)),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+fn permission_denied(e: &Error) -> bool {
+    matches!(e, Error::Io(IoError { kind: IoErrorKind::PermissionDenied, .. }))
+}
+
+impl Dataset {
+    /// Opens the dataset in `path` for reading (see the [`dataset`](super) module docs for
+    /// what is locked).
+    pub fn open(path: impl AsRef<Path>) -> Result<Dataset, DatasetError> {
+        Self::open_with(path, DatasetOptions::default())
+    }
+
+    /// Opens with explicit options. A URL (`s3://`, `gs://`, `az://`, `https://`) opens a
+    /// pushed dataset with the environment's credentials ([`Dataset::open_remote`]).
+    pub fn open_with(path: impl AsRef<Path>, opts: DatasetOptions) -> Result<Dataset, DatasetError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(url) = path.to_str().filter(|p| crate::remote::is_url(p)) {
+            return Self::open_remote(url, &[], opts.verify);
+        }
+        let manifest_path = path.join(MANIFEST_FILE);
+        if manifest_path.exists() {
+            let bytes =
+                read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e))?;
+            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+            if opts.read_only == Some(false) {
+                return Err(DatasetError::at(
+                    &path,
+                    None,
+                    Error::InvalidArgument(
+                        "a multi-field dataset is opened read-only; add samples with DatasetWriter".into(),
+                    ),
+                ));
+            }
+            return Self::from_manifest(path, manifest, opts.verify);
+        }
+        Self::open_single(path, opts)
+    }
+
+    /// Opens the dataset (or store) pushed to `url` ([`crate::remote`]), read-only, with
+    /// `options` (object_store's configuration keys) over the environment's.
+    pub fn open_remote(url: &str, options: &[(String, String)], verify: Verify) -> Result<Dataset, DatasetError> {
+        Self::open_remote_with(url, options, RemoteOptions { verify, ..RemoteOptions::default() })
+    }
+
+    /// [`Dataset::open_remote`] with a cache of `opts.cache_bytes` (in memory, or with
+    /// `opts.cache_dir` on local disk there; see [`RemoteOptions`]). Fails also when another
+    /// process uses the cache directory.
+    pub fn open_remote_with(
+        url: &str,
+        options: &[(String, String)],
+        opts: RemoteOptions,
+    ) -> Result<Dataset, DatasetError> {
+        use crate::remote::file::{Cache, RemoteDir, CACHE_BYTES, DISK_CACHE_BYTES};
+        use crate::remote::{objects, push::read_listing, Remote};
+        let verify = opts.verify;
+        let path = PathBuf::from(url.trim_end_matches('/'));
+        let at = |e: IoError| DatasetError::at(&path, None, Error::Io(e));
+        let cache = match &opts.cache_dir {
+            Some(dir) => {
+                let disk = crate::remote::disk::DiskCache::open(dir, opts.cache_bytes.unwrap_or(DISK_CACHE_BYTES))
+                    .map_err(|e| DatasetError::at(dir, None, e))?;
+                let cache = Cache::new(opts.cache_bytes.unwrap_or(CACHE_BYTES).min(CACHE_BYTES));
+                cache.set_disk(disk);
+                cache
+            }
+            None => Cache::new(opts.cache_bytes.unwrap_or(CACHE_BYTES)),
+        };
+        let remote = Remote::open(url, options).map_err(at)?;
+        let Some((bytes, _, _)) = read_listing(&remote).map_err(at)? else {
+            return Err(at(IoError::new(
+                IoErrorKind::NotFound,
+                format!("open {}", remote.shown(objects::LISTING)),
+                "no pushed dataset here (remote.json is missing: never pushed, or a push that did not finish)",
+            )));
+        };
+        let listing = objects::Objects::from_json(&bytes, &remote.shown(objects::LISTING)).map_err(at)?;
+        cache.set_data(listing.stored_bytes());
+        let root = RemoteDir::cached(&remote, &listing, "", cache.clone(), 0);
+        let open_store = |dir: &str, codec, field: &str, base: u64| {
+            let store_dir = RemoteDir::cached(&remote, &listing, dir, cache.clone(), base);
+            let options = OpenOptions { create: false, read_only: true, codec, verify, ..OpenOptions::default() };
+            Zrecord::open_remote(store_dir, options).map_err(|e| DatasetError::at(&path.join(dir), Some(field), e))
+        };
+        if listing.kind == "dataset" {
+            let manifest_path = path.join(MANIFEST_FILE);
+            let bytes = root.read_whole(MANIFEST_FILE).map_err(at)?.ok_or_else(|| {
+                at(IoError::new(IoErrorKind::NotFound, format!("open {}", manifest_path.display()), "not pushed"))
+            })?;
+            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+            let mut shards = Vec::with_capacity(manifest.shards.len());
+            let mut base = 0u64;
+            for entry in &manifest.shards {
+                let mut stores = Vec::with_capacity(manifest.fields.len());
+                for field in &manifest.fields {
+                    let codec =
+                        field.codec().map_err(|e| DatasetError::at(&path, Some(&field.name), Error::from(e)))?;
+                    let store = open_store(&format!("{}/{}", entry.dir, field.name), codec, &field.name, base)?;
+                    stores.push(Arc::new(store));
+                }
+                base += entry.records;
+                shards.push(Shard { dir: path.join(&entry.dir), stores });
+            }
+            let layout = manifest.layout();
+            let mut ds = Self::assemble(path.clone(), manifest.fields.clone(), shards, layout, Some(manifest), true)?;
+            ds.cache = Some(cache);
+            return Ok(ds);
+        }
+        let schema_path = path.join(SCHEMA_FILE);
+        let bytes = root.read_whole(SCHEMA_FILE).map_err(at)?.ok_or_else(|| {
+            at(IoError::new(IoErrorKind::NotFound, format!("open {}", schema_path.display()), "not pushed"))
+        })?;
+        let schema = Schema::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&schema_path, e))?;
+        let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
+        let store = open_store("", codec, LEGACY_FIELD, 0)?;
+        let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
+        let layout = Layout::new([u64::from(store.len())]);
+        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };
+        let mut ds = Self::assemble(path.clone(), vec![field], vec![shard], layout, None, true)?;
+        ds.cache = Some(cache);
+        Ok(ds)
+    }
+
+    fn from_manifest(path: PathBuf, manifest: Manifest, verify: Verify) -> Result<Dataset, DatasetError> {
+        let mut shards = Vec::with_capacity(manifest.shards.len());
+        for entry in &manifest.shards {
+            let dir = path.join(&entry.dir);
+            let mut stores = Vec::with_capacity(manifest.fields.len());
+            for field in &manifest.fields {
+                let store_dir = dir.join(&field.name);
+                let at = |e: Error| DatasetError::at(&store_dir, Some(&field.name), e);
+                let options = OpenOptions {
+                    create: false,
+                    read_only: true,
+                    codec: field.codec().map_err(|e| at(e.into()))?,
+                    verify,
+                    ..OpenOptions::default()
+                };
+                let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
+                if u64::from(store.len()) < entry.records {
+                    return Err(at(FormatError::Container(format!(
+                        "holds {} records but {MANIFEST_FILE} lists {} for shard {:?}",
+                        store.len(),
+                        entry.records,
+                        entry.dir
+                    ))
+                    .into()));
+                }
+                stores.push(Arc::new(store));
+            }
+            shards.push(Shard { dir, stores });
+        }
+        let layout = manifest.layout();
+        Self::assemble(path, manifest.fields.clone(), shards, layout, Some(manifest), true)
+    }
+
+    fn open_single(path: PathBuf, opts: DatasetOptions) -> Result<Dataset, DatasetError> {
+        let schema_path = path.join(SCHEMA_FILE);
+        let at = |e: Error| DatasetError::at(&path, Some(LEGACY_FIELD), e);
+        if !schema_path.exists() {
+            let what = if path.is_dir() {
+                format!("holds neither {MANIFEST_FILE} nor {SCHEMA_FILE}: not a dataset")
+            } else {
+                "no such dataset directory".into()
+            };
+            return Err(at(Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", path.display()), what))));
+        }
+        let bytes =
+            read_meta_file(&schema_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::in_metadata(&schema_path, e))?;
+        let schema = Schema::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&schema_path, e))?;
+        let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
+        let options = OpenOptions { create: false, codec, verify: opts.verify, ..OpenOptions::default() };
+        let (store, read_only) = open_store(&path, options, opts.read_only).map_err(at)?;
+        let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
+        let layout = Layout::new([u64::from(store.len())]);
+        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };
+        Self::assemble(path, vec![field], vec![shard], layout, None, read_only)
+    }
+
+    /// A dataset over stores the caller opened: one shard, one store per field. Fixed
+    /// fields read records zero-padded to their sample size (as loaderx does for records
+    /// shorter than the schema says), and fail on longer ones.
+    pub fn from_stores(fields: Vec<(Field, Arc<Zrecord>)>) -> Result<Dataset, DatasetError> {
+        let Some((_, first)) = fields.first() else {
+            return Err(DatasetError::at(
+                Path::new("."),
+                None,
+                Error::InvalidArgument("a dataset needs a field".into()),
+            ));
+        };
+        let length = first.len();
+        let path = first.path().to_path_buf();
+        for (field, store) in &fields {
+            if store.len() != length {
+                return Err(DatasetError::at(
+                    store.path(),
+                    Some(&field.name),
+                    Error::InvalidArgument(format!(
+                        "the fields of a dataset must have the same length: {} has {} records, {} has {length}",
+                        store.path().display(),
+                        store.len(),
+                        first.path().display()
+                    )),
+                ));
+            }
+        }
+        let (defs, stores): (Vec<Field>, Vec<Arc<Zrecord>>) = fields.into_iter().unzip();
+        let read_only = true;
+        let shard = Shard { dir: path.clone(), stores };
+        Self::assemble(path, defs, vec![shard], Layout::new([u64::from(length)]), None, read_only)
+    }
+
+    fn assemble(
+        path: PathBuf,
+        fields: Vec<Field>,
+        shards: Vec<Shard>,
+        layout: Layout,
+        manifest: Option<Manifest>,
+        read_only: bool,
+    ) -> Result<Dataset, DatasetError> {
+        let mut sample_lens = Vec::with_capacity(fields.len());
+        let mut itemsizes = Vec::with_capacity(fields.len());
+        for f in &fields {
+            let at = |e: FormatError| DatasetError::at(&path, Some(&f.name), e);
+            sample_lens.push(f.sample_len().map_err(at)?.unwrap_or(0) as usize);
+            itemsizes.push(f.itemsize().map_err(at)? as usize);
+        }
+        Ok(Dataset { path, fields, sample_lens, itemsizes, shards, layout, manifest, read_only, cache: None })
+    }
+}

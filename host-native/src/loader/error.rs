@@ -1,0 +1,87 @@
+//! Why a loader cannot be built or cannot go on: [`LoaderError`], and the [`Place`] a
+//! dataset error happened at.
+
+use zrecord_core::stream::{StateError, StreamError};
+
+use crate::{DatasetError, Error};
+
+/// Why a loader cannot be built or cannot go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoaderError {
+    /// A store failed (reading a record, or an allocation).
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// A dataset's store failed: the error names the store's path and the field.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The stream or the shard cannot be built (empty dataset, batch larger than an epoch,
+    /// a world size that does not divide the global batch, ...).
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// A saved state does not belong to this loader's stream.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The sources do not fit the stream or each other.
+    #[error("{0}")]
+    Sources(String),
+    /// The threads could not be started.
+    #[error("cannot start loader threads: {0}")]
+    Spawn(std::io::Error),
+    /// A worker panicked: a bug in zrecord.
+    #[error("internal error (please report): {0}")]
+    Panic(String),
+    /// A worker went away without a batch or an error: a bug in zrecord.
+    #[error("internal error (please report): a loader worker exited unexpectedly")]
+    WorkerExited,
+    /// An earlier [`Loader::next`](super::Loader::next) failed with this; the loader stops there. `code` is the
+    /// store error's [`Error::code`] when it was one.
+    #[error("{message}")]
+    Stopped {
+        /// The first error's code, if it was a store error.
+        code: Option<i32>,
+        /// The first error's message.
+        message: String,
+        /// Where it happened, when it was a dataset error: the store, field and record.
+        at: Option<Place>,
+    },
+    /// The loader's threads live in the process that made it, and this one was forked.
+    #[error(
+        "this loader was created in a parent process and has no threads after fork(); create a new one in the child"
+    )]
+    Forked,
+}
+
+/// Where a dataset error happened ([`LoaderError::Stopped`] keeps it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The store (or dataset directory).
+    pub path: std::path::PathBuf,
+    /// The field.
+    pub field: Option<String>,
+    /// The store's record that failed its checksum or decode.
+    pub record: Option<u64>,
+}
+
+impl LoaderError {
+    /// Where a dataset error happened: its own place, or the first error's for a stopped
+    /// loader.
+    pub fn place(&self) -> Option<Place> {
+        match self {
+            LoaderError::Dataset(e) => Some(Place { path: e.path.clone(), field: e.field.clone(), record: e.record() }),
+            LoaderError::Stopped { at, .. } => at.clone(),
+            _ => None,
+        }
+    }
+
+    /// The store error's stable code ([`Error::code`]), for this error or the one a
+    /// stopped loader first failed with.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            LoaderError::Store(e) => Some(e.code()),
+            LoaderError::Dataset(e) => Some(e.code()),
+            LoaderError::Stopped { code, .. } => *code,
+            _ => None,
+        }
+    }
+}
