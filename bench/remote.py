@@ -61,8 +61,7 @@ def bench_remote(args):
                               shard_records=-(-n // 8))
         pushed = zrecord.push(work / "ds", "s3://bench/ds", storage_options=s3)
         total = pushed["stored"]
-        batch = 256
-        # The cache section reads batches of 64: with 256 of the 4,000 samples, the batches
+        # Batches of 64: with 256 of the 4,000 samples, the batches
         # in flight (prefetch and read-ahead) fill most of a cache of half the dataset and
         # leave no room to plan; a cache many batches deep is the case that matters.
         cache_batch = 64
@@ -91,24 +90,35 @@ def bench_remote(args):
         table(f"Remote: bytes fetched per SHUFFLE epoch, cache at half of {total / 2**20:,.0f} MiB ({desc}, "
               f"batch {cache_batch}, 8 shards, local S3 server)", ["cache", "epoch 0", "epoch 1", "epoch 2"], rows)
 
-        # 2. Latency: the loader at 0 ms and at 20 ms per request, in-memory store.
+        # 2. Latency: the loader at 0 ms and at 20 ms per request, in-memory store, a cache
+        # of half the dataset (so every epoch fetches: a cache that holds everything would
+        # time hits). Two figures: the first epoch timed from opening the dataset (listing,
+        # manifests and metadata blocks are round trips in a row), and the two epochs after.
         zrecord.push(work / "ds", "memory://bench-latency/ds")
         rates = {}
         for ms in (0, 20):
             url = "memory://bench-latency/ds" + (f"?latency_ms={ms}" if ms else "")
-            far = zrecord.Dataset(url)
-            with zrecord.DataLoader(far, batch_size=batch, mode=2, seed=5, num_workers=args.workers) as dl:
-                next(dl)
-                steps = min(dl.steps_per_epoch - 1, 60)
-                began = time.perf_counter()
+            began = time.perf_counter()
+            far = zrecord.Dataset(url, cache_bytes=total // 2)
+            with zrecord.DataLoader(far, batch_size=cache_batch, mode=2, seed=5, num_workers=args.workers) as dl:
+                steps = dl.steps_per_epoch
                 for _ in range(steps):
                     next(dl)
-                rates[ms] = steps / (time.perf_counter() - began)
+                first = steps / (time.perf_counter() - began)
+                began = time.perf_counter()
+                for _ in range(2 * steps):
+                    next(dl)
+                rates[ms] = (first, 2 * steps / (time.perf_counter() - began))
             far.close()
-        out["latency"] = rates
-        table(f"Remote: loader throughput with a far object store ({desc}, batch {batch}, in-memory store)",
-              ["added per request", "batches/s", "vs 0 ms"],
-              [[f"{ms} ms", f"{r:,.1f}", f"{r / rates[0]:.2f}x"] for ms, r in rates.items()])
+            print(f"  remote latency {ms} ms: {rates[ms][0]:,.1f} / {rates[ms][1]:,.1f} batches/s", file=sys.stderr,
+                  flush=True)
+        out["latency"] = {ms: r[1] for ms, r in rates.items()}
+        out["latency_first"] = {ms: r[0] for ms, r in rates.items()}
+        table(f"Remote: loader throughput with a far object store ({desc}, batch {cache_batch}, cache at half, "
+              f"in-memory store)",
+              ["added per request", "first epoch, from opening", "vs 0 ms", "epochs 1-2", "vs 0 ms"],
+              [[f"{ms} ms", f"{a:,.1f}", f"{a / rates[0][0]:.2f}x", f"{b:,.1f}", f"{b / rates[0][1]:.2f}x"]
+               for ms, (a, b) in rates.items()])
 
     finally:
         server.stop()
@@ -127,5 +137,8 @@ def summary_rows(row):
             p <= 0.6, f"oldest first: {o:.2f}x")
     if "latency" in r:
         ratio = r["latency"][20] / r["latency"][0]
-        row("remote: loader at 20 ms per request vs 0 ms", f"{ratio:.2f}x", ">= 0.8x", ratio >= 0.8,
-            f"{r['latency'][20]:,.1f} vs {r['latency'][0]:,.1f} batches/s")
+        row("remote: loader at 20 ms per request vs 0 ms (epochs 1-2, cache at half)", f"{ratio:.2f}x", ">= 0.8x",
+            ratio >= 0.8, f"{r['latency'][20]:,.1f} vs {r['latency'][0]:,.1f} batches/s")
+        first = r["latency_first"][20] / r["latency_first"][0]
+        row("remote: the same, first epoch timed from opening", f"{first:.2f}x", ">= 0.8x", first >= 0.8,
+            f"{r['latency_first'][20]:,.1f} vs {r['latency_first'][0]:,.1f} batches/s")
