@@ -1,7 +1,7 @@
 //! `zr`: the native front end of the zrecord command line.
 //!
 //! Everything a user sees (subcommands, output, messages, exit codes) is
-//! `zrecord_core::cli`; this file supplies only the host: store directories through the
+//! `zrecord_app::cli`; this file supplies only the host: store directories through the
 //! `zrecord` crate's backend, rayon, a progress bar on a terminal, and stdout/stderr.
 //! New outputs are built beside their final path (`.NAME.zr-partial-PID`) and renamed
 //! into place, so a failed command leaves nothing behind; SIGINT and SIGTERM remove the
@@ -23,7 +23,7 @@ use zrecord::remote::push::read_listing;
 use zrecord::remote::{is_url, Remote};
 use zrecord::{Dataset, DatasetError, DatasetOptions, Verify, WriteOptions};
 use zrecord::{DirBackend, Error, IoError, IoErrorKind, NativeFile, Rayon};
-use zrecord_core::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
+use zrecord_app::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
 use zrecord_core::{Options, Store, Writer};
 
 struct Native {
@@ -369,7 +369,7 @@ impl Host for Native {
     fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {
         let ds = Dataset::open_with(dataset, DatasetOptions { read_only: Some(true), verify }).map_err(failure)?;
         let to = if npz { ExportTo::Npz } else { ExportTo::Dir };
-        export_npy(&ds, Path::new(output), to, zrecord_core::tools::DEFAULT_CHUNK_BYTES, &mut |d, t| {
+        export_npy(&ds, Path::new(output), to, zrecord_app::tools::DEFAULT_CHUNK_BYTES, &mut |d, t| {
             self.progress("export", d, t)
         })
         .map_err(failure)

@@ -1,5 +1,5 @@
 //! The guest's front end of the `zr` command line: everything a user sees is
-//! `zrecord_core::cli`; this file supplies the host, over `std::fs` (wasi:filesystem).
+//! `zrecord_app::cli`; this file supplies the host, over `std::fs` (wasi:filesystem).
 //!
 //! Run by `zr-wasm`, the paths the guest receives are guest paths under the directories
 //! the runner preopened, and the runner describes each of them in the environment (see
@@ -13,7 +13,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use zrecord_core::cli::{self, Access, Closed, Host, PathKind, PathNote};
+use zrecord_app::cli::{self, Access, Closed, Host, PathKind, PathNote};
 use zrecord_core::io::Serial;
 use zrecord_core::{Error, IoError, IoErrorKind, Options, Store, Writer};
 

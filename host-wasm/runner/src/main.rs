@@ -3,7 +3,7 @@
 //! ```text
 //! zr-wasm [OPTIONS] COMMAND ...      the commands of `zr --help`, with the same output,
 //!                                    messages and exit codes (they are one code base:
-//!                                    zrecord_core::cli)
+//!                                    zrecord_app::cli)
 //! OPTIONS: --max-memory MIB (default 1024)   --timeout SECS (default 3600, 0: none)
 //!          --component PATH   --cache-dir DIR   --no-cache
 //! ```
@@ -22,7 +22,7 @@
 //!   renamed onto the output when the guest succeeds.
 //!
 //! The guest learns, for every rewritten path, what the user typed and what is there (see
-//! `zrecord_core::cli::PathNote`), so its messages name the user's paths, and a path that
+//! `zrecord_app::cli::PathNote`), so its messages name the user's paths, and a path that
 //! cannot be preopened (missing, or a file where a directory is needed) gets the message
 //! the native `zr` prints. `..` out of a preopen and symlinks pointing out of one are
 //! refused by wasmtime-wasi.
@@ -39,7 +39,7 @@ use std::time::Duration;
 use wasmtime::error::Context;
 use wasmtime::{bail, Result};
 use zr_wasm::{default_cache_dir, Limit, Preopen, Runtime, Sandbox, Source};
-use zrecord_core::cli::{Command, PathKind, PathNote, Role};
+use zrecord_app::cli::{Command, PathKind, PathNote, Role};
 
 /// Printed after the guest's `--help`.
 const RUNNER_HELP: &str = "
