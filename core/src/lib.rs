@@ -25,7 +25,8 @@
 //!   shards of stores) and the layout of its one index space.
 //!
 //! The command-line application built on it (the `zr` command line, inspect, verify,
-//! convert and export, the `.npy` container) is the `zrecord-app` crate in `core/app/`.
+//! convert and export, the `.npy` container, partial outputs) is the `zrecord-app` crate in
+//! `core/app/`.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -382,10 +382,13 @@ fn sigint_and_sigterm_remove_the_unfinished_output_and_orphans_are_cleaned() {
     dead.wait().unwrap();
     let orphan = d.join(format!(".out.npz.zr-partial-{dead_pid}"));
     std::fs::write(&orphan, b"left by a killed zr").unwrap();
+    // Python's export names one per thread (`-PID.TID`).
+    let python_orphan = d.join(format!(".out.npz.zr-partial-{dead_pid}.140213"));
+    std::fs::write(&python_orphan, b"left by a killed Python export").unwrap();
     let mine = d.join(format!(".out.npz.zr-partial-{}", std::process::id()));
     std::fs::write(&mine, b"a live process's: kept").unwrap();
     let out = run(d, &["export", "ds", "out.npz"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(!orphan.exists(), "the orphan was not removed");
+    assert!(!orphan.exists() && !python_orphan.exists(), "an orphan was not removed");
     assert!(mine.exists(), "a live process's partial output was removed");
 }
