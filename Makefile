@@ -32,9 +32,10 @@ help:
 # The quick loop while editing: no Python, no wasm, no stress runs.
 check: setup-rust
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy -q --all-targets -p zrecord-core -p zrecord -p zrecord-cli -- -D warnings
-	$(CARGO) test -q -p zrecord-core
+	$(CARGO) clippy -q --all-targets -p zrecord-core -p zrecord-app -p zrecord -p zrecord-cli -- -D warnings
+	$(CARGO) test -q -p zrecord-core -p zrecord-app
 	$(CARGO) build -q -p zrecord-core --no-default-features --target wasm32-unknown-unknown
+	$(CARGO) build -q -p zrecord-app --no-default-features --features cli --target wasm32-unknown-unknown
 
 setup: setup-rust setup-python $(if $(wildcard host-wasm/wasm.mk),wasm-setup,)
 
@@ -70,7 +71,7 @@ test-rust: test-start
 	$(CARGO) test
 	# The core alone, without the native host's features: the pure-Rust inflater path.
 	$(CARGO) test -p zrecord-core --lib
-	$(CARGO) clippy --all-targets -p zrecord-core -p zrecord -p zrecord-cli -p zrecord-python -- -D warnings
+	$(CARGO) clippy --all-targets -p zrecord-core -p zrecord-app -p zrecord -p zrecord-cli -p zrecord-python -- -D warnings
 	# The native lock, concurrency and CLI tests, 20 runs, two suites at a time.
 	tests/reliability/stress-locks.sh 20
 
@@ -88,9 +89,11 @@ lint: setup-python
 test-start:
 	@mkdir -p target && rm -f $(ZRECORD_SKIP_LOG)
 
-# The core must build without std on a target that has none.
+# The core and the app crate (its command line included) must build without std on a
+# target that has none.
 test-nostd: setup-rust
 	$(CARGO) build -p zrecord-core --no-default-features --target wasm32-unknown-unknown
+	$(CARGO) build -p zrecord-app --no-default-features --features cli --target wasm32-unknown-unknown
 
 test-python: setup-python build python
 	# Interop with the real loaderx wheel must run here: a missing loaderx is an error, not a skip.

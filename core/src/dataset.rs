@@ -91,7 +91,7 @@ impl Field {
 
     /// Bytes of one element.
     pub fn itemsize(&self) -> Result<u64, FormatError> {
-        crate::npy::itemsize(&self.dtype)
+        crate::dtype::itemsize(&self.dtype)
     }
 
     /// Bytes of one sample of a fixed field (`None` for a ragged one).

@@ -204,7 +204,7 @@ pub trait Backend: Send + Sync {
     /// Takes the directory in `mode`, or fails at once with [`Error::Locked`]. The wasm
     /// guest counts its own handles ([`LockCounts`]); the process that runs it (`zr-wasm`)
     /// takes the inter-process locks a command needs on its behalf
-    /// (`zrecord_core::cli::Command::locks`). Hosts with no locking at all (tests) keep the
+    /// (`zrecord_app::cli::Command::locks`). Hosts with no locking at all (tests) keep the
     /// default, which grants everything.
     fn lock(&self, mode: LockMode) -> Result<(), Error> {
         let _ = mode;

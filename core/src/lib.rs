@@ -19,30 +19,30 @@
 //! - [`engine`]: the store itself, one submodule per ordering rule of `docs/format.md`:
 //!   open (creation, recovery, publication, durability), read (gather, stats), append,
 //!   delete, compact.
-//! - [`npy`] and [`schema`]: the `.npy` container and a store's `schema.json`.
+//! - [`schema`] and [`dtype`]: a store's `schema.json` and the element types it and
+//!   `dataset.json` name (NumPy dtype strings).
 //! - [`dataset`]: the dataset manifest `dataset.json` (named fixed and ragged fields over
 //!   shards of stores) and the layout of its one index space.
-//! - [`tools`]: inspect, verify, convert and export, shared by the `zr` and `zr-wasm` CLIs.
-//! - [`cli`]: the `zr` command line itself (parsing, output, messages, exit codes), which
-//!   the native `zr` and the wasm guest run through a small [`cli::Host`] of their own.
+//!
+//! The command-line application built on it (the `zr` command line, inspect, verify,
+//! convert and export, the `.npy` container, partial outputs) is the `zrecord-app` crate in
+//! `core/app/`.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;
 
-pub mod cli;
 pub mod codec;
 pub mod dataset;
+pub mod dtype;
 pub mod engine;
 pub mod error;
 pub mod format;
 pub mod io;
-pub mod npy;
 pub mod sampler;
 pub mod schema;
 pub mod stream;
-pub mod tools;
 
 pub use codec::{Codec, CodecPolicy, DEFAULT_MIN_SAVINGS};
 pub use engine::{Batch, Options, Sealing, Stats, Store, Verify, Writer};

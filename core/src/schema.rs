@@ -61,7 +61,7 @@ impl Schema {
         }
         let s: Schema =
             serde_json::from_value(v).map_err(|e| FormatError::Container(alloc::format!("schema.json: {e}")))?;
-        crate::npy::itemsize(&s.dtype)?;
+        crate::dtype::itemsize(&s.dtype)?;
         if crate::Codec::from_name(&s.codec).is_none() {
             return Err(FormatError::Container(alloc::format!("schema.json names unknown codec {:?}", s.codec)));
         }
@@ -70,7 +70,7 @@ impl Schema {
 
     /// Bytes per sample.
     pub fn sample_len(&self) -> Result<u64, FormatError> {
-        let item = crate::npy::itemsize(&self.dtype)?;
+        let item = crate::dtype::itemsize(&self.dtype)?;
         self.shape
             .iter()
             .try_fold(item, |acc, &d| acc.checked_mul(d))

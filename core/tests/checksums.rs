@@ -6,13 +6,14 @@
 mod common;
 
 use common::{apply_model, contents, record, run_step, scripted_workload, Step};
+use zrecord_app::tools;
 use zrecord_core::engine::{Batch, Options, Store, Verify};
 use zrecord_core::error::{ChecksumFailure, Error};
 use zrecord_core::format::sums::SUMS_FILE;
 use zrecord_core::format::{entry_offset, Header, RecordLoc, HEADER_LEN, META_FILE};
 use zrecord_core::io::mem::MemBackend;
 use zrecord_core::io::{Backend, Serial, StorageFile};
-use zrecord_core::{tools, Codec};
+use zrecord_core::Codec;
 
 const SEED: u64 = 5;
 const CAPACITY: u64 = 4096;

@@ -2,12 +2,13 @@
 //! error naming what is wrong (at open, or when the damaged record is read, verified or
 //! inspected), in bounded time and memory, and never as a panic or a read outside a buffer.
 
+use zrecord_app::tools;
 use zrecord_core::engine::{Batch, Options, Store, Verify};
 use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError};
 use zrecord_core::format::{entry_offset, Header, RecordLoc, HEADER_LEN, MAX_RECORDS, META_FILE, META_LEN};
 use zrecord_core::io::mem::MemBackend;
 use zrecord_core::io::{Backend, Serial, StorageFile};
-use zrecord_core::{tools, Codec};
+use zrecord_core::Codec;
 
 const CAPACITY: u64 = 1024;
 const N: u32 = 12;

@@ -8,12 +8,12 @@
 //! - [`ops`]: append/delete/compact/gather/sync/reopen sequences against an in-memory model
 //!   (redb's fuzzer style); the store must match the model after every step.
 
+use zrecord_app::tools;
 use zrecord_core::codec::{decode_into, inflate_into, Codec};
 use zrecord_core::engine::{Batch, Options, Store};
 use zrecord_core::format::{CHUNK_FILE_LEN, META_FILE, META_LEN};
 use zrecord_core::io::mem::MemBackend;
 use zrecord_core::io::{Backend, Serial, StorageFile};
-use zrecord_core::tools;
 
 fn u16_at(d: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([*d.get(at).unwrap_or(&0), *d.get(at + 1).unwrap_or(&0)])

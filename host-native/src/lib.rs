@@ -52,6 +52,7 @@ pub use loader::{
     global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, PackInfo, PackOptions,
     Place, RaggedBatch, RaggedField, Skipped, Source, Transform, Warm,
 };
+pub use zrecord_app::tools::{Conversion, Inspection, Verification};
 pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::engine::{FixedSlots, Pick, Sealing, Stats, Verify};
@@ -63,7 +64,6 @@ pub use zrecord_core::stream::pack::PackMode;
 pub use zrecord_core::stream::{
     DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState, STATE_VERSION,
 };
-pub use zrecord_core::tools::{Conversion, Inspection, Verification};
 pub use zrecord_core::{schema::Schema, Codec, CodecPolicy, DEFAULT_MIN_SAVINGS};
 
 /// Result alias for this crate.
@@ -421,7 +421,7 @@ impl Zrecord {
     /// Header, codec mix, chunk use and schema (see `zr inspect`).
     pub fn inspect(&self) -> Result<Inspection> {
         self.current()?;
-        zrecord_core::tools::inspect(&self.store)
+        zrecord_app::tools::inspect(&self.store)
     }
 
     /// When reads check checksums.
@@ -452,22 +452,22 @@ impl Zrecord {
     /// verify`).
     pub fn verify(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<Verification> {
         self.current()?;
-        zrecord_core::tools::verify(&self.store, &Rayon, progress)
+        zrecord_app::tools::verify(&self.store, &Rayon, progress)
     }
 
     /// The dataset schema, if the store has a `schema.json`.
     pub fn schema(&self) -> Result<Option<Schema>> {
         self.current()?;
-        zrecord_core::tools::read_schema(&self.store)
+        zrecord_app::tools::read_schema(&self.store)
     }
 
     /// The schema samples of `dtype` (NumPy's `dtype.str`) and `shape` are appended under:
     /// this store's `schema.json`, which must accept them, or a new one naming `codec`
-    /// (see [`zrecord_core::tools::schema_for_append`]). `Dataset.write` in Python calls
+    /// (see [`zrecord_app::tools::schema_for_append`]). `Dataset.write` in Python calls
     /// this before staging its blocks with the schema's codec.
     pub fn schema_for_append(&self, dtype: &str, shape: &[u64], codec: Codec) -> Result<Schema> {
         self.current()?;
-        zrecord_core::tools::schema_for_append(&self.store, dtype, shape, codec)
+        zrecord_app::tools::schema_for_append(&self.store, dtype, shape, codec)
     }
 
     /// Appends every axis-0 slice of the `.npy` file at `input` as a record, writing or
@@ -494,14 +494,14 @@ impl Zrecord {
         let file = NativeFile::open(input, false, false, false)?.ok_or_else(|| {
             Error::Io(IoError::new(IoErrorKind::NotFound, format!("open {}", input.display()), "no such file"))
         })?;
-        zrecord_core::tools::convert(&file, &self.store, &mut self.writer(), policy, chunk_bytes, &Rayon, progress)
+        zrecord_app::tools::convert(&file, &self.store, &mut self.writer(), policy, chunk_bytes, &Rayon, progress)
     }
 
     /// Writes the dataset to a `.npy` file at `output` (see `zr export`).
     pub fn export_npy(&self, output: &Path, chunk_bytes: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
         self.current()?;
         let file = NativeFile::create(output)?;
-        zrecord_core::tools::export(&self.store, &file, chunk_bytes, &Rayon, progress)
+        zrecord_app::tools::export(&self.store, &file, chunk_bytes, &Rayon, progress)
     }
 
     /// Closes the store, releasing its locks (dropping it does the same).

@@ -299,7 +299,7 @@ fn import(
 }
 
 fn npy(path: &Path, descr: &str, shape: &[u64], data: &[u8]) {
-    let mut bytes = zrecord_core::npy::write_header(descr, shape);
+    let mut bytes = zrecord_app::npy::write_header(descr, shape);
     bytes.extend_from_slice(data);
     std::fs::write(path, bytes).unwrap();
 }
@@ -331,7 +331,7 @@ fn fields_round_trip_through_npy_files_and_npz() {
     assert_eq!(names, ["image.npy", "label.npy", "tokens.npy", "tokens_offsets.npy"]);
     // The offsets file is n + 1 int64 element offsets from 0.
     let raw = std::fs::read(files.join("tokens_offsets.npy")).unwrap();
-    let h = zrecord_core::npy::parse_header(&raw).unwrap();
+    let h = zrecord_app::npy::parse_header(&raw).unwrap();
     assert_eq!((h.descr.as_str(), h.shape.as_slice()), ("<i8", &[2501u64][..]));
     let offs: Vec<i64> =
         raw[h.data_offset as usize..].chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();

@@ -5,8 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use zrecord::{Codec, OpenOptions, Zrecord};
+use zrecord_app::npy;
 use zrecord_core::format::{CHUNK_FILE_LEN, META_LEN};
-use zrecord_core::npy;
 
 fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/loaderx-0.5.4").join(name)

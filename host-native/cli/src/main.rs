@@ -1,12 +1,13 @@
 //! `zr`: the native front end of the zrecord command line.
 //!
 //! Everything a user sees (subcommands, output, messages, exit codes) is
-//! `zrecord_core::cli`; this file supplies only the host: store directories through the
+//! `zrecord_app::cli`; this file supplies only the host: store directories through the
 //! `zrecord` crate's backend, rayon, a progress bar on a terminal, and stdout/stderr.
-//! New outputs are built beside their final path (`.NAME.zr-partial-PID`) and renamed
-//! into place, so a failed command leaves nothing behind; SIGINT and SIGTERM remove the
-//! unfinished output before `zr` exits (status 130), and a partial output of a `zr` that
-//! was killed outright (its PID gone) is removed by the next command staging beside it.
+//! New outputs are built beside their final path (`.NAME.zr-partial-PID`, see
+//! `zrecord_app::partial`) and renamed into place, so a failed command leaves nothing
+//! behind; SIGINT and SIGTERM remove the unfinished output before `zr` exits (status 130),
+//! and a partial output of a `zr` that was killed outright (its PID gone) is removed by the
+//! next command staging beside it.
 
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -23,7 +24,8 @@ use zrecord::remote::push::read_listing;
 use zrecord::remote::{is_url, Remote};
 use zrecord::{Dataset, DatasetError, DatasetOptions, Verify, WriteOptions};
 use zrecord::{DirBackend, Error, IoError, IoErrorKind, NativeFile, Rayon};
-use zrecord_core::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
+use zrecord_app::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
+use zrecord_app::partial;
 use zrecord_core::{Options, Store, Writer};
 
 struct Native {
@@ -68,30 +70,9 @@ fn exit_interrupted() -> ! {
 
 /// Removes `path` (a staged directory or file) and the parents its staging created.
 fn remove_staged(path: &str, created: &[PathBuf]) {
-    let _ = if Path::new(path).is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+    partial::remove(Path::new(path));
     for p in created.iter().rev() {
         let _ = std::fs::remove_dir(p);
-    }
-}
-
-/// Removes `.NAME.zr-partial-PID` entries in `parent` whose process is gone (a `zr` killed
-/// by SIGKILL or a crash): no live process can still be writing them.
-fn remove_orphans(parent: &Path, name: &str) {
-    let prefix = format!(".{name}.zr-partial-");
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        // SAFETY: kill with signal 0 sends nothing; it only asks whether `pid` exists.
-        let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } == -1
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
-            remove_staged(&entry.path().to_string_lossy(), &[]);
-        }
     }
 }
 
@@ -99,21 +80,12 @@ fn io_err(e: std::io::Error, context: String) -> Error {
     Error::Io(IoError::from_std(e, context))
 }
 
-/// The directory holding `path` (`.` for a bare name).
-fn parent_of(path: &str) -> PathBuf {
-    match Path::new(path).parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// `.NAME.zr-partial-PID` beside `path`, and `path`'s parent.
-fn partial(path: &str) -> Result<(PathBuf, PathBuf), Error> {
+fn staged_beside(path: &str) -> Result<(PathBuf, PathBuf), Error> {
     let name =
         Path::new(path).file_name().ok_or_else(|| Error::InvalidArgument(format!("{path} does not name a file")))?;
-    let parent = parent_of(path);
-    remove_orphans(&parent, &name.to_string_lossy());
-    let staged = parent.join(format!(".{}.zr-partial-{}", name.to_string_lossy(), std::process::id()));
+    let parent = partial::dir_of(path);
+    let staged = partial::stage(&parent, &name.to_string_lossy());
     Ok((parent, staged))
 }
 
@@ -201,7 +173,7 @@ impl Host for Native {
         use std::os::unix::fs::MetadataExt;
         // Built beside it and renamed over it, which only works within one file system: an
         // empty mount point is written in place, as before.
-        let same_fs = match (std::fs::metadata(path), std::fs::metadata(parent_of(path))) {
+        let same_fs = match (std::fs::metadata(path), std::fs::metadata(partial::dir_of(path))) {
             (Ok(dir), Ok(parent)) => dir.dev() == parent.dev(),
             _ => false,
         };
@@ -239,7 +211,7 @@ impl Host for Native {
     }
 
     fn stage_store(&mut self, path: &str) -> Result<String, Error> {
-        let (parent, staged) = partial(path)?;
+        let (parent, staged) = staged_beside(path)?;
         let created = Native::create_parents(&parent)?;
         let staged = utf8(staged)?;
         if let Err(e) = std::fs::create_dir(&staged) {
@@ -253,7 +225,7 @@ impl Host for Native {
     }
 
     fn stage_file(&mut self, path: &str) -> Result<(NativeFile, String), Error> {
-        let (_, path) = partial(path)?;
+        let (_, path) = staged_beside(path)?;
         let path = utf8(path)?;
         let mut list = staged_list();
         let file = NativeFile::create(Path::new(&path))?;
@@ -268,7 +240,7 @@ impl Host for Native {
             list.retain(|(s, _)| s != staged);
         }
         // The rename is durable once the directory holding the new name is.
-        let parent = partial(path)?.0;
+        let parent = partial::dir_of(path);
         std::fs::File::open(&parent)
             .and_then(|d| d.sync_all())
             .map_err(|e| io_err(e, format!("sync directory {}", parent.display())))
@@ -369,7 +341,7 @@ impl Host for Native {
     fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {
         let ds = Dataset::open_with(dataset, DatasetOptions { read_only: Some(true), verify }).map_err(failure)?;
         let to = if npz { ExportTo::Npz } else { ExportTo::Dir };
-        export_npy(&ds, Path::new(output), to, zrecord_core::tools::DEFAULT_CHUNK_BYTES, &mut |d, t| {
+        export_npy(&ds, Path::new(output), to, zrecord_app::tools::DEFAULT_CHUNK_BYTES, &mut |d, t| {
             self.progress("export", d, t)
         })
         .map_err(failure)

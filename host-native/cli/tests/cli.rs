@@ -20,7 +20,7 @@ fn text(b: &[u8]) -> String {
 
 /// A `|u1` `.npy` of `rows` x `cols`.
 fn npy(rows: usize, cols: usize) -> Vec<u8> {
-    let mut out = zrecord_core::npy::write_header("|u1", &[rows as u64, cols as u64]);
+    let mut out = zrecord_app::npy::write_header("|u1", &[rows as u64, cols as u64]);
     out.extend((0..rows * cols).map(|i| (i / cols) as u8 ^ (i % 7) as u8));
     out
 }
@@ -239,7 +239,7 @@ fn convert_with_zstd_counts_and_warns_in_inspect_and_exports_the_same_array() {
 fn npy_files(dir: &Path, files: &[(&str, &str, &[u64], Vec<u8>)]) {
     std::fs::create_dir_all(dir).unwrap();
     for (name, descr, shape, data) in files {
-        let mut bytes = zrecord_core::npy::write_header(descr, shape);
+        let mut bytes = zrecord_app::npy::write_header(descr, shape);
         bytes.extend_from_slice(data);
         std::fs::write(dir.join(format!("{name}.npy")), bytes).unwrap();
     }
@@ -351,7 +351,7 @@ fn sigint_and_sigterm_remove_the_unfinished_output_and_orphans_are_cleaned() {
     let d = tmp.path();
     // 128 MiB of compressible rows: a conversion that takes a while after it stages.
     let (rows, cols) = (8192usize, 16384usize);
-    let mut big = zrecord_core::npy::write_header("|u1", &[rows as u64, cols as u64]);
+    let mut big = zrecord_app::npy::write_header("|u1", &[rows as u64, cols as u64]);
     big.extend((0..rows * cols).map(|i| ((i / 7) % 5) as u8 ^ (i >> 20) as u8));
     std::fs::write(d.join("big.npy"), &big).unwrap();
     std::fs::create_dir(d.join("fields")).unwrap();
@@ -382,10 +382,13 @@ fn sigint_and_sigterm_remove_the_unfinished_output_and_orphans_are_cleaned() {
     dead.wait().unwrap();
     let orphan = d.join(format!(".out.npz.zr-partial-{dead_pid}"));
     std::fs::write(&orphan, b"left by a killed zr").unwrap();
+    // Python's export names one per thread (`-PID.TID`).
+    let python_orphan = d.join(format!(".out.npz.zr-partial-{dead_pid}.140213"));
+    std::fs::write(&python_orphan, b"left by a killed Python export").unwrap();
     let mine = d.join(format!(".out.npz.zr-partial-{}", std::process::id()));
     std::fs::write(&mine, b"a live process's: kept").unwrap();
     let out = run(d, &["export", "ds", "out.npz"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(!orphan.exists(), "the orphan was not removed");
+    assert!(!orphan.exists() && !python_orphan.exists(), "an orphan was not removed");
     assert!(mine.exists(), "a live process's partial output was removed");
 }

@@ -19,10 +19,10 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use zrecord_app::npy;
+use zrecord_app::tools::NpySource;
 use zrecord_core::dataset::Field;
 use zrecord_core::error::{Error, FormatError, IoError};
-use zrecord_core::npy;
-use zrecord_core::tools::NpySource;
 use zrecord_core::Codec;
 
 use super::{Dataset, DatasetError, DatasetWriter, WriteOptions};
@@ -345,7 +345,7 @@ pub fn import_npy(
                         om.shown.display()
                     ))));
                 };
-                let itemsize = npy::itemsize(&descr).map_err(|e| bad(e.into()))?;
+                let itemsize = zrecord_core::dtype::itemsize(&descr).map_err(|e| bad(e.into()))?;
                 stream.expect_data(m, count.saturating_mul(itemsize))?;
                 let ostream = Stream::open(om)?;
                 let obad = |what: String| DatasetError::at(&om.shown, Some(&m.stem), Error::InvalidArgument(what));

@@ -33,7 +33,7 @@ pub struct TokensImported {
 }
 
 /// Adds the documents of the flat token file `input` (dtype `descr`, one of
-/// [`zrecord_core::cli::TOKEN_DTYPES`]' numpy strings) to the dataset in `output` (created when missing), as
+/// `zrecord_app::cli::TOKEN_DTYPES`' numpy strings) to the dataset in `output` (created when missing), as
 /// ragged field `tokens`. `progress(bytes read, bytes in the file)` after each block.
 pub fn import_tokens(
     input: &Path,

@@ -60,7 +60,9 @@ fn files(root: &Path) -> Result<Vec<(String, PathBuf)>, IoError> {
             let entry = entry.map_err(io(&dir, "list"))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') {
-                continue; // .zrecord-write.lock, .NAME.zr-partial-PID
+                // .zrecord-write.lock, and partial outputs: every name
+                // `zrecord_app::partial::staged_name` gives is hidden.
+                continue;
             }
             let path = entry.path();
             let child = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };

@@ -4,8 +4,8 @@
 
 use std::cell::RefCell;
 
+use zrecord_app::tools;
 use zrecord_core::io::Serial;
-use zrecord_core::tools;
 use zrecord_core::{Batch, Codec, Error, Mode, Options, Sampler, Store as CoreStore, Verify, Writer};
 
 use crate::exports::zrecord::store::store as wit_store;
@@ -235,7 +235,7 @@ pub fn verify_json(path: &str) -> Result<(tools::Verification, String), Error> {
     Ok((v, json))
 }
 
-/// `convert` as the `tools` export runs it (the CLI's is `zrecord_core::cli`'s).
+/// `convert` as the `tools` export runs it (the CLI's is `zrecord_app::cli`'s).
 /// Returns the conversion and the store's length after it. The input is checked before
 /// anything is created, and a failed conversion into a path that did not exist removes
 /// what it created; appending to an existing store keeps what earlier batches appended.

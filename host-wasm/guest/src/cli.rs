@@ -1,5 +1,5 @@
 //! The guest's front end of the `zr` command line: everything a user sees is
-//! `zrecord_core::cli`; this file supplies the host, over `std::fs` (wasi:filesystem).
+//! `zrecord_app::cli`; this file supplies the host, over `std::fs` (wasi:filesystem).
 //!
 //! Run by `zr-wasm`, the paths the guest receives are guest paths under the directories
 //! the runner preopened, and the runner describes each of them in the environment (see
@@ -13,7 +13,8 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use zrecord_core::cli::{self, Access, Closed, Host, PathKind, PathNote};
+use zrecord_app::cli::{self, Access, Closed, Host, PathKind, PathNote};
+use zrecord_app::partial;
 use zrecord_core::io::Serial;
 use zrecord_core::{Error, IoError, IoErrorKind, Options, Store, Writer};
 
@@ -109,10 +110,11 @@ impl Host for Guest {
         if note(path).is_some_and(|n| n.staged) {
             return Ok((FsFile::create(path.into())?, path.to_string()));
         }
-        // Beside the output, renamed over it at the end, as the native zr does.
+        // Beside the output, renamed over it at the end, as the native zr does; with no
+        // process id to give (WASI has none), under the name without one.
         let p = Path::new(path);
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = p.with_file_name(format!(".{name}.zr-partial")).display().to_string();
+        let tmp = p.with_file_name(partial::staged_name(&name, None)).display().to_string();
         let file = FsFile::create(tmp.clone().into())?;
         self.created.push((tmp.clone(), Vec::new()));
         Ok((file, tmp))

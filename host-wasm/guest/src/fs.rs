@@ -13,7 +13,7 @@
 //! handles one embedder opens in one instance (JavaScript's `Store.open` twice) from
 //! rewriting records under each other. Between processes, `zr-wasm` takes the native
 //! host's locks on the guest's behalf before it runs a command
-//! (`zrecord_core::cli::Command::locks`); other embedders take none (README, "zr-wasm").
+//! (`zrecord_app::cli::Command::locks`); other embedders take none (README, "zr-wasm").
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

@@ -1,9 +1,9 @@
-//! `zr.wasm`: zrecord-core as a WebAssembly component.
+//! `zr.wasm`: zrecord-core and zrecord-app as a WebAssembly component.
 //!
 //! One binary, two faces. Run as a command (`wasi:cli/run`, from `main`) it is the `zr`
-//! command line of `zrecord_core::cli`, the same code as the native `zr` (see [`cli`] for
+//! command line of `zrecord_app::cli`, the same code as the native `zr` (see [`cli`] for
 //! the guest's side of it); instantiated by an embedder it exports the WIT interfaces in
-//! `wit/zrecord.wit` (see [`api`]). Both call the core; the only code of its own here is
+//! `wit/zrecord.wit` (see [`api`]). Both call the core and the app crate; the only code of its own here is
 //! the `std::fs` backend ([`fs`]) and the translation between core types and WIT types.
 
 mod api;
@@ -24,7 +24,7 @@ fn main() {
         Ok(args) => cli::run(&args),
         Err(bad) => {
             eprintln!("zr: error: argument {} is not valid UTF-8", std::path::Path::new(&bad).display());
-            zrecord_core::cli::EXIT_ERROR
+            zrecord_app::cli::EXIT_ERROR
         }
     };
     std::process::exit(code);

@@ -56,7 +56,7 @@ pub struct Sandbox {
     /// Let the guest write to this process's stdout and stderr (the CLI does; tests capture).
     pub inherit_stdio: bool,
     /// Environment variables the guest sees (and no others). `zr-wasm` passes the user's
-    /// names of the paths it preopened this way (`zrecord_core::cli::PathNote`).
+    /// names of the paths it preopened this way (`zrecord_app::cli::PathNote`).
     pub env: Vec<(String, String)>,
 }
 

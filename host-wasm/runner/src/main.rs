@@ -3,7 +3,7 @@
 //! ```text
 //! zr-wasm [OPTIONS] COMMAND ...      the commands of `zr --help`, with the same output,
 //!                                    messages and exit codes (they are one code base:
-//!                                    zrecord_core::cli)
+//!                                    zrecord_app::cli)
 //! OPTIONS: --max-memory MIB (default 1024)   --timeout SECS (default 3600, 0: none)
 //!          --component PATH   --cache-dir DIR   --no-cache
 //! ```
@@ -15,14 +15,14 @@
 //! - a store changed in place (`delete`, `compact`): its directory, read-write, as `/store`;
 //! - `convert`'s input: the directory of the file, read-only, as `/in`;
 //! - `convert`'s output: an existing directory read-write as `/out`; a new one is built in
-//!   a fresh directory beside it (`.NAME.zr-partial-PID`), preopened as `/out` and renamed
-//!   onto the output when the guest succeeds (removed, with any parent made for it, when
-//!   it fails);
+//!   a fresh directory beside it (`.NAME.zr-partial-PID`, see `zrecord_app::partial`),
+//!   preopened as `/out` and renamed onto the output when the guest succeeds (removed, with
+//!   any parent made for it, when it fails);
 //! - `export`'s output: a fresh private directory beside it as `/out`, whose one file is
 //!   renamed onto the output when the guest succeeds.
 //!
 //! The guest learns, for every rewritten path, what the user typed and what is there (see
-//! `zrecord_core::cli::PathNote`), so its messages name the user's paths, and a path that
+//! `zrecord_app::cli::PathNote`), so its messages name the user's paths, and a path that
 //! cannot be preopened (missing, or a file where a directory is needed) gets the message
 //! the native `zr` prints. `..` out of a preopen and symlinks pointing out of one are
 //! refused by wasmtime-wasi.
@@ -39,7 +39,8 @@ use std::time::Duration;
 use wasmtime::error::Context;
 use wasmtime::{bail, Result};
 use zr_wasm::{default_cache_dir, Limit, Preopen, Runtime, Sandbox, Source};
-use zrecord_core::cli::{Command, PathKind, PathNote, Role};
+use zrecord_app::cli::{Command, PathKind, PathNote, Role};
+use zrecord_app::partial;
 
 /// Printed after the guest's `--help`.
 const RUNNER_HELP: &str = "
@@ -147,11 +148,7 @@ fn split_file(p: &str) -> Result<(PathBuf, String)> {
     let path = Path::new(p);
     let name =
         path.file_name().and_then(|n| n.to_str()).with_context(|| format!("{p} does not name a file"))?.to_string();
-    let parent = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    Ok((parent, name))
+    Ok((partial::dir_of(p), name))
 }
 
 /// An output built in a private place and moved to its final path if the guest succeeds.
@@ -177,7 +174,7 @@ impl Staged {
             d = p.parent();
         }
         created.reverse();
-        let dir = parent.join(format!(".{name}.zr-partial-{}", std::process::id()));
+        let dir = partial::stage(&parent, &name);
         let from = if store { dir.clone() } else { dir.join(&name) };
         let staged = Staged { dir, from, to: PathBuf::from(target), created, committed: false };
         for p in &staged.created {
@@ -197,7 +194,7 @@ impl Staged {
         std::fs::rename(&self.from, &self.to)
             .with_context(|| format!("moving the output into {}", self.to.display()))?;
         self.committed = true;
-        let parent = split_file(&self.to.to_string_lossy())?.0;
+        let parent = partial::dir_of(&self.to);
         std::fs::File::open(&parent)
             .and_then(|d| d.sync_all())
             .with_context(|| format!("syncing directory {}", parent.display()))

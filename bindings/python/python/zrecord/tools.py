@@ -262,7 +262,9 @@ def export(
         FormatError: a record's size does not match the schema.
     """
     npy = Path(npy)
-    tmp = npy.with_name(f".{npy.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    # Named as zr names a partial output (zrecord_app::partial), one per thread, so that the
+    # next zr staging an output of this name removes it if this process died before the rename.
+    tmp = npy.with_name(f".{npy.name}.zr-partial-{os.getpid()}.{threading.get_ident()}")
     try:
         with reporter(progress, "export") as report:
             rows = _zrecord.export(os.fspath(path), os.fspath(tmp), int(chunk_bytes), report, verify)

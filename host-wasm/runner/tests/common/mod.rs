@@ -14,7 +14,7 @@ pub fn component() -> Vec<u8> {
 
 /// A `.npy` of `rows` rows of `cols` bytes each (`|u1`), every byte a function of its place.
 pub fn write_npy(path: &Path, rows: usize, cols: usize) {
-    let mut out = zrecord_core::npy::write_header("|u1", &[rows as u64, cols as u64]);
+    let mut out = zrecord_app::npy::write_header("|u1", &[rows as u64, cols as u64]);
     out.extend((0..rows * cols).map(|i| ((i / cols) as u8) ^ ((i % cols) as u8 & 0x0f)));
     std::fs::write(path, out).unwrap();
 }

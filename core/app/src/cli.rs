@@ -20,10 +20,11 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use crate::codec::{Codec, CodecPolicy};
-use crate::engine::{Store, Verify, Writer};
-use crate::error::{Error, FormatError};
-use crate::io::{Backend, LockMode, Parallel, StorageFile};
+use zrecord_core::codec::{Codec, CodecPolicy};
+use zrecord_core::engine::{Store, Verify, Writer};
+use zrecord_core::error::{Error, FormatError};
+use zrecord_core::io::{Backend, LockMode, Parallel, StorageFile};
+
 use crate::tools;
 
 mod dataset;
@@ -397,14 +398,15 @@ impl Command {
                 };
                 let shard_records = match flag("shard-records") {
                     Some(m) => Some(
-                        m.parse::<u64>().ok().filter(|&n| n >= 1 && n <= u64::from(crate::MAX_RECORDS)).ok_or_else(
-                            || {
+                        m.parse::<u64>()
+                            .ok()
+                            .filter(|&n| n >= 1 && n <= u64::from(zrecord_core::MAX_RECORDS))
+                            .ok_or_else(|| {
                                 usage(format!(
                                     "--shard-records takes a number of samples from 1 to {}, not {m:?}",
-                                    crate::MAX_RECORDS
+                                    zrecord_core::MAX_RECORDS
                                 ))
-                            },
-                        )?,
+                            })?,
                     ),
                     None => None,
                 };

@@ -7,7 +7,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::error::FormatError;
+use zrecord_core::dtype::itemsize;
+use zrecord_core::error::FormatError;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 
@@ -26,21 +27,6 @@ pub struct NpyHeader {
 
 fn bad(msg: impl Into<String>) -> FormatError {
     FormatError::Container(msg.into())
-}
-
-/// Bytes per element of a NumPy dtype string such as `<f4`, `|S10` or `<U5`.
-pub fn itemsize(descr: &str) -> Result<u64, FormatError> {
-    let body = descr.strip_prefix(['<', '>', '|', '=']).unwrap_or(descr);
-    let mut chars = body.chars();
-    let kind = chars.next().ok_or_else(|| bad("empty dtype"))?;
-    let rest = chars.as_str();
-    let digits: &str = rest.split('[').next().unwrap_or("");
-    let n: u64 = digits.parse().map_err(|_| bad(format!("unsupported dtype {descr:?}")))?;
-    match kind {
-        'b' | 'i' | 'u' | 'f' | 'c' | 'S' | 'V' | 'M' | 'm' => Ok(n),
-        'U' => Ok(n * 4),
-        _ => Err(bad(format!("unsupported dtype {descr:?}"))),
-    }
 }
 
 /// Length of the fixed prefix to read before [`parse_header`] can tell the full header size.
@@ -156,15 +142,6 @@ mod tests {
         assert_eq!(p, NpyHeader { descr: "|u1".into(), fortran_order: false, shape: vec![5, 100], data_offset: 128 });
         assert_eq!(parse_header(&write_header("<f4", &[7])).unwrap().shape, vec![7]);
         assert_eq!(parse_header(&write_header("<f4", &[])).unwrap().shape, Vec::<u64>::new());
-    }
-
-    #[test]
-    fn itemsizes() {
-        for (d, n) in [("|u1", 1), ("<f4", 4), ("<c16", 16), ("|S10", 10), ("<U5", 20), ("<M8[ns]", 8), ("|b1", 1)] {
-            assert_eq!(itemsize(d).unwrap(), n, "{d}");
-        }
-        assert!(itemsize("|O").is_err());
-        assert!(itemsize("").is_err());
     }
 
     #[test]

@@ -10,10 +10,11 @@ use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
+use zrecord_core::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use zrecord_core::engine::Verify;
+use zrecord_core::io::{Parallel, StorageFile};
+
 use super::{json, open_checked, Access, Failure, FieldImport, Host, Out, PathKind, EXIT_BAD_RECORDS, EXIT_OK};
-use crate::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
-use crate::engine::Verify;
-use crate::io::{Parallel, StorageFile};
 use crate::tools;
 
 /// `dir/name`, with one separator.
@@ -98,7 +99,7 @@ pub(super) fn inspect<H: Host>(host: &mut H, dir: &str, m: &Manifest, as_json: b
         return Ok(EXIT_OK);
     }
     out.line(&format!("dataset       {shown}"));
-    out.line(&format!("format        {} v{} ({MANIFEST_FILE})", crate::dataset::FORMAT, m.version));
+    out.line(&format!("format        {} v{} ({MANIFEST_FILE})", zrecord_core::dataset::FORMAT, m.version));
     out.line(&format!("samples       {}", m.len()));
     out.line(&format!("shards        {}", m.shards.len()));
     out.line(&format!("fields        {}", describe(m)));

@@ -10,13 +10,15 @@ use core::fmt;
 
 use serde::Serialize;
 
-use crate::codec::{Codec, CodecPolicy};
-use crate::engine::{Batch, Store, Writer};
-use crate::error::{Error, FormatError, Result};
-use crate::format::{Header, MAX_RECORD_LEN};
-use crate::io::{Backend, Parallel, StorageFile};
+use zrecord_core::codec::{Codec, CodecPolicy};
+use zrecord_core::dtype::itemsize;
+use zrecord_core::engine::{Batch, Store, Writer};
+use zrecord_core::error::{Error, FormatError, Result};
+use zrecord_core::format::{Header, MAX_RECORD_LEN};
+use zrecord_core::io::{Backend, Parallel, StorageFile};
+use zrecord_core::schema::{Schema, SCHEMA_FILE};
+
 use crate::npy;
-use crate::schema::{Schema, SCHEMA_FILE};
 
 /// Default bytes of source data per append when converting (as loaderx's `Dataset.write`).
 pub const DEFAULT_CHUNK_BYTES: usize = 64 << 20;
@@ -188,9 +190,9 @@ fn census<B: Backend>(store: &Store<B>, h: &Header) -> Result<Census> {
     let (mut raw, mut flate, mut zstd, mut bad, mut live, mut logical) = (0u32, 0u32, 0u32, 0u32, 0u64, 0u64);
     let mut entries = Vec::new();
     for i in 0..h.length {
-        let k = (i % crate::engine::RUN_ENTRIES) as usize;
+        let k = (i % zrecord_core::engine::RUN_ENTRIES) as usize;
         if k == 0 {
-            store.entries_into(i, (h.length - i).min(crate::engine::RUN_ENTRIES), &mut entries)?;
+            store.entries_into(i, (h.length - i).min(zrecord_core::engine::RUN_ENTRIES), &mut entries)?;
         }
         let e = entries[k];
         match e.check(h) {
@@ -225,7 +227,7 @@ pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
     let problems = damage(store, &chunks).problems;
     let chunk_bytes = h.chunk_bytes();
     Ok(Inspection {
-        version: crate::format::VERSION,
+        version: zrecord_core::format::VERSION,
         records: h.length,
         tail_chunk: h.tail_chunk,
         tail_offset: h.tail_offset,
@@ -393,7 +395,7 @@ pub fn verify<B: Backend, P: Parallel>(
             })
             .collect();
         par.for_each(&mut shards, |shard| {
-            let cut_off = |e: &crate::format::RecordLoc| {
+            let cut_off = |e: &zrecord_core::format::RecordLoc| {
                 let cut = short.get(usize::from(e.chunk_id)).copied().flatten();
                 cut.is_some_and(|len| u64::from(e.offset) + u64::from(e.phys_length) > len)
             };
@@ -501,7 +503,7 @@ impl NpySource {
         };
         let sample_len = sample_shape
             .iter()
-            .try_fold(npy::itemsize(&h.descr)?, |acc, &d| acc.checked_mul(d))
+            .try_fold(itemsize(&h.descr)?, |acc, &d| acc.checked_mul(d))
             .ok_or_else(|| Error::InvalidArgument("sample size overflows".into()))?;
         if sample_len > u64::from(MAX_RECORD_LEN) || sample_len == 0 {
             return Err(Error::RecordTooLarge { length: sample_len });
@@ -530,7 +532,7 @@ impl NpySource {
         if !self.transposed() {
             return Ok(input.read_at(at + first * self.sample_len, buf)?);
         }
-        let item = npy::itemsize(&self.header.descr)? as usize;
+        let item = itemsize(&self.header.descr)? as usize;
         let shape = self.sample_shape();
         let elems = shape.iter().product::<u64>() as usize;
         let mut column = vec![0u8; n as usize * item];
