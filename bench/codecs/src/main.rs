@@ -141,8 +141,8 @@ impl Candidate for Lz4 {
 /// The first [`SAMPLE_BYTES`] of records of a `.npy`: (bytes, rows, record length).
 fn load(path: &str) -> (Vec<u8>, usize, usize) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let h = zrecord_core::npy::parse_header(&bytes).unwrap();
-    let item: u64 = h.shape[1..].iter().product::<u64>() * zrecord_core::npy::itemsize(&h.descr).unwrap();
+    let h = zrecord_app::npy::parse_header(&bytes).unwrap();
+    let item: u64 = h.shape[1..].iter().product::<u64>() * zrecord_core::dtype::itemsize(&h.descr).unwrap();
     let item = item as usize;
     let rows = (h.shape[0] as usize).min(SAMPLE_BYTES / item);
     let start = h.data_offset as usize;
