@@ -315,8 +315,13 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
         }
         let rate = 100.0 / began.elapsed().as_secs_f64();
         loader.close();
-        let most = far.remote_stats().unwrap().most_in_flight;
-        eprintln!("{url}: {rate:.0} batches/s, at most {most} requests in flight");
+        let counts = far.remote_stats().unwrap();
+        let most = counts.most_in_flight;
+        eprintln!("{url}: {rate:.0} batches/s, at most {most} requests in flight, {} stalls", counts.stalls);
+        if url.contains("latency") {
+            // The first batch at least waits a round trip for its records.
+            assert!(counts.stalls >= 1, "20 ms per request and no read waited 5 ms");
+        }
         runs.push((batches, most));
     }
     assert!(runs[0].0 == runs[1].0, "latency changed the batches");

@@ -29,6 +29,7 @@ pub fn counts_dict<'py>(py: Python<'py>, c: RemoteCounts) -> PyResult<Bound<'py,
     d.set_item("disk_hits", c.disk_hits)?;
     d.set_item("disk_bytes", c.disk_bytes)?;
     d.set_item("most_in_flight", c.most_in_flight)?;
+    d.set_item("stalls", c.stalls)?;
     Ok(d)
 }
 

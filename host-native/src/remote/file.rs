@@ -375,7 +375,11 @@ impl RemoteFile {
             if !self.metadata {
                 self.cache.evict();
             }
+            let waited = std::time::Instant::now();
             let bytes = self.remote.block(fetch).map_err(|e| (*e).clone())?;
+            if waited.elapsed() > super::STALL {
+                self.remote.stats().stalls.fetch_add(1, Ordering::Relaxed);
+            }
             let from = (at - span_start) as usize;
             let n = (bytes.len() - from).min((end - at) as usize);
             let out = (at - start) as usize;

@@ -67,7 +67,14 @@ pub struct RemoteStats {
     pub in_flight: AtomicU64,
     /// The most requests that were ever in flight at once.
     pub most_in_flight: AtomicU64,
+    /// Reads that waited more than [`STALL`] for bytes still on their way: a reader
+    /// (a loader worker) held up by the network. The read-ahead deepens when it grows.
+    pub stalls: AtomicU64,
 }
+
+/// How long a read may wait for bytes in flight before it counts as a stall: longer than a
+/// busy machine's scheduling delays, shorter than a far store's round trip.
+pub const STALL: Duration = Duration::from_millis(5);
 
 /// A snapshot of [`RemoteStats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -86,6 +93,8 @@ pub struct RemoteCounts {
     pub disk_bytes: u64,
     /// The most requests that were in flight at once.
     pub most_in_flight: u64,
+    /// Reads held up more than [`STALL`] by bytes still on their way.
+    pub stalls: u64,
 }
 
 impl RemoteStats {
@@ -97,6 +106,7 @@ impl RemoteStats {
             retries: self.retries.load(Ordering::Relaxed),
             hits: self.hits.load(Ordering::Relaxed),
             most_in_flight: self.most_in_flight.load(Ordering::Relaxed),
+            stalls: self.stalls.load(Ordering::Relaxed),
             ..RemoteCounts::default()
         }
     }

@@ -172,10 +172,12 @@ class Dataset:
 
     def remote_stats(self) -> "dict | None":
         """What reading this dataset from an object store cost so far: ``{"requests",
-        "bytes", "retries", "hits", "disk_hits", "disk_bytes"}`` (GET requests sent, bytes
-        received, requests sent again after a transient failure, reads served from bytes
-        already fetched, and ranges and bytes served from ``cache_dir``); None for a local
-        dataset.
+        "bytes", "retries", "hits", "disk_hits", "disk_bytes", "most_in_flight",
+        "stalls"}`` (GET requests sent, bytes received, requests sent again after a
+        transient failure, reads served from bytes already fetched, ranges and bytes served
+        from ``cache_dir``, the most requests in flight at once (at most 256), and reads
+        that waited over 5 ms for bytes still on their way: a loader held up by the
+        network); None for a local dataset.
 
         The cache: ``Dataset(url, cache_bytes=N)`` keeps up to N bytes of records in memory
         (1 GiB by default); with ``cache_dir=DIR`` up to N bytes (16 GiB by default) on
