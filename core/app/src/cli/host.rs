@@ -1,0 +1,156 @@
+//! What a front end supplies to run the command line: the [`Host`] trait and the types it
+//! takes and returns (what is at a path, how a store is opened, a closed stdout, the options
+//! and outcome of a dataset import).
+
+use alloc::string::String;
+
+use zrecord_core::codec::CodecPolicy;
+use zrecord_core::engine::{Store, Verify, Writer};
+use zrecord_core::error::Error;
+use zrecord_core::io::{Backend, StorageFile};
+
+use super::Failure;
+
+/// What is at a path on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    /// A directory.
+    Dir,
+    /// Something that is not a directory (a file, a device...).
+    File,
+    /// Nothing, but its parent directory exists.
+    Missing,
+    /// Nothing, and neither is its parent directory.
+    MissingParent,
+}
+
+/// How a store is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// An existing store, read-only.
+    Read,
+    /// An existing store, writable.
+    Write,
+    /// Writable, created if the directory holds none.
+    Create,
+}
+
+/// stdout was closed by its reader (`zr verify s | head -1`): stop writing, quietly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Closed;
+
+/// What a front end supplies: files, paths, progress display and the two output streams.
+/// Every method that can fail returns the core's [`Error`]; [`run`](super::run) adds which
+/// path it was about and prints it.
+pub trait Host {
+    /// The store backend.
+    type Backend: Backend;
+    /// A single file (`convert`'s input, `export`'s output).
+    type File: StorageFile;
+
+    /// What is at `path`.
+    fn kind(&self, path: &str) -> PathKind;
+    /// How to name `path` to the user: what they typed.
+    fn shown(&self, path: &str) -> String;
+    /// Opens the store in directory `path` (which [`Host::kind`] said is a directory, or,
+    /// for [`Access::Create`], a directory made by [`Host::stage_store`]).
+    fn open_store(&mut self, path: &str, access: Access) -> Result<(Store<Self::Backend>, Writer), Error>;
+    /// Opens the existing file `path` for reading.
+    fn open_input(&mut self, path: &str) -> Result<Self::File, Error>;
+    /// True when `path` is a directory with nothing in it: a new store or dataset is then
+    /// built beside it and moved over it, as for a missing path, so that a failure leaves
+    /// it empty. Hosts that cannot tell keep the default (written in place).
+    fn is_empty_dir(&self, path: &str) -> bool {
+        let _ = path;
+        false
+    }
+    /// Makes a new empty directory beside `path` (creating missing parents) where a new
+    /// store is built; returns its path, which [`Host::commit`] moves to `path` (replacing
+    /// an empty directory there).
+    fn stage_store(&mut self, path: &str) -> Result<String, Error>;
+    /// Creates a new empty file beside `path` for output; returns it and its path, which
+    /// [`Host::commit`] moves to `path`.
+    fn stage_file(&mut self, path: &str) -> Result<(Self::File, String), Error>;
+    /// Moves what was staged at `staged` to `path`, replacing a file there.
+    fn commit(&mut self, staged: &str, path: &str) -> Result<(), Error>;
+    /// Removes what was staged at `staged` and anything its staging created.
+    fn discard(&mut self, staged: &str);
+    /// Reports progress of a long step (`what` is `verify`, `convert`...): `done` of
+    /// `total` records. Called with `done == total` at the end.
+    fn progress(&mut self, what: &str, done: u64, total: u64);
+    /// Writes `text` to stdout.
+    fn out(&mut self, text: &str) -> Result<(), Closed>;
+    /// Writes `text` to stderr.
+    fn err(&mut self, text: &str);
+
+    /// True when the host has a dataset writer for [`Host::import_fields`] and
+    /// [`Host::export_fields`] (the native `zr` does; the default says no, and `convert`
+    /// and `export` of datasets then fail before they create anything).
+    fn has_fields_io(&self) -> bool {
+        false
+    }
+
+    /// `convert` of a directory of `.npy` files or an `.npz` (`input`) into the dataset of
+    /// named fields in directory `output` (an existing one, or a new directory made by
+    /// [`Host::stage_store`]).
+    fn import_fields(&mut self, input: &str, output: &str, options: &FieldImport) -> Result<FieldsDone, Failure> {
+        let _ = (output, options);
+        Err(Failure::new(self.shown(input), NO_FIELDS_IO))
+    }
+
+    /// `push` of the dataset or store in `local` to the object store location `url`;
+    /// returns the line to print. The default says this host cannot.
+    fn push(&mut self, local: &str, url: &str) -> Result<String, Failure> {
+        let _ = url;
+        Err(Failure::new(self.shown(local), NO_REMOTE))
+    }
+
+    /// `pull` of the dataset or store pushed to `url` into `output`, a directory made by
+    /// [`Host::stage_store`]; returns the number of files. The default says this host
+    /// cannot.
+    fn pull(&mut self, url: &str, output: &str) -> Result<u64, Failure> {
+        let _ = output;
+        Err(Failure::new(url.into(), NO_REMOTE))
+    }
+
+    /// `export` of the dataset of named fields in directory `dataset` into `output`: a
+    /// directory made by [`Host::stage_store`] (`npz` false) or a file made by
+    /// [`Host::stage_file`] (`npz` true). Returns the number of samples.
+    fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {
+        let _ = (output, npz, verify);
+        Err(Failure::new(self.shown(dataset), NO_FIELDS_IO))
+    }
+}
+
+/// What a host without an object store client says to `push` and `pull`.
+pub const NO_REMOTE: &str = "push and pull need the native zr (this zr reads no object store)";
+
+/// What a host without a dataset writer says to `convert DIR|IN.npz` and `export DATASET`.
+pub const NO_FIELDS_IO: &str =
+    "converting or exporting a dataset of named fields needs the native zr (this zr has no dataset writer)";
+
+/// How [`Host::import_fields`] writes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FieldImport {
+    /// The codec of a new dataset's fields and the compression threshold.
+    pub policy: CodecPolicy,
+    /// MiB of input per block.
+    pub chunk_mib: usize,
+    /// Samples per shard (`None`: the writer's default, the store's record limit).
+    pub shard_records: Option<u64>,
+    /// A flat token file (numpy dtype string, end-of-document id) instead of `.npy` files.
+    pub tokens: Option<(&'static str, u64)>,
+}
+
+/// What [`Host::import_fields`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldsDone {
+    /// Samples added.
+    pub added: u64,
+    /// Samples the dataset holds now.
+    pub samples: u64,
+    /// Its fields.
+    pub fields: usize,
+    /// Its shards.
+    pub shards: usize,
+}
