@@ -12,6 +12,15 @@ use zrecord::{
     Codec, Column, Dataset, DatasetWriter, Field, Loader, LoaderOptions, Mode, Source, Stream, WriteOptions,
 };
 
+/// A dataset of one raw field `x` of `n` records of `record` bytes, each record different.
+fn write_records(path: &Path, n: u64, record: u64) {
+    let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
+    let mut w = DatasetWriter::open(path, fields, WriteOptions::default()).unwrap();
+    let data: Vec<u8> = (0..n * record).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    w.write(&[Column::Fixed(&data)]).unwrap();
+    w.commit().unwrap();
+}
+
 fn write(path: &Path, n: u64) -> Dataset {
     let fields = vec![
         Field::fixed("image", "|u1", &[4, 8], Codec::Flate),
@@ -120,11 +129,7 @@ fn a_planned_cache_fetches_about_half_the_dataset_per_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let n = 1600u64;
     let record = 32 << 10;
-    let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
-    let mut w = DatasetWriter::open(dir.path().join("ds"), fields, WriteOptions::default()).unwrap();
-    let data: Vec<u8> = (0..n * record).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-    w.write(&[Column::Fixed(&data)]).unwrap();
-    w.commit().unwrap();
+    write_records(&dir.path().join("ds"), n, record);
     let total = n * record;
     let mut per_epoch = Vec::new();
     for planned in [true, false] {
@@ -178,11 +183,7 @@ fn a_planned_cache_fetches_about_half_the_dataset_per_epoch() {
 fn merged_requests_fit_a_small_cache() {
     let dir = tempfile::tempdir().unwrap();
     let (n, record) = (4000u64, 12u64 << 10);
-    let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
-    let mut w = DatasetWriter::open(dir.path().join("ds"), fields, WriteOptions::default()).unwrap();
-    let data: Vec<u8> = (0..n * record).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-    w.write(&[Column::Fixed(&data)]).unwrap();
-    w.commit().unwrap();
+    write_records(&dir.path().join("ds"), n, record);
     let total = n * record;
     push(&dir.path().join("ds"), &Remote::open("memory://small-cache/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
     let far = Arc::new(Dataset::open_remote("memory://small-cache/ds", &[], zrecord::Verify::Auto).unwrap());
@@ -295,11 +296,7 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
     // holds the cause: requests of several batches in flight at once.
     let dir = tempfile::tempdir().unwrap();
     let (n, record) = (8000u64, 4096u64);
-    let fields = vec![Field::fixed("x", "|u1", &[record], Codec::Raw)];
-    let mut w = DatasetWriter::open(dir.path().join("ds"), fields, WriteOptions::default()).unwrap();
-    let data: Vec<u8> = (0..n * record).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-    w.write(&[Column::Fixed(&data)]).unwrap();
-    w.commit().unwrap();
+    write_records(&dir.path().join("ds"), n, record);
     push(&dir.path().join("ds"), &Remote::open("memory://far/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
     let mut runs = Vec::new();
     for url in ["memory://far/ds", "memory://far/ds?latency_ms=20"] {

@@ -87,6 +87,30 @@ impl<H: Host> Out<'_, H> {
     }
 }
 
+/// What `verify` prints about one store's damage, line by line; `at` names the shard and
+/// field of a dataset's store (`shard-000001/image`).
+fn damage_lines<H: Host>(out: &mut Out<'_, H>, r: &tools::Verification, at: Option<&str>) {
+    let (of, within) = match at {
+        Some(at) => (format!(" of {at}"), format!(" in {at}")),
+        None => (String::new(), String::new()),
+    };
+    for p in &r.problems {
+        match at {
+            Some(at) => out.line(&format!("damaged: {at}: {p}")),
+            None => out.line(&format!("damaged: {p}")),
+        }
+    }
+    if r.cut_off > 0 {
+        out.line(&format!("{} records{of} lie past the end of a truncated chunk", r.cut_off));
+    }
+    for b in &r.bad {
+        out.line(&format!("bad record {}{of}: {}", b.index, b.error));
+    }
+    if r.unlisted() > 0 {
+        out.line(&format!("... and {} more{within}", r.unlisted()));
+    }
+}
+
 fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
@@ -196,18 +220,7 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
                         sealed.sealed, sealed.already, sealed.bad
                     ));
                 }
-                for p in &report.problems {
-                    out.line(&format!("damaged: {p}"));
-                }
-                if report.cut_off > 0 {
-                    out.line(&format!("{} records lie past the end of a truncated chunk", report.cut_off));
-                }
-                for b in &report.bad {
-                    out.line(&format!("bad record {}: {}", b.index, b.error));
-                }
-                if report.unlisted() > 0 {
-                    out.line(&format!("... and {} more", report.unlisted()));
-                }
+                damage_lines(&mut out, &report, None);
                 out.line(&format!(
                     "{} records checked, {} bad ({} checked against their checksums, {} unchecked)",
                     report.checked, report.bad_count, report.checksummed, report.unchecked

@@ -14,7 +14,9 @@ use zrecord_core::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
 use zrecord_core::engine::Verify;
 use zrecord_core::io::{Parallel, StorageFile};
 
-use super::{json, open_checked, Access, Failure, FieldImport, Host, Out, PathKind, EXIT_BAD_RECORDS, EXIT_OK};
+use super::{
+    damage_lines, json, open_checked, Access, Failure, FieldImport, Host, Out, PathKind, EXIT_BAD_RECORDS, EXIT_OK,
+};
 use crate::tools;
 
 /// `dir/name`, with one separator.
@@ -160,18 +162,7 @@ pub(super) fn verify<H: Host, P: Parallel>(
     } else {
         let (mut checked, mut summed, mut unchecked) = (0u64, 0u64, 0u64);
         for (shard, field, r) in &reports {
-            for p in &r.problems {
-                out.line(&format!("damaged: {shard}/{field}: {p}"));
-            }
-            if r.cut_off > 0 {
-                out.line(&format!("{} records of {shard}/{field} lie past the end of a truncated chunk", r.cut_off));
-            }
-            for b in &r.bad {
-                out.line(&format!("bad record {} of {shard}/{field}: {}", b.index, b.error));
-            }
-            if r.unlisted() > 0 {
-                out.line(&format!("... and {} more in {shard}/{field}", r.unlisted()));
-            }
+            damage_lines(&mut out, r, Some(&format!("{shard}/{field}")));
             checked += u64::from(r.checked);
             summed += u64::from(r.checksummed);
             unchecked += u64::from(r.unchecked);
