@@ -87,6 +87,18 @@ impl<H: Host> Out<'_, H> {
     }
 }
 
+/// Renames the staged output `staged` (if the command staged one) to `output`, discarding
+/// it if that fails.
+fn publish<H: Host>(host: &mut H, staged: Option<&str>, output: &str, out_shown: String) -> Result<(), Failure> {
+    if let Some(dir) = staged {
+        if let Err(e) = host.commit(dir, output) {
+            host.discard(dir);
+            return Err(Failure::at(out_shown, e));
+        }
+    }
+    Ok(())
+}
+
 /// What `verify` prints about one store's damage, line by line; `at` names the shard and
 /// field of a dataset's store (`shard-000001/image`).
 fn damage_lines<H: Host>(out: &mut Out<'_, H>, r: &tools::Verification, at: Option<&str>) {
@@ -334,12 +346,7 @@ fn convert<H: Host, P: Parallel>(
             return Err(f);
         }
     };
-    if staged {
-        if let Err(e) = host.commit(&dir, output) {
-            host.discard(&dir);
-            return Err(Failure::at(out_shown, e));
-        }
-    }
+    publish(host, staged.then_some(dir.as_str()), output, out_shown)?;
     Out { host, closed: false }.line(&format!(
         "appended {} records of {}{:?} ({}) at index {}; store holds {}",
         done.appended, done.schema.dtype, done.schema.shape, done.schema.codec, done.first_index, len

@@ -15,7 +15,8 @@ use zrecord_core::engine::Verify;
 use zrecord_core::io::{Parallel, StorageFile};
 
 use super::{
-    damage_lines, json, open_checked, Access, Failure, FieldImport, Host, Out, PathKind, EXIT_BAD_RECORDS, EXIT_OK,
+    damage_lines, json, open_checked, publish, Access, Failure, FieldImport, Host, Out, PathKind, EXIT_BAD_RECORDS,
+    EXIT_OK,
 };
 use crate::tools;
 
@@ -227,12 +228,7 @@ pub(super) fn convert<H: Host>(host: &mut H, input: &str, output: &str, options:
             return Err(f);
         }
     };
-    if staged {
-        if let Err(e) = host.commit(&dir, output) {
-            host.discard(&dir);
-            return Err(Failure::at(out_shown, e));
-        }
-    }
+    publish(host, staged.then_some(dir.as_str()), output, out_shown.clone())?;
     Out { host, closed: false }.line(&format!(
         "added {} samples of {} fields to {out_shown}; it holds {} samples in {} shard(s)",
         done.added, done.fields, done.samples, done.shards
