@@ -225,13 +225,13 @@ impl RemoteFile {
     /// records it holds.
     fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>) -> Fetch {
         // Bytes on disk from an earlier fetch (this run's or another's) are read there.
-        let disk = self.cache.disk();
-        let key = DiskCache::key(&self.object);
-        if let Some(bytes) = disk.as_ref().and_then(|d| d.get(&key, start, end)) {
+        let disk = self.cache.disk().map(|d| (d, DiskCache::key(&self.object)));
+        if let Some(bytes) = disk.as_ref().and_then(|(d, key)| d.get(key, start, end)) {
             let fetch: Fetch = futures::future::ready(Ok(bytes)).boxed().shared();
             return self.keep(spans, start, end, indices, fetch);
         }
-        let kept = disk.map(|d| (d, key, indices.iter().map(|&i| self.spans.base + u64::from(i)).collect::<Vec<_>>()));
+        let kept =
+            disk.map(|(d, key)| (d, key, indices.iter().map(|&i| self.spans.base + u64::from(i)).collect::<Vec<_>>()));
         let plan = self.cache.plan();
         let metadata = self.metadata;
         let remote = self.remote.clone();
@@ -375,9 +375,10 @@ impl RemoteFile {
             if !self.metadata {
                 self.cache.evict();
             }
-            let waited = std::time::Instant::now();
+            // Only a read whose bytes are still on their way is timed (a hit is not).
+            let waited = fetch.peek().is_none().then(std::time::Instant::now);
             let bytes = self.remote.block(fetch).map_err(|e| (*e).clone())?;
-            if waited.elapsed() > super::STALL {
+            if waited.is_some_and(|w| w.elapsed() > super::STALL) {
                 self.remote.stats().stalls.fetch_add(1, Ordering::Relaxed);
             }
             let from = (at - span_start) as usize;

@@ -68,7 +68,7 @@ pub struct RemoteStats {
     /// The most requests that were ever in flight at once.
     pub most_in_flight: AtomicU64,
     /// Reads that waited more than [`STALL`] for bytes still on their way: a reader
-    /// (a loader worker) held up by the network. The read-ahead deepens when it grows.
+    /// (a loader worker) held up by the network.
     pub stalls: AtomicU64,
 }
 
