@@ -95,14 +95,17 @@ test-nostd: setup-rust
 	$(CARGO) build -p zrecord-core --no-default-features --target wasm32-unknown-unknown
 	$(CARGO) build -p zrecord-app --no-default-features --features cli --target wasm32-unknown-unknown
 
+# Every Python test. Interop with the real loaderx wheel must run: a missing loaderx is an
+# error, not a skip.
+PYTEST_ALL = ZRECORD_REQUIRE_INTEROP=1 ZR=$(ZR) $(PY) -m pytest -q -rs tests/python $(wildcard bindings/python/tests)
+
 test-python: setup-python build python
-	# Interop with the real loaderx wheel must run here: a missing loaderx is an error, not a skip.
-	ZRECORD_REQUIRE_INTEROP=1 ZR=$(ZR) $(PY) -m pytest -q -rs tests/python $(wildcard bindings/python/tests)
+	$(PYTEST_ALL)
 
 # The Python tests without torch and JAX (neither installed nor run: their modules say so in
 # the skip summary); interop with loaderx still required. The quick loop for Python work.
 test-py: test-start $(VENV)/.stamp-core build python
-	ZRECORD_NO_ML=1 ZRECORD_REQUIRE_INTEROP=1 ZR=$(ZR) $(PY) -m pytest -q -rs tests/python $(wildcard bindings/python/tests)
+	ZRECORD_NO_ML=1 $(PYTEST_ALL)
 
 -include host-wasm/wasm.mk
 
