@@ -28,18 +28,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::hash::Hasher;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use zrecord_core::error::{IoError, IoErrorKind};
 
 use super::file::ReadPlan;
 use super::objects::Object;
+use super::{io, lock};
+use zrecord_core::format::sums::checksum;
 
 /// The lock file inside a cache directory.
 pub const LOCK_FILE: &str = ".zrecord-cache.lock";
@@ -48,21 +49,6 @@ pub const VERSION_FILE: &str = "cache.json";
 /// This layout's version.
 pub const VERSION: u32 = 1;
 const ENTRY: usize = 25;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn io<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> IoError + 'a {
-    let what = what.to_owned();
-    move |e| IoError::from_std(e, format!("{what} {}", path.display()))
-}
-
-fn xxh3(bytes: &[u8]) -> u64 {
-    let mut h = twox_hash::XxHash3_64::new();
-    h.write(bytes);
-    h.finish()
-}
 
 /// A range on disk: its end, hash, and the dataset samples it holds (when this run knows).
 struct Extent {
@@ -209,21 +195,32 @@ impl DiskCache {
             }
             pieces
         };
-        let mut out = vec![0u8; (end - start) as usize];
+        let mut out = Vec::new();
+        let single = pieces.len() == 1;
         for (s, e, hash) in pieces {
             let mut buf = vec![0u8; (e - s) as usize];
-            if o.data.read_exact_at(&mut buf, s).is_err() || xxh3(&buf) != hash {
+            if o.data.read_exact_at(&mut buf, s).is_err() || checksum(&buf) != hash {
                 // Torn or changed: drop it, and fetch again.
                 self.drop_extent(&o, s);
                 return None;
             }
             let (from, to) = (s.max(start), e.min(end));
+            if single {
+                // One range holds it all: its buffer is the answer, no second copy.
+                self.count_hit(end - start);
+                return Some(Bytes::from(buf).slice((from - s) as usize..(to - s) as usize));
+            }
+            out.resize((end - start) as usize, 0);
             out[(from - start) as usize..(to - start) as usize]
                 .copy_from_slice(&buf[(from - s) as usize..(to - s) as usize]);
         }
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        self.hit_bytes.fetch_add(end - start, Ordering::Relaxed);
+        self.count_hit(end - start);
         Some(Bytes::from(out))
+    }
+
+    fn count_hit(&self, bytes: u64) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        self.hit_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Keeps `bytes`, fetched at `start` of object `key`, holding dataset samples `samples`
@@ -241,7 +238,7 @@ impl DiskCache {
         if o.data.write_all_at(bytes, start).is_err() {
             return;
         }
-        let hash = xxh3(bytes);
+        let hash = checksum(bytes);
         let mut entry = [0u8; ENTRY];
         entry[0] = if pinned { 2 } else { 1 };
         entry[1..9].copy_from_slice(&start.to_le_bytes());

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -22,7 +22,7 @@ use zrecord_core::io::{Backend, LockMode, StorageFile};
 
 use super::disk::DiskCache;
 use super::objects::{Object, Objects};
-use super::Remote;
+use super::{lock, Remote};
 
 /// Bytes per block of a metadata file.
 pub const META_BLOCK: u64 = 1 << 20;
@@ -199,10 +199,6 @@ pub struct RemoteFile {
     metadata: bool,
     spans: Arc<FileSpans>,
     cache: Arc<Cache>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl RemoteFile {

@@ -112,6 +112,18 @@ impl RemoteStats {
     }
 }
 
+/// Locks `m`, taking the data of a poisoned lock as it is (a reader that panicked leaves
+/// counts and ranges that are still whole).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Maps an I/O error on `path` to one naming `what` was done to it.
+pub(crate) fn io<'a>(path: &'a std::path::Path, what: &str) -> impl Fn(std::io::Error) -> IoError + 'a {
+    let what = what.to_owned();
+    move |e| IoError::from_std(e, format!("{what} {}", path.display()))
+}
+
 /// A prefix in an object store, with the client that reads it and the counts of its reads.
 #[derive(Clone)]
 pub struct Remote {

@@ -21,7 +21,7 @@ use object_store::{
 use zrecord_core::error::{IoError, IoErrorKind};
 
 use super::objects::{Object, Objects, LISTING, LISTING_VERSION};
-use super::Remote;
+use super::{io, Remote};
 
 /// The user metadata key holding an object's XXH3-64.
 const HASH_KEY: &str = "zrecord-xxh3";
@@ -43,11 +43,6 @@ pub struct Pushed {
     pub stored: u64,
     /// Bytes the files take on disk, as their sizes say (sparse files counted whole).
     pub apparent: u64,
-}
-
-fn io<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> IoError + 'a {
-    let what = what.to_owned();
-    move |e| IoError::from_std(e, format!("{what} {}", path.display()))
 }
 
 /// The files to push under `root`, relative and `/`-separated, sorted; lock files and
@@ -275,9 +270,7 @@ pub fn put_listing(remote: &Remote, listing: &Objects, previous: Option<Listing>
 /// Writes the small object `name` with its XXH3-64 as metadata (as [`upload_tree`] does),
 /// and returns its listing entry.
 pub fn put_small(remote: &Remote, name: &str, bytes: Vec<u8>) -> Result<Object, IoError> {
-    let mut hasher = twox_hash::XxHash3_64::new();
-    hasher.write(&bytes);
-    let hash = format!("{:016x}", hasher.finish());
+    let hash = format!("{:016x}", zrecord_core::format::sums::checksum(&bytes));
     let size = bytes.len() as u64;
     let etag =
         put_hashed(remote, &remote.path(name), Bytes::from(bytes), &hash, &format!("write {}", remote.shown(name)))?;
