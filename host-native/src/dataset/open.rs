@@ -36,6 +36,9 @@ pub struct DatasetOptions {
     pub verify: Verify,
 }
 
+/// Stores of a remote dataset opened side by side at most (each waits on the network).
+const OPEN_AT_ONCE: usize = 32;
+
 /// Reads a small metadata file, refusing anything but a regular file of at most `cap`
 /// bytes (a FIFO, a device or a huge file is an error, not a hang).
 pub(crate) fn read_meta_file(path: &Path, cap: u64) -> Result<Vec<u8>, Error> {
@@ -149,17 +152,41 @@ impl Dataset {
                 at(IoError::new(IoErrorKind::NotFound, format!("open {}", manifest_path.display()), "not pushed"))
             })?;
             let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-            let mut shards = Vec::with_capacity(manifest.shards.len());
+            // Each store's opening is a round trip or two (its table header, its checksum
+            // header): opened side by side, a dataset of many shards opens in a few round
+            // trips instead of two per store.
+            let mut wanted = Vec::new();
             let mut base = 0u64;
             for entry in &manifest.shards {
-                let mut stores = Vec::with_capacity(manifest.fields.len());
                 for field in &manifest.fields {
                     let codec =
                         field.codec().map_err(|e| DatasetError::at(&path, Some(&field.name), Error::from(e)))?;
-                    let store = open_store(&format!("{}/{}", entry.dir, field.name), codec, &field.name, base)?;
-                    stores.push(Arc::new(store));
+                    wanted.push((format!("{}/{}", entry.dir, field.name), codec, field.name.as_str(), base));
                 }
                 base += entry.records;
+            }
+            let mut opened = Vec::with_capacity(wanted.len());
+            for group in wanted.chunks(OPEN_AT_ONCE) {
+                opened.extend(std::thread::scope(|scope| {
+                    let open_one = &open_store;
+                    let handles: Vec<_> = group
+                        .iter()
+                        .map(|(dir, codec, field, base)| scope.spawn(move || open_one(dir, *codec, field, *base)))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        .collect::<Vec<_>>()
+                }));
+            }
+            let mut opened = opened.into_iter();
+            let mut shards = Vec::with_capacity(manifest.shards.len());
+            for entry in &manifest.shards {
+                let stores = opened
+                    .by_ref()
+                    .take(manifest.fields.len())
+                    .map(|r| r.map(Arc::new))
+                    .collect::<Result<Vec<_>, _>>()?;
                 shards.push(Shard { dir: path.join(&entry.dir), stores });
             }
             let layout = manifest.layout();

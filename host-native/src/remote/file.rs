@@ -181,6 +181,8 @@ struct Spans {
     map: BTreeMap<u64, Span>,
     /// Ranges announced by `will_need_record` and not yet requested, with their record.
     wanted: Vec<(u64, u64, Option<u32>)>,
+    /// The longest range ever kept: how far before an offset a range holding it can start.
+    longest: u64,
 }
 
 /// A file's ranges, registered with its dataset's [`Cache`].
@@ -294,6 +296,7 @@ impl RemoteFile {
     /// Records `fetch` as the span `start..end` holding records `indices`.
     fn keep(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>, fetch: Fetch) -> Fetch {
         let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed);
+        spans.longest = spans.longest.max(end - start);
         if let Some(old) = spans.map.insert(start, Span { end, fetch: fetch.clone(), indices, seq }) {
             if !self.metadata {
                 self.cache.held.fetch_sub(old.end - start, Ordering::Relaxed);
@@ -320,12 +323,24 @@ impl RemoteFile {
         let span_cap = if roomy { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
         let mut run: Option<(u64, u64, Vec<u32>)> = None;
         for (s, e, index) in wanted {
-            if covering(spans, s, e).is_some() {
+            if let Some((held, _, _)) = covering(spans, s, e) {
+                // Held already, perhaps brought along by a neighbour's request: the range
+                // counts this record's next use from now on, or eviction would not see it
+                // and would drop what a batch just ahead needs.
+                if let (Some(i), Some(span)) = (index, spans.map.get_mut(&held)) {
+                    if !span.indices.contains(&i) {
+                        span.indices.push(i);
+                    }
+                }
                 continue;
             }
             run = match run {
+                // A gap is bridged only where no kept range lies: bytes held already are
+                // not fetched again.
                 Some((rs, re, mut ix))
-                    if s <= re + if roomy { gap } else { gap.min(e - s) } && e.max(re) - rs <= span_cap =>
+                    if s <= re + if roomy { gap } else { gap.min(e - s) }
+                        && e.max(re) - rs <= span_cap
+                        && (s <= re || spans.map.range(re..s).next().is_none()) =>
                 {
                     ix.extend(index);
                     Some((rs, e.max(re), ix))
@@ -387,10 +402,17 @@ impl RemoteFile {
     }
 }
 
-/// The fetched or pending range holding `start..end`, if one does.
+/// The fetched or pending range holding `start..end`, if one does. Ranges may overlap (a
+/// read asks for all it misses, whatever lies inside), so a range that starts earlier may
+/// hold what the nearest one does not: every range that could reach `start` is looked at.
 fn covering(spans: &Spans, start: u64, end: u64) -> Option<(u64, u64, Fetch)> {
-    let (&s, span) = spans.map.range(..=start).next_back()?;
-    (span.end >= end).then(|| (s, span.end, span.fetch.clone()))
+    let reach = start.saturating_sub(spans.longest);
+    spans
+        .map
+        .range(reach..=start)
+        .rev()
+        .find(|(_, span)| span.end >= end)
+        .map(|(&s, span)| (s, span.end, span.fetch.clone()))
 }
 
 impl StorageFile for RemoteFile {

@@ -143,8 +143,11 @@ pub struct Remote {
 /// Ranged GETs one dataset has in flight at most. A read-ahead of many batches announces
 /// thousands of ranges; sent all at once they would open as many connections (a store
 /// answers that with throttling, a small server with a queue that makes every request
-/// late). The rest wait for a permit, in the order they were announced.
-pub const MAX_READS_IN_FLIGHT: usize = 256;
+/// late). The rest wait for a permit, in the order they were announced. Requests in flight
+/// are what hides latency (Little's law): at 20 ms a round trip, 1024 of them carry about
+/// 50,000 records a second, where 256 held a loader of 12 KiB samples to a fifth of its
+/// speed at 0 ms (measured with `memory://...?latency_ms=20`).
+pub const MAX_READS_IN_FLIGHT: usize = 1024;
 
 /// Largest gap [`Remote::merge_gap`] ever spans.
 const MAX_GAP: u64 = 4 << 20;
