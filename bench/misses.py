@@ -89,9 +89,9 @@ CAUSES = [
         r"^remote: (loader at 20 ms|the same, first epoch)",
         None,
         "Read-ahead must hold a round trip's worth of batches beside what the cache keeps "
-        "for later epochs; half of a small dataset cannot (20 ms at 1,300 batches/s of "
-        "768 KiB is 20 MiB against a 24 MiB cache), so the loader slows to the pace its "
-        "window allows. A first epoch also pays the opening round trips "
+        "for later epochs (20 ms at 1,300 batches/s of 768 KiB is 20 MiB); half of a small "
+        "dataset cannot, so the loader slows to the pace its window allows. A first epoch "
+        "also pays the opening round trips "
         "([remote.md](remote.md#read-ahead)).",
     ),
 ]

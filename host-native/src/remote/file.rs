@@ -591,3 +591,79 @@ impl Backend for RemoteDir {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 100-record file of 10-byte records in a fresh in-memory store, read through a
+    /// cache of `limit` bytes.
+    fn file(name: &str, limit: u64) -> (RemoteFile, Arc<Cache>) {
+        let remote = Remote::open(&format!("memory://{name}/ds"), &[]).unwrap();
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i / 10) as u8).collect();
+        let etag = remote.put("0.zr", bytes).unwrap();
+        let object = Object { size: 1000, stored: 1000, xxh3: String::new(), etag };
+        let cache = Cache::new(limit);
+        (RemoteFile::new(remote, "0.zr", object, false, cache.clone(), 0), cache)
+    }
+
+    fn read(f: &RemoteFile, record: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; 10];
+        f.read_at(record * 10, &mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn a_range_that_starts_earlier_still_covers() {
+        let (f, _) = file("covers-earlier", 1 << 20);
+        let sent = f.remote.stats().counts().requests; // the upload
+        // A long range, then a short one inside it (a read that missed spans it asked for).
+        f.will_need(0, 1000);
+        f.start_reads();
+        {
+            let mut spans = lock(&f.spans.spans);
+            drop(f.spawn(&mut spans, 500, 510, Vec::new()));
+            assert!(covering(&spans, 700, 710).is_some(), "the long range holds byte 700");
+        }
+        // Both answered (counts are taken when a request is sent).
+        assert_eq!((read(&f, 0), read(&f, 50)), (vec![0; 10], vec![50; 10]));
+        let requests = f.remote.stats().counts().requests;
+        assert_eq!(requests - sent, 2);
+        assert_eq!(read(&f, 70), vec![70; 10]);
+        assert_eq!(f.remote.stats().counts().requests, requests, "a held record is not fetched again");
+    }
+
+    #[test]
+    fn a_record_brought_along_by_a_neighbour_keeps_its_next_use() {
+        // Room for three records' ranges, not four.
+        let (f, cache) = file("passenger", 35);
+        let sent = f.remote.stats().counts().requests; // the upload
+        // Records 5, 6 and 9 are needed soon, in that order; the others never.
+        cache.set_plan(Some(Arc::new(|i| match i {
+            5 => Some(1),
+            6 => Some(2),
+            9 => Some(3),
+            _ => None,
+        })));
+        // Records 6 and 7 come in one request announced for record 7 only; record 6 rides
+        // along, its index unknown to the range.
+        f.will_need_record(60, 20, 7);
+        f.start_reads();
+        assert_eq!(read(&f, 7), vec![7; 10]);
+        // Record 6 is announced now: it is held, and the range learns its next use.
+        f.will_need_record(60, 10, 6);
+        f.start_reads();
+        f.will_need_record(90, 10, 9);
+        f.start_reads();
+        assert_eq!(read(&f, 9), vec![9; 10]);
+        // Fetching record 5 overflows the cache: what goes is the range needed last
+        // (record 9's), never the one holding record 6.
+        f.will_need_record(50, 10, 5);
+        f.start_reads();
+        assert_eq!(read(&f, 5), vec![5; 10]);
+        let requests = f.remote.stats().counts().requests;
+        assert_eq!(requests - sent, 3);
+        assert_eq!(read(&f, 6), vec![6; 10]);
+        assert_eq!(f.remote.stats().counts().requests, requests, "record 6 was kept, not fetched again");
+    }
+}
