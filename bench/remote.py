@@ -6,7 +6,8 @@
   furthest ahead) against the oldest-first rule (what an LRU does over shuffled epochs)
   (target: <= 0.6x the dataset);
 
-- latency: the same loader over the same pushed dataset in the in-memory object store,
+- latency (its own section, ``bench.py latency``): the loader over the same crops in the
+  in-memory object store,
   with 0 ms and with 20 ms before every GET (``memory://NAME/prefix?latency_ms=20``,
   object_store's ThrottledStore), batches/s (target: >= 0.8x of the 0 ms loader).
 
@@ -90,7 +91,25 @@ def bench_remote(args):
         table(f"Remote: bytes fetched per SHUFFLE epoch, cache at half of {total / 2**20:,.0f} MiB ({desc}, "
               f"batch {cache_batch}, 8 shards, local S3 server)", ["cache", "epoch 0", "epoch 1", "epoch 2"], rows)
 
-        # 2. Latency: the loader at 0 ms and at 20 ms per request, in-memory store, a cache
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    RESULTS[("remote",)] = out
+
+
+
+def bench_latency(args):
+    """The loader over an in-memory object store at 0 ms and at 20 ms per request."""
+    import zrecord
+
+    data, desc = load_set("images64", args)
+    if data is None:
+        return
+    cache_batch = 64
+    work = Path(tempfile.mkdtemp(prefix="zr-latency-", dir=args.workdir))
+    out = {}
+    try:
+        # The loader at 0 ms and at 20 ms per request, in-memory store, a cache
         # of half the dataset (so every epoch fetches: a cache that holds everything would
         # time hits). Two figures: the first epoch timed from opening the dataset (listing,
         # manifests and metadata blocks are round trips), and the two epochs after. Two
@@ -101,7 +120,7 @@ def bench_remote(args):
         out["latency"], out["latency_first"] = {}, {}
         rows = []
         for size, images in sizes.items():
-            name = f"bench-latency-{size}"
+            name = f"bench-latency-{len(images)}"
             zrecord.Dataset.write(work / name, {"image": images}, codec="raw", shard_records=-(-len(images) // 8))
             stored = zrecord.push(work / name, f"memory://{name}/ds")["stored"]
             shutil.rmtree(work / name, ignore_errors=True)
@@ -129,22 +148,18 @@ def bench_remote(args):
         table(f"Remote: loader throughput with a far object store ({desc}, batch {cache_batch}, cache at half, "
               f"in-memory store)",
               ["dataset", "added per request", "first epoch, from opening", "vs 0 ms", "epochs 1-2", "vs 0 ms"], rows)
-
     finally:
-        server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    RESULTS[("remote",)] = out
-
+    RESULTS[("remote-latency",)] = out
 
 def summary_rows(row):
     """The remote section's targets, for the targets table."""
-    r = RESULTS.get(("remote",))
-    if not r:
-        return
-    for e in (1, 2):
+    r = RESULTS.get(("remote",), {})
+    for e in (1, 2) if r else ():
         p, o = r["planned"][e], r["oldest_first"][e]
         row(f"remote: bytes fetched in SHUFFLE epoch {e}, cache at 50%", f"{p:.2f}x the dataset", "<= 0.6x",
             p <= 0.6, f"oldest first: {o:.2f}x")
+    r = RESULTS.get(("remote-latency",), {})
     for size, lat in r.get("latency", {}).items():
         ratio = lat[20] / lat[0]
         row(f"remote: loader at 20 ms per request vs 0 ms (epochs 1-2, cache at half, dataset {size})",
