@@ -235,8 +235,9 @@ def render(run, later):
                     "meets its target; none is put down to noise."), "", misses_section(targets)]
     if later:
         parts += ["", "## Sections run since", "",
-                  prose("Results files newer than the run above that hold only some sections; their targets "
-                        "join the table above with the next full run.")]
+                  prose("Results files newer than the run above that hold only some sections. Where one of "
+                        "them measures a target of the table above, its figure here is the current one "
+                        "(the table keeps the full run's until the next full run).")]
         for r in later:
             parts += ["", f"### {', '.join(sorted({t[0].split(':')[0] for t in r.tables}))}, {r.when()}", "",
                       prose(f"{link(r.path)}" + (f" (`{r.command}`)" if r.command else "")
