@@ -48,6 +48,8 @@ pub const LOCK_FILE: &str = ".zrecord-cache.lock";
 pub const VERSION_FILE: &str = "cache.json";
 /// This layout's version.
 pub const VERSION: u32 = 1;
+/// The most bytes [`VERSION_FILE`] may hold.
+const VERSION_FILE_CAP: u64 = 64 << 10;
 const ENTRY: usize = 25;
 
 /// A range on disk: its end, hash, and the dataset samples it holds (when this run knows).
@@ -306,8 +308,9 @@ impl DiskCache {
 fn check_version(dir: &Path) -> Result<(), IoError> {
     let path = dir.join(VERSION_FILE);
     let refuse = |why: String| IoError::new(IoErrorKind::Other, format!("open cache directory {}", dir.display()), why);
-    match std::fs::read(&path) {
-        Ok(bytes) => {
+    // A tiny JSON file: anything larger (or not a regular file) is not one of ours.
+    match zrecord_core::io::std_dir::read_capped(&path, VERSION_FILE_CAP).map_err(io(&path, "read"))? {
+        Some(bytes) => {
             let v: serde_json::Value = serde_json::from_slice(&bytes)
                 .map_err(|e| refuse(format!("{VERSION_FILE} is damaged ({e}); remove the directory")))?;
             if v.get("format").and_then(|f| f.as_str()) != Some("zrecord-cache") {
@@ -320,7 +323,7 @@ fn check_version(dir: &Path) -> Result<(), IoError> {
                 ))),
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        None => {
             let others = std::fs::read_dir(dir).map_err(io(dir, "list"))?.flatten().any(|e| e.file_name() != LOCK_FILE);
             if others {
                 return Err(refuse("holds other files and no cache.json: not a zrecord cache directory".into()));
@@ -328,7 +331,6 @@ fn check_version(dir: &Path) -> Result<(), IoError> {
             std::fs::write(&path, format!("{{\"format\": \"zrecord-cache\", \"version\": {VERSION}}}\n"))
                 .map_err(io(&path, "write"))
         }
-        Err(e) => Err(io(&path, "read")(e)),
     }
 }
 
@@ -345,5 +347,36 @@ fn punch_hole(file: &File, offset: u64, len: u64) {
             offset as libc::off_t,
             len as libc::off_t,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(dir: &Path) -> String {
+        match DiskCache::open(dir, 1 << 20) {
+            Ok(_) => panic!("{} opened", dir.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_version_file_that_is_not_ours_is_refused_without_reading_it_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(VERSION_FILE);
+        // A FIFO would block a plain read for ever: refused at once, named.
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(refused(dir.path()).contains(VERSION_FILE), "{}", refused(dir.path()));
+        std::fs::remove_file(&path).unwrap();
+        // Larger than any version file: refused without reading it all.
+        std::fs::File::create(&path).unwrap().set_len(VERSION_FILE_CAP + 1).unwrap();
+        assert!(refused(dir.path()).contains("limit"), "{}", refused(dir.path()));
+        std::fs::write(&path, b"{not json").unwrap();
+        assert!(refused(dir.path()).contains("damaged"));
+        std::fs::write(&path, format!("{{\"format\": \"zrecord-cache\", \"version\": {VERSION}}}\n")).unwrap();
+        DiskCache::open(dir.path(), 1 << 20).unwrap();
     }
 }
