@@ -617,7 +617,7 @@ mod tests {
     fn a_range_that_starts_earlier_still_covers() {
         let (f, _) = file("covers-earlier", 1 << 20);
         let sent = f.remote.stats().counts().requests; // the upload
-        // A long range, then a short one inside it (a read that missed spans it asked for).
+                                                       // A long range, then a short one inside it (a read that missed spans it asked for).
         f.will_need(0, 1000);
         f.start_reads();
         {
@@ -638,7 +638,7 @@ mod tests {
         // Room for three records' ranges, not four.
         let (f, cache) = file("passenger", 35);
         let sent = f.remote.stats().counts().requests; // the upload
-        // Records 5, 6 and 9 are needed soon, in that order; the others never.
+                                                       // Records 5, 6 and 9 are needed soon, in that order; the others never.
         cache.set_plan(Some(Arc::new(|i| match i {
             5 => Some(1),
             6 => Some(2),
