@@ -217,6 +217,47 @@ fn a_shuffled_epoch_over_shards_visits_every_sample_once_and_resumes_exactly() {
 }
 
 #[test]
+fn a_loader_of_three_fields_reuses_every_buffer_once_it_runs_steadily() {
+    // Four workers hold a buffer per field of up to 9 batches at once (each has one queued
+    // and one waiting to be queued, and the consumer one): 27 buffers for 3 fields. The
+    // pool must keep them all, or batch after batch allocates (and faults in) new ones. The
+    // fields' sizes are far apart, as an image's, a label's and a document's are, so that
+    // no field's request fits another field's buffer.
+    let dir = tempfile::tempdir().unwrap();
+    let (n, image_len) = (3000u64, 64usize);
+    let fields = vec![
+        Field::fixed("image", "|u1", &[image_len as u64], Codec::Raw),
+        Field::fixed("label", "<i8", &[], Codec::Raw),
+        Field::ragged("tokens", "<u2", Codec::Raw),
+    ];
+    let mut w = DatasetWriter::open(dir.path().join("ds"), fields, WriteOptions::default()).unwrap();
+    let images = vec![7u8; n as usize * image_len];
+    let labels: Vec<u8> = (0..n).flat_map(|i| (i as i64).to_le_bytes()).collect();
+    let mut offsets = vec![0u64];
+    for i in 0..n {
+        offsets.push(offsets[i as usize] + 2 * (200 + i % 41));
+    }
+    let values = vec![1u8; *offsets.last().unwrap() as usize];
+    w.write(&[Column::Fixed(&images), Column::Fixed(&labels), Column::Ragged { values: &values, offsets: &offsets }])
+        .unwrap();
+    let ds = Arc::new(w.commit().unwrap());
+    let source = Source::dataset(Arc::clone(&ds)).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 3, 256).unwrap();
+    let options = LoaderOptions { num_workers: 4, prefetch: 4, ..LoaderOptions::default() };
+    let loader = Loader::new(stream, vec![source], options).unwrap();
+    let pool = loader.buffers();
+    for _ in 0..400 {
+        let batch = loader.next().unwrap().unwrap();
+        assert_eq!(batch.fields[0].len(), 256 * image_len);
+        batch.fields.into_iter().for_each(|buf| pool.give(buf));
+    }
+    // New buffers only for as many as were ever in flight at once; none after that.
+    let most_in_flight = 3 * (2 * 4 + 1);
+    assert!(pool.allocated() <= most_in_flight, "{} buffers allocated for 400 batches", pool.allocated());
+    loader.close();
+}
+
+#[test]
 fn a_padded_ragged_field_comes_as_rows_and_lengths() {
     let dir = tempfile::tempdir().unwrap();
     let ds = Arc::new(write(&dir.path().join("ds"), 0, 300, 128, 300));
