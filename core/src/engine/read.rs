@@ -87,6 +87,10 @@ pub fn gather_stores<B: Backend, P: Parallel>(
     }
     let mut regions = Vec::with_capacity(picks.len());
     for (i, pick) in picks.iter().enumerate() {
+        if let Some((ahead, store)) = picks.get(i + table::ENTRIES_AHEAD).and_then(|p| Some((p, stores.get(p.store)?)))
+        {
+            store.prefetch_entry(&[ahead.index], 0);
+        }
         let fail = |e: Error| (pick.store, e);
         let store = stores[pick.store];
         let (length, header) = &views[pick.store];
@@ -324,6 +328,7 @@ impl<B: Backend> Store<B> {
             if first >= u64::from(length) {
                 return Err(Error::IndexOutOfRange { index: first, length });
             }
+            self.prefetch_entry(idxs, k + table::ENTRIES_AHEAD);
             // A run of consecutive indices reads its entries with one call.
             let n = table::run_len(&idxs[k..], length);
             self.entries_into(first as u32, n as u32, &mut locs)?;

@@ -32,6 +32,9 @@ pub const SPAN_MAX: u64 = 4 << 20;
 /// Two records whose stored bytes are at most this far apart are read in one span (the
 /// bytes between them are read and dropped).
 const SPAN_GAP: u64 = 4096;
+/// How far ahead of the entry it reads a loop over random indices asks for one
+/// ([`Store::prefetch_entry`]).
+pub(super) const ENTRIES_AHEAD: usize = 8;
 
 /// `len` bytes of `file` at `at`: from the host's map when it covers them, else read into
 /// `buf` with one call.
@@ -88,6 +91,16 @@ impl<B: Backend> Store<B> {
         Ok(())
     }
 
+    /// Asks the CPU cache for the table entry of `idxs[k]`, if there is one, without
+    /// waiting. Random indices miss the cache on every entry; a loop over them that asks
+    /// [`ENTRIES_AHEAD`] entries ahead of the one it reads overlaps those misses.
+    pub(super) fn prefetch_entry(&self, idxs: &[u64], k: usize) {
+        if let Some(&index) = idxs.get(k) {
+            // Past the table, the host finds nothing to prefetch.
+            self.meta.prefetch(entry_offset(index.min(u64::from(u32::MAX)) as u32));
+        }
+    }
+
     /// The checked entry of every index of `idxs`, in order, as [`Store::locate`] finds each
     /// (the first failure in `idxs` order is the one returned); runs of consecutive indices
     /// read their entries together.
@@ -96,6 +109,7 @@ impl<B: Backend> Store<B> {
         let mut locs = Vec::new();
         let mut k = 0;
         while k < idxs.len() {
+            self.prefetch_entry(idxs, k + ENTRIES_AHEAD);
             let first = idxs[k];
             let n = run_len(&idxs[k..], length);
             if n == 1 || first >= u64::from(length) {
