@@ -15,6 +15,7 @@ Stores are raw, so what is compared is the machinery, not a codec. Every figure 
 median of interleaved rounds.
 """
 
+import os
 import shutil
 import tempfile
 import time
@@ -25,12 +26,15 @@ import numpy as np
 from measure import RESULTS, median_time, table
 
 
-def _throughput(make_loader, batches, rounds, nbytes_of):
-    """Median bytes/s of `batches` batches from a fresh loader, over `rounds` rounds."""
+def _throughput(make_loader, batches, rounds, nbytes_of, warmup):
+    """Median bytes/s of `batches` batches from a fresh loader, over `rounds` rounds, each
+    timed after `warmup` batches: by then the threads run and the buffer pool holds a
+    buffer per field of every batch in flight, so what is timed is the steady state."""
     rates = []
     for _ in range(rounds):
         with make_loader() as loader:
-            next(loader)  # threads started, first batch in flight: timed from the second
+            for _ in range(warmup):
+                next(loader)
             moved = 0
             t = time.perf_counter()
             for _ in range(batches):
@@ -54,8 +58,10 @@ def bench_fields(args):
 
     quick = args.quick
     n = 4000 if quick else 20000
-    batches = 20 if quick else 150
-    rounds = 3
+    # Rounds of about half a second each: shorter ones spread 30-40% on a 2-core machine.
+    batches = 20 if quick else 800
+    rounds = 3 if quick else 5
+    warmup = 4 if quick else 30
     batch = 256
     workers = args.workers
     shuffle, iid = zrecord.Sampler.Mode.SHUFFLE, zrecord.Sampler.Mode.IID
@@ -77,12 +83,15 @@ def bench_fields(args):
         fixed = zrecord.Dataset.write(work / "fixed", {"tokens": fixed_tokens}, codec="raw")
         one = zrecord.Dataset.write(work / "one", {"image": images}, codec="raw")
         eight = zrecord.Dataset.write(work / "eight", {"image": images}, codec="raw", shard_records=-(-n // 8))
+        # The kernel writes the new stores back 30 s later, in the middle of whichever round
+        # runs then: written back now, before any round.
+        os.sync()
 
         def nbytes(b):
             return sum(v.nbytes for k, v in b.items() if not k.endswith("_offsets"))
 
         def loader_rate(make):
-            return lambda: _throughput(make, batches, 1, nbytes)[0]
+            return lambda: _throughput(make, batches, 1, nbytes, warmup)[0]
 
         rates = _interleaved({
             "3 fields (image, label, ragged tokens)": loader_rate(
@@ -110,7 +119,7 @@ def bench_fields(args):
                for name, (m, v) in rates.items()])
         out["ragged_vs_fixed"] = ra / fa
 
-        idx = [np.sort(rng.choice(n, batch, replace=False)) for _ in range(50)]
+        idx = [np.sort(rng.choice(n, batch, replace=False)) for _ in range(20 if quick else 200)]
         dst = np.empty((batch, 3, 64, 64), np.uint8)
         gathers = {}
         for name, d in (("1 store", one), ("8 shards", eight)):
@@ -122,10 +131,11 @@ def bench_fields(args):
                     native.gather(0, i, dst)
                 return len(idx) * dst.nbytes / (time.perf_counter() - t)
             gathers[name] = run
-        rates = _interleaved(gathers, 7)
+        gather_rounds = 3 if quick else 9
+        rates = _interleaved(gathers, gather_rounds)
         (oa, _), (ea, _) = rates["1 store"], rates["8 shards"]
         table(f"Fields: gathering {batch} random images of 12 KiB, one dataset of 8 shards against one store "
-              "(median of 7 rounds)", ["dataset", "MiB/s", "rounds (MiB/s)", "vs 1 store"],
+              f"(median of {gather_rounds} rounds)", ["dataset", "MiB/s", "rounds (MiB/s)", "vs 1 store"],
               [[name, f"{m / 2**20:,.0f}", ", ".join(f"{x / 2**20:,.0f}" for x in v), f"{m / oa:.2f}x"]
                for name, (m, v) in rates.items()])
         out["eight_vs_one"] = ea / oa
