@@ -1,5 +1,6 @@
 //! Warming against the real page cache: a store evicted from memory is resident again after
-//! `Zrecord::warm`, and a loader warms (or not) as `Warm` says and stops when closed.
+//! `Zrecord::warm`, a loader warms (or not) as `Warm` says and stops when closed, and a cold
+//! gather reads its metadata together instead of one page fault at a time.
 //!
 //! Eviction uses `POSIX_FADV_DONTNEED`, which needs no privileges but only works on a
 //! file system with a page cache of its own (not tmpfs). The stores live under Cargo's
@@ -13,6 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zrecord::{Codec, Loader, LoaderOptions, Mode, Source, Stream, Warm, Zrecord};
+
+/// The tests of this file one at a time: one counts the process's page faults.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 const RECORD: usize = 4096;
 const RECORDS: usize = 2048; // 8 MiB of records before compression
@@ -105,6 +113,7 @@ fn evicted(path: &Path, test: &str) -> bool {
 
 #[test]
 fn warm_brings_every_used_page_of_an_evicted_store_into_memory() {
+    let _serial = serial();
     let d = dir("warm-store");
     let path = d.path().join("s");
     write_store(&path);
@@ -149,6 +158,7 @@ fn loader_over(path: &Path, warm: Warm) -> Loader {
 
 #[test]
 fn a_loader_warms_its_stores_when_told_to_and_not_when_told_not_to() {
+    let _serial = serial();
     let d = dir("warm-loader");
     let path = d.path().join("s");
     write_store(&path);
@@ -192,6 +202,7 @@ fn a_loader_warms_its_stores_when_told_to_and_not_when_told_not_to() {
 
 #[test]
 fn closing_a_loader_stops_its_warming_between_pieces() {
+    let _serial = serial();
     // A store of 40 pieces; the loader is closed right after it starts. Close joins the
     // warming thread too (it checks the stop flag before every piece), and lets go of the
     // store it was reading.
@@ -221,4 +232,57 @@ fn closing_a_loader_stops_its_warming_between_pieces() {
     drop(loader);
     let mut z = Zrecord::open(&path).unwrap();
     z.delete(&[0]).unwrap();
+}
+
+/// Page faults this process took that had to read from disk.
+fn major_faults() -> i64 {
+    // SAFETY: getrusage fills the struct we pass, nothing else.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+    usage.ru_majflt
+}
+
+#[test]
+fn a_cold_gather_reads_its_table_entries_and_checksum_slots_together() {
+    // 20,000 records: a 320 KB table and 640 KB of checksum slots. 256 random records
+    // touch about 70 table pages and 120 slot pages; faulted in one at a time, each is a
+    // disk read of its own (about 190 major faults per gather before they were asked for
+    // together). Now every one of them is on its way before the first is touched.
+    let _serial = serial();
+    let d = dir("cold-gather");
+    let path = d.path().join("s");
+    let (n, len) = (20_000usize, 512usize);
+    let bytes: Vec<u8> = (0..n * len).map(|k| (k / len) as u8 ^ (k % 251) as u8).collect();
+    {
+        let z = Zrecord::open(&path).unwrap();
+        z.append(&bytes, n, len, Some(Codec::Raw)).unwrap();
+        z.sync().unwrap();
+    }
+    if !evicted(&path, "a_cold_gather_reads_its_table_entries_and_checksum_slots_together") {
+        return;
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut faults = Vec::new();
+    for _ in 0..3 {
+        let idxs: Vec<u64> = (0..256)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n as u64
+            })
+            .collect();
+        let z = Zrecord::open_read_only(&path).unwrap();
+        evict(&path); // opening read the header
+        let mut dst = vec![0u8; idxs.len() * len];
+        let before = major_faults();
+        z.gather(&idxs, &mut dst, len).unwrap();
+        faults.push(major_faults() - before);
+        for (slot, &i) in idxs.iter().enumerate() {
+            assert_eq!(&dst[slot * len..(slot + 1) * len], &bytes[i as usize * len..(i as usize + 1) * len]);
+        }
+    }
+    // A few may still fault while their read is being set up; not one per page.
+    faults.sort();
+    assert!(faults[1] < 40, "major page faults of three cold gathers of 256 records: {faults:?}");
 }

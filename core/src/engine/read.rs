@@ -85,6 +85,12 @@ pub fn gather_stores<B: Backend, P: Parallel>(
     for store in stores {
         views.push((store.len(), store.header()));
     }
+    if let Some(first) = picks.first().filter(|_| picks.len() > 1) {
+        if stores.get(first.store).is_some_and(|s| s.entries_cold(first.index)) {
+            let records = picks.iter().filter_map(|p| Some((p.store, *stores.get(p.store)?, p.index)));
+            by_store(records, |store, idxs| store.will_need_entries(idxs, store.len()));
+        }
+    }
     let mut regions = Vec::with_capacity(picks.len());
     for (i, pick) in picks.iter().enumerate() {
         if let Some((ahead, store)) = picks.get(i + table::ENTRIES_AHEAD).and_then(|p| Some((p, stores.get(p.store)?)))
@@ -190,23 +196,51 @@ fn run_reads<B: Backend, P: Parallel>(
     }
 }
 
-/// From a cold page cache, each worker would fault one record's pages in at a time: a
-/// disk that could serve the whole batch at once sees a queue of one or two. When the
-/// first record's bytes are not in memory, ask for every record's bytes up front, so
-/// the reads are in flight together while the workers decode. A warm gather pays one
-/// residency check.
+/// From a cold page cache, each worker would fault one record's pages, and then its
+/// checksum slot's, in at a time: a disk that could serve the whole batch at once sees a
+/// queue of one or two. When the first record's bytes (or its slot) are not in memory,
+/// ask for every record's bytes (or every slot) up front, so the reads are in flight
+/// together while the workers decode. A warm gather pays two residency checks. (The
+/// table entries were asked for the same way before the records were located:
+/// [`Store::entries_cold`].)
 fn hint_cold<'s, B: Backend>(jobs: &[ReadJob<'s, '_, B>]) {
     // A chunk that fails to open is reported by the read itself.
     let file = |job: &ReadJob<'s, '_, B>| job.store.chunk(job.loc.chunk_id).ok();
     let first = &jobs[0];
-    let skip = |f: &B::File| !f.wants_hints() && (jobs.len() < 2 || f.resident(u64::from(first.loc.offset)));
-    if file(first).is_none_or(skip) {
+    let Some(first_file) = file(first) else { return };
+    let many = jobs.len() > 1;
+    // Both asked before any hint: a page being read in counts as resident.
+    let (cold, slots_cold) =
+        (many && table::cold(first_file, u64::from(first.loc.offset)), many && first.store.slots_cold(first.index));
+    if slots_cold {
+        // The checksum slots, which a cold local read would otherwise fault in one by one
+        // (a remote store reads its metadata in large blocks of its own).
+        let records = jobs.iter().map(|j| (j.source, j.store, u64::from(j.index)));
+        by_store(records, |store, idxs| store.will_need_slots(idxs.iter().map(|&i| i as u32)));
+    }
+    if !cold && !first_file.wants_hints() {
         return;
     }
     for job in jobs {
         if let Some(f) = file(job) {
             f.will_need_record(u64::from(job.loc.offset), u64::from(job.loc.phys_length), job.index);
         }
+    }
+}
+
+/// Calls `each` once per store of `records` (`(source, store, index)`, any order), with
+/// that store's indices in ascending order.
+fn by_store<'s, B: Backend + 's>(
+    records: impl Iterator<Item = (usize, &'s Store<B>, u64)>,
+    mut each: impl FnMut(&'s Store<B>, &[u64]),
+) {
+    let mut records: Vec<(usize, u64, &'s Store<B>)> = records.map(|(s, store, i)| (s, i, store)).collect();
+    records.sort_unstable_by_key(|&(s, i, _)| (s, i));
+    let mut idxs = Vec::with_capacity(records.len());
+    for group in records.chunk_by(|a, b| a.0 == b.0) {
+        idxs.clear();
+        idxs.extend(group.iter().map(|r| r.1));
+        each(group[0].2, &idxs);
     }
 }
 
@@ -321,6 +355,9 @@ impl<B: Backend> Store<B> {
             return Err(Error::BufferTooSmall(format!("{} lengths into {} slots", idxs.len(), out.len())));
         }
         let length = self.len();
+        if idxs.len() > 1 && self.entries_cold(idxs[0]) {
+            self.will_need_entries(idxs, length);
+        }
         let mut locs = Vec::new();
         let mut k = 0;
         while k < idxs.len() {

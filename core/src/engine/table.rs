@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use super::sums::Slot;
-use super::Store;
+use super::{Store, Verify};
 use crate::codec::Codec;
 use crate::error::{Error, IoErrorKind, Result};
 use crate::format::sums::{decode_slot, slot_offset, SLOT_LEN};
@@ -35,6 +35,9 @@ const SPAN_GAP: u64 = 4096;
 /// How far ahead of the entry it reads a loop over random indices asks for one
 /// ([`Store::prefetch_entry`]).
 pub(super) const ENTRIES_AHEAD: usize = 8;
+/// Metadata ranges a cold gather asks for (table entries, checksum slots) at most this
+/// far apart are asked for as one: reading the pages between costs less than a request.
+const HINT_GAP: u64 = 64 << 10;
 
 /// `len` bytes of `file` at `at`: from the host's map when it covers them, else read into
 /// `buf` with one call.
@@ -101,10 +104,38 @@ impl<B: Backend> Store<B> {
         }
     }
 
+    /// Whether this store's table is [`cold`] at the entry of `index`.
+    pub(super) fn entries_cold(&self, index: u64) -> bool {
+        cold(&self.meta, entry_offset(index.min(u64::from(u32::MAX)) as u32))
+    }
+
+    /// Starts reading the table entries of `idxs` (those below `length`) all at once
+    /// ([`will_need_all`]).
+    pub(super) fn will_need_entries(&self, idxs: &[u64], length: u32) {
+        let offsets = idxs.iter().filter(|&&i| i < u64::from(length)).map(|&i| entry_offset(i as u32));
+        will_need_all(&self.meta, offsets, ENTRY_LEN as u64);
+    }
+
+    /// Whether reads check checksum slots and this store's are [`cold`] at the slot of
+    /// record `index`.
+    pub(super) fn slots_cold(&self, index: u32) -> bool {
+        self.verify != Verify::Never && self.sums.get().is_some_and(|f| cold(f, slot_offset(index)))
+    }
+
+    /// Starts reading the checksum slots of records `idxs` all at once ([`will_need_all`]).
+    pub(super) fn will_need_slots(&self, idxs: impl Iterator<Item = u32>) {
+        if let Some(f) = self.sums.get() {
+            will_need_all(f, idxs.map(slot_offset), SLOT_LEN as u64);
+        }
+    }
+
     /// The checked entry of every index of `idxs`, in order, as [`Store::locate`] finds each
     /// (the first failure in `idxs` order is the one returned); runs of consecutive indices
     /// read their entries together.
     pub(super) fn locate_all(&self, idxs: &[u64], length: u32, header: &Header) -> Result<Vec<(RecordLoc, Codec)>> {
+        if idxs.len() > 1 && self.entries_cold(idxs[0]) {
+            self.will_need_entries(idxs, length);
+        }
         let mut out = Vec::with_capacity(idxs.len());
         let mut locs = Vec::new();
         let mut k = 0;
@@ -126,6 +157,32 @@ impl<B: Backend> Store<B> {
         }
         Ok(out)
     }
+}
+
+/// From a cold page cache, a gather's table entries and checksum slots would each be a
+/// page fault of its own, one after another (a batch of 256 random records took about
+/// 200). Whether `file` is such a case: a local file (a remote one fetches what it is
+/// asked for in its own way) whose byte at `offset` is not in memory. One residency check.
+pub(super) fn cold<F: StorageFile>(file: &F, offset: u64) -> bool {
+    !file.wants_hints() && !file.resident(offset)
+}
+
+/// Asks `file` to start reading every `len`-byte range at `offsets` (any order) now, all
+/// at once, nearby ranges as one request, so that the faults to come wait for reads
+/// already in flight rather than each starting its own.
+pub(super) fn will_need_all<F: StorageFile>(file: &F, offsets: impl Iterator<Item = u64>, len: u64) {
+    let mut offsets: Vec<u64> = offsets.collect();
+    let Some(&first) = offsets.iter().min() else { return };
+    offsets.sort_unstable();
+    let (mut start, mut end) = (first, first + len);
+    for &at in &offsets[1..] {
+        if at > end + HINT_GAP {
+            file.will_need(start, end - start);
+            start = at;
+        }
+        end = end.max(at + len);
+    }
+    file.will_need(start, end - start);
 }
 
 /// How many indices at the start of `idxs` follow each other (`i, i + 1, ...`) below
