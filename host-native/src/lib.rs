@@ -262,8 +262,9 @@ impl Zrecord {
         self.store.lengths(idxs, out)
     }
 
-    /// A read-ahead of records `idxs` (an object store starts fetching them now); reads
-    /// nothing ([`zrecord_core::engine::Store::will_read`]).
+    /// A read-ahead of records `idxs` (an object store starts fetching them now, a local
+    /// store asks the kernel for those not in memory); reads nothing
+    /// ([`zrecord_core::engine::Store::will_read`]).
     pub fn will_read(&self, idxs: &[u64]) -> Result<()> {
         self.current()?;
         self.store.will_read(idxs)

@@ -71,6 +71,13 @@ fn evict(path: &Path) {
 
 /// Resident pages among the first `len` bytes of `file`, by mincore over a map of our own.
 fn resident_pages(file: &Path, len: u64) -> (usize, usize) {
+    let pages = page_residency(file, len);
+    (pages.iter().filter(|&&r| r).count(), pages.len())
+}
+
+/// Whether each page of the first `len` bytes of `file` is in memory, by mincore over a
+/// map of our own.
+fn page_residency(file: &Path, len: u64) -> Vec<bool> {
     let f = File::open(file).unwrap();
     // SAFETY: a read-only map of a file no one writes while this test runs; only mincore
     // looks at it (no byte of it is read, so nothing is faulted in by the check itself).
@@ -82,7 +89,7 @@ fn resident_pages(file: &Path, len: u64) -> (usize, usize) {
     // page of that range, which is what mincore writes.
     let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, len, vec.as_mut_ptr()) };
     assert_eq!(rc, 0);
-    (vec.iter().filter(|&&b| b & 1 == 1).count(), vec.len())
+    vec.iter().map(|&b| b & 1 == 1).collect()
 }
 
 /// Resident and total pages of the chunk file's used part.
@@ -242,6 +249,56 @@ fn major_faults() -> i64 {
     usage.ru_majflt
 }
 
+/// A raw store of `n` records of `len` bytes (record `i` is at byte `i * len` of chunk
+/// file 0), and its records' bytes.
+fn write_raw_store(path: &Path, n: usize, len: usize) -> Vec<u8> {
+    let bytes: Vec<u8> = (0..n * len).map(|k| (k / len) as u8 ^ (k % 251) as u8).collect();
+    let z = Zrecord::open(path).unwrap();
+    z.append(&bytes, n, len, Some(Codec::Raw)).unwrap();
+    z.sync().unwrap();
+    let mut chunk = vec![0u8; bytes.len()];
+    std::os::unix::fs::FileExt::read_exact_at(&File::open(path.join("0.zr")).unwrap(), &mut chunk, 0).unwrap();
+    assert!(chunk == bytes, "records back to back from byte 0");
+    bytes
+}
+
+#[test]
+fn a_cold_loader_asks_for_batches_ahead_before_any_worker_reads_them() {
+    // One worker, a prefetch of one: while the consumer holds batch 0, the worker has
+    // gathered batch 1 and holds batch 2, job 3 waits for it and the sampler holds job 4.
+    // Nothing reads batch 5 until the consumer takes three more; the sampler's read-ahead
+    // has asked the kernel for it (two batches past the one it planned).
+    let _serial = serial();
+    let d = dir("read-ahead");
+    let path = d.path().join("s");
+    let (n, len) = (20_000usize, 512usize);
+    write_raw_store(&path, n, len);
+    if !evicted(&path, "a_cold_loader_asks_for_batches_ahead_before_any_worker_reads_them") {
+        return;
+    }
+    let z = Arc::new(Zrecord::open_read_only(&path).unwrap());
+    let source = Source::new(vec![(z, len)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 7, 64).unwrap();
+    let mut ahead = vec![0u64; 64];
+    let mut shard = stream.shard(0, 1).unwrap();
+    shard.seek(5).unwrap();
+    shard.fill(&mut ahead);
+    let options = LoaderOptions { num_workers: 1, prefetch: 1, warm: Warm::Never, ..LoaderOptions::default() };
+    let loader = Loader::new(stream, vec![source], options).unwrap();
+    loader.next().unwrap().unwrap();
+    let resident = || {
+        let pages = page_residency(&path.join("0.zr"), (n * len) as u64);
+        ahead.iter().filter(|&&i| pages[i as usize * len / 4096]).count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while resident() < 60 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A few may share a page with a record of batches 0-2 (8 records a page); most not.
+    assert!(resident() >= 60, "{} of batch 5's 64 records in memory before it is read", resident());
+    loader.close();
+}
+
 #[test]
 fn a_cold_gather_reads_its_table_entries_and_checksum_slots_together() {
     // 20,000 records: a 320 KB table and 640 KB of checksum slots. 256 random records
@@ -252,12 +309,7 @@ fn a_cold_gather_reads_its_table_entries_and_checksum_slots_together() {
     let d = dir("cold-gather");
     let path = d.path().join("s");
     let (n, len) = (20_000usize, 512usize);
-    let bytes: Vec<u8> = (0..n * len).map(|k| (k / len) as u8 ^ (k % 251) as u8).collect();
-    {
-        let z = Zrecord::open(&path).unwrap();
-        z.append(&bytes, n, len, Some(Codec::Raw)).unwrap();
-        z.sync().unwrap();
-    }
+    let bytes = write_raw_store(&path, n, len);
     if !evicted(&path, "a_cold_gather_reads_its_table_entries_and_checksum_slots_together") {
         return;
     }

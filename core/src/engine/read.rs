@@ -306,8 +306,26 @@ impl<B: Backend> Store<B> {
     /// fetching them ([`crate::io::StorageFile::start_reads`]: an object store sends the
     /// requests now), reading and decoding nothing. An index out of range or a bad entry is
     /// left for the read itself to report.
+    ///
+    /// A local store is announced only what is not in memory, as a cold gather asks for
+    /// its own ([`hint_cold`]): the table entries first (the lookups below then wait for
+    /// reads already in flight), the checksum slots, and the records when the first is
+    /// not resident. A warm batch costs a few residency checks.
     pub fn will_read(&self, idxs: &[u64]) -> Result<()> {
         let (length, header) = (self.len(), self.header());
+        let Some(&first) = idxs.first() else { return Ok(()) };
+        if self.entries_cold(first) {
+            self.will_need_entries(idxs, length);
+        }
+        if first < u64::from(length) && self.slots_cold(first as u32) {
+            self.will_need_slots(idxs.iter().filter(|&&i| i < u64::from(length)).map(|&i| i as u32));
+        }
+        if let Ok((loc, _)) = self.locate(first, length, &header) {
+            let file = self.chunk(loc.chunk_id)?;
+            if !file.wants_hints() && file.resident(u64::from(loc.offset)) {
+                return Ok(());
+            }
+        }
         let mut touched: Vec<u16> = Vec::new();
         for &index in idxs {
             let Ok((loc, _)) = self.locate(index, length, &header) else { continue };

@@ -249,12 +249,10 @@ impl Dataset {
     }
 
     /// A read-ahead: every field's records of samples `indices` start on their way (an
-    /// object store sends the requests now; a local dataset does nothing). Reads nothing,
-    /// reports nothing: the reads that follow report what is wrong.
+    /// object store sends the requests now; a local dataset asks the kernel for what is not
+    /// in memory: [`Zrecord::will_read`]). Reads nothing, reports nothing: the reads that
+    /// follow report what is wrong.
     pub fn will_read(&self, indices: &[u64]) {
-        if self.cache.is_none() {
-            return;
-        }
         let mut per_shard: Vec<Vec<u64>> = vec![Vec::new(); self.shards.len()];
         for &i in indices {
             if let Some((s, index)) = self.layout.locate(i) {

@@ -1,13 +1,18 @@
-//! Read-ahead for a dataset in an object store: the sampler thread announces the samples of
-//! batches still to come ([`Dataset::will_read`]), as many batches ahead as one round trip
-//! takes to cover, so that their requests are in flight before a worker reads them.
+//! Read-ahead: the sampler thread announces the samples of batches still to come
+//! ([`Dataset::will_read`]), so that their reads are in flight before a worker reads them.
+//! A stream is a pure function of position: the batches ahead are known exactly, not
+//! guessed.
 //!
-//! The depth adapts: twice the measured round trip ([`Dataset::round_trip`]) over the
-//! measured time between batches (the sampler is paced by the consumer), plus two (so a
-//! depth that holds the pace back grows until it does not), and at
-//! most what half the dataset's cache holds ([`MAX_DEPTH`] batches at most), so that what is
-//! fetched ahead is not evicted before it is read. A stream is a pure function of position:
-//! the batches ahead are known exactly, not guessed.
+//! For a dataset in an object store the depth adapts: twice the measured round trip
+//! ([`Dataset::round_trip`]) over the measured time between batches (the sampler is paced
+//! by the consumer), plus two (so a depth that holds the pace back grows until it does
+//! not), and at most what half the dataset's cache holds ([`MAX_DEPTH`] batches at most),
+//! so that what is fetched ahead is not evicted before it is read.
+//!
+//! A local dataset is announced [`LOCAL_DEPTH`] batches ahead, and only what is not in
+//! memory is asked of the kernel: from a cold page cache (a dataset larger than memory, or
+//! not warmed) the disk then reads the next batches while the workers decode this one,
+//! instead of each worker waiting for its own batch's reads.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +23,10 @@ use crate::Dataset;
 
 /// The most batches announced ahead of the sampler.
 pub const MAX_DEPTH: u64 = 64;
+/// Batches a local dataset is announced ahead of the sampler: the sampler already runs
+/// about a batch per worker ahead of the consumer, and the disk needs a batch's reads
+/// queued, not more (a deeper window only takes page cache from batches sooner).
+pub const LOCAL_DEPTH: u64 = 2;
 
 /// A cursor running ahead of the sampler's (see the module docs).
 pub(super) struct ReadAhead {
@@ -26,37 +35,37 @@ pub(super) struct ReadAhead {
     indices: Vec<u64>,
     /// Estimated bytes a batch fetches.
     batch_bytes: u64,
-    /// Bytes of fetched data the read-ahead may hold: half the cache.
-    budget: u64,
+    /// Bytes of fetched data the read-ahead may hold: half the cache of a dataset in an
+    /// object store; `None` for a local one.
+    budget: Option<u64>,
     last: Option<Instant>,
     /// Seconds between batches, smoothed.
     interval: f64,
 }
 
 impl ReadAhead {
-    /// A read-ahead for the sampler standing at `shard` over `dataset`, if it is read from
-    /// an object store.
-    pub(super) fn new(shard: &Shard, dataset: &Arc<Dataset>) -> Option<ReadAhead> {
-        let cache = dataset.cache()?;
+    /// A read-ahead for the sampler standing at `shard` over `dataset`.
+    pub(super) fn new(shard: &Shard, dataset: &Arc<Dataset>) -> ReadAhead {
         let per_sample = dataset.footprint() / dataset.len().max(1);
-        Some(ReadAhead {
+        ReadAhead {
             cursor: shard.clone(),
             dataset: Arc::clone(dataset),
             indices: vec![0; shard.batch_size()],
             batch_bytes: (per_sample * shard.batch_size() as u64).max(1),
-            budget: cache.limit() / 2,
+            budget: dataset.cache().map(|cache| cache.limit() / 2),
             last: None,
             interval: 0.0,
-        })
+        }
     }
 
     /// How many batches ahead to announce now.
     fn depth(&self) -> u64 {
+        let Some(budget) = self.budget else { return LOCAL_DEPTH };
         let wanted = match self.dataset.round_trip() {
             Some(rtt) if self.interval > 0.0 => (2.0 * rtt / self.interval).ceil() as u64 + 2,
             _ => 2,
         };
-        wanted.min(MAX_DEPTH).min(self.budget / self.batch_bytes).max(1)
+        wanted.min(MAX_DEPTH).min(budget / self.batch_bytes).max(1)
     }
 
     /// Called once the sampler planned the batch of global step `step`: announces the

@@ -157,9 +157,9 @@ pub(super) fn spawn_threads(
         batch_queues.push(out_rx);
     }
     let stop = Arc::clone(stop);
-    // One dataset in an object store: its batches to come are announced ahead.
+    // One dataset: its batches to come are announced ahead.
     let mut ahead = match (&planner, shared.sources.as_slice()) {
-        (Planner::Samples { shard, mixture: false }, [source]) => ahead::ReadAhead::new(shard, source.data()),
+        (Planner::Samples { shard, mixture: false }, [source]) => Some(ahead::ReadAhead::new(shard, source.data())),
         _ => None,
     };
     let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
