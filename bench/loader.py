@@ -1,6 +1,6 @@
 """Whole loaders, batches with labels from worker threads or processes: zrecord against
-loaderx and torch's DataLoader over .npy memmaps on every data set (`loader`, warm or from a
-cold page cache), and both store and loader on one core and on all of them (`threads`).
+loaderx, torch's DataLoader over .npy memmaps and Grain over ArrayRecord on every data set
+(`loader`, warm or from a cold page cache), and both store and loader on one core and on all of them (`threads`).
 """
 
 import os
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contenders import has_zstd, reference, torch_npy_loader
+from contenders import GRAIN, ArrayRecord, array_record_loader, array_record_writer, has_zstd, reference, torch_npy_loader
 from data_sets import batch_size_for, load_set, selected_sets
 from measure import RESULTS, SKIPPED, evict, optional, table
 
@@ -26,6 +26,8 @@ def bench_loader(args):
     import zrecord
     loaderx = optional("loaderx")
     torch = None if args.no_torch else optional("torch")
+    grain = optional("grain")
+    array_record = array_record_writer()
     workers = args.workers
     for set_name in selected_sets(args):
         data, desc = load_set(set_name, args)
@@ -113,12 +115,20 @@ def bench_loader(args):
 
                 contenders.append(("torch (npy memmap, 4 procs)", make_torch, [work / "d.npy", work / "l.npy"],
                                    lambda loader: None))
+            if grain is not None and array_record is not None and not args.only_loader:
+                ArrayRecord((array_record, None)).write(data, work / "d.array_record")
+
+                def make_grain():
+                    return array_record_loader(grain, work / "d.array_record", batch, data.dtype, data.shape[1:])
+
+                contenders.append((GRAIN, make_grain, [work / "d.array_record"], lambda loader: None))
             rounds = {name: [] for name, *_ in contenders}
             for _ in range(LOADER_ROUNDS if not args.quick else 1):
                 for name, make, files, close in contenders:
                     loader, b, elapsed = run_loader(name, make, files)
                     if "torch" not in name:
-                        assert b["data"].shape == (batch, *data.shape[1:])
+                        got = b if name == GRAIN else b["data"]
+                        assert got.shape == (batch, *data.shape[1:]), name
                     close(loader)
                     del loader
                     rounds[name].append(elapsed)
@@ -130,7 +140,8 @@ def bench_loader(args):
         rows = []
         torch_t = res.get("torch (npy memmap, 4 procs)")
         for name, dt in res.items():
-            ref = res.get(reference(name) if "torch" not in name else "loaderx flate")
+            # torch reads raw rows and Grain zstd-compressed ones: both against loaderx flate.
+            ref = res.get(reference(name) if "torch" not in name and name != GRAIN else "loaderx flate")
             rows.append([name, f"{1 / dt:.1f}", f"{dt * 1e3:.2f} ms", f"{batch / dt:,.0f}", f"{batch_mib / dt:.0f} MiB/s",
                          f"{ref / dt:.2f}x" if ref else "-", f"{torch_t / dt:.2f}x" if torch_t else "-"])
         cache = ("cold page cache: files evicted before each loader starts, timed from its constructor to the last "
