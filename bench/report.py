@@ -24,7 +24,8 @@ RESULTS = BENCH / "results"
 
 INTRO = """\
 zrecord against its peers (loaderx 0.5.4, the reference; ArrayRecord, h5py, lmdb, numpy
-memmaps, torch's DataLoader; nanoGPT's batches and Grain's packers for packed tokens), every
+memmaps, torch's DataLoader, Grain over ArrayRecord; nanoGPT's batches and Grain's packers
+for packed tokens), every
 ratio measured in the same run, and every target against the ratio it asks for. Nothing
 here is a test: a benchmark prints tables, it does not assert times.
 
@@ -53,9 +54,10 @@ scikit-image's wheel), `tokens` (uint16 windows of 2,048 byte-pair tokens of the
 standard library's sources) and `features` (float32 768-vectors, embedding-like).
 
 Timings are medians of repeats on a warm page cache (every store is read once before it is
-timed) unless a row says cold: then the files are evicted before every batch (store) or
-before each loader starts, timed from its constructor to its last batch (loader: the cold
-first epoch, warming included). "flate" is the default policy: a record is stored raw when
+timed) unless a row says cold: then the files are evicted before every batch (store: timed
+from opening it, where the full run of 2026-12-01 timed the batch alone) or before each
+loader starts, timed from its constructor to its last batch (loader: the cold first epoch,
+warming included). "flate" is the default policy: a record is stored raw when
 DEFLATE does not shrink it by 12.5%, so `structured`, `noise` and `features` end up raw,
 while loaderx keeps DEFLATE whenever it shrinks a record at all; the `min_savings=0` rows
 force DEFLATE on every record so that both sides decode the same codec.
