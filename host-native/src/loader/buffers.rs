@@ -22,21 +22,36 @@ use crate::Error;
 /// holds it, unless that is over twice what it asks. When the pool is full, the buffer
 /// given back longest ago goes, so buffers that nothing fits any more cannot crowd out
 /// those that are reused.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BufferPool {
     /// Oldest first.
     free: Mutex<Vec<Vec<u8>>>,
+    /// Buffers kept at most.
+    keep: usize,
     /// Buffers made new because none given back fitted.
     allocated: AtomicUsize,
 }
 
+impl Default for BufferPool {
+    fn default() -> Self {
+        BufferPool::keeping(Self::KEEP)
+    }
+}
+
 impl BufferPool {
-    /// Buffers kept at most, and bytes kept at most (by capacity). A loader has a buffer
-    /// per field of every batch in flight (the workers', the queued, the consumer's): 3
-    /// fields and 4 workers hold about 30 at once, and a cap of 16 dropped buffers the next
-    /// batches needed (a 3-field loader took 30-75% more page faults than a 2-field one).
-    const KEEP: usize = 64;
+    /// Buffers a pool keeps at most unless told more ([`BufferPool::keeping`]), and bytes
+    /// any pool keeps at most (by capacity).
+    const KEEP: usize = 16;
     const KEEP_BYTES: usize = 512 << 20;
+
+    /// A pool that keeps up to `buffers` buffers (at least [`BufferPool::KEEP`]). A loader
+    /// holds a buffer per field of every batch in flight (the workers', the queued, the
+    /// consumer's) and sizes its pool to that: with 3 fields and 4 workers about 30 at
+    /// once, and a pool of 16 dropped buffers the next batches needed (a 3-field loader
+    /// took 30-75% more page faults than a 2-field one).
+    pub fn keeping(buffers: usize) -> BufferPool {
+        BufferPool { free: Mutex::default(), keep: buffers.max(Self::KEEP), allocated: AtomicUsize::new(0) }
+    }
 
     /// A new buffer's spare capacity, as a fraction of its length: 1 / ROOM. The sum of a
     /// batch of 256 ragged samples of 256 to 768 tokens varies by about 2% from batch to
@@ -74,7 +89,7 @@ impl BufferPool {
         let mut free = lock(&self.free);
         free.push(buf);
         let mut held: usize = free.iter().map(Vec::capacity).sum();
-        while free.len() > Self::KEEP || held > Self::KEEP_BYTES {
+        while free.len() > self.keep || held > Self::KEEP_BYTES {
             held -= free.remove(0).capacity();
         }
     }

@@ -410,7 +410,14 @@ impl Loader {
             Some((p, s)) => (Some(p), Some(s)),
             None => (None, None),
         };
-        let buffers = Arc::new(BufferPool::default());
+        // A buffer per field of every batch in flight: each worker's queued one and the
+        // one it waits to queue, and the consumer's (or, without workers, the few a
+        // caller holds).
+        let fields = shared_packing.as_ref().map_or_else(
+            || sources.first().map_or(1, |s| s.data().fields().len()),
+            |_| 4, // tokens, segment ids, positions, sources
+        );
+        let buffers = Arc::new(BufferPool::keeping(fields * (2 * options.num_workers + options.prefetch + 2)));
         let skips = (options.on_error == OnError::Skip).then(|| Arc::new(skip::Skips::default()));
         let mut loader = Loader {
             stream,
