@@ -262,6 +262,12 @@ impl Zrecord {
         self.store.lengths(idxs, out)
     }
 
+    /// Whether reading record `index` would wait for a local disk
+    /// ([`zrecord_core::engine::Store::is_cold`]).
+    pub fn is_cold(&self, index: u64) -> bool {
+        self.current().is_ok() && self.store.is_cold(index)
+    }
+
     /// A read-ahead of records `idxs` (an object store starts fetching them now, a local
     /// store asks the kernel for those not in memory); reads nothing
     /// ([`zrecord_core::engine::Store::will_read`]).

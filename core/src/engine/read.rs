@@ -302,6 +302,18 @@ pub(super) struct Known<'a> {
 }
 
 impl<B: Backend> Store<B> {
+    /// Whether reading record `index` would wait for a local disk: its table entry, its
+    /// checksum slot (when reads check it) or its first byte is not in memory. False for a
+    /// store in an object store (it plans its own reads) and on hosts that cannot tell.
+    pub fn is_cold(&self, index: u64) -> bool {
+        let (length, header) = (self.len(), self.header());
+        if self.entries_cold(index) || (index < u64::from(length) && self.slots_cold(index as u32)) {
+            return true;
+        }
+        self.locate(index, length, &header)
+            .is_ok_and(|(loc, _)| self.chunk(loc.chunk_id).is_ok_and(|f| table::cold(f, u64::from(loc.offset))))
+    }
+
     /// A read-ahead: announces records `idxs` to their chunk files and lets the host start
     /// fetching them ([`crate::io::StorageFile::start_reads`]: an object store sends the
     /// requests now), reading and decoding nothing. An index out of range or a bad entry is

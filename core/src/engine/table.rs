@@ -172,8 +172,8 @@ pub(super) fn cold<F: StorageFile>(file: &F, offset: u64) -> bool {
 /// already in flight rather than each starting its own.
 pub(super) fn will_need_all<F: StorageFile>(file: &F, offsets: impl Iterator<Item = u64>, len: u64) {
     let mut offsets: Vec<u64> = offsets.collect();
-    let Some(&first) = offsets.iter().min() else { return };
     offsets.sort_unstable();
+    let Some(&first) = offsets.first() else { return };
     let (mut start, mut end) = (first, first + len);
     for &at in &offsets[1..] {
         if at > end + HINT_GAP {

@@ -253,6 +253,14 @@ impl Dataset {
     /// in memory: [`Zrecord::will_read`]). Reads nothing, reports nothing: the reads that
     /// follow report what is wrong.
     pub fn will_read(&self, indices: &[u64]) {
+        if self.cache.is_none() {
+            // A local dataset is mostly all warm or all cold: one look at the first sample
+            // decides, instead of a few residency checks in every store the batch touches.
+            let Some((s, index)) = indices.first().and_then(|&i| self.layout.locate(i)) else { return };
+            if !self.shards[s].stores.iter().any(|z| z.is_cold(index)) {
+                return;
+            }
+        }
         let mut per_shard: Vec<Vec<u64>> = vec![Vec::new(); self.shards.len()];
         for &i in indices {
             if let Some((s, index)) = self.layout.locate(i) {
