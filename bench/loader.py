@@ -3,11 +3,13 @@ loaderx, torch's DataLoader over .npy memmaps and Grain over ArrayRecord on ever
 (`loader`, warm or from a cold page cache), and both store and loader on one core and on all of them (`threads`).
 """
 
+import gc
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +22,17 @@ from measure import RESULTS, SKIPPED, evict, optional, table
 
 #: Rounds of every loader per data set; the median counts.
 LOADER_ROUNDS = 3
+
+
+def settle(threads, within=10.0):
+    """Waits (at most `within` seconds) until no more Python threads run than `threads`:
+    a closed loader's threads may still finish reads they started (Grain's shuts its pool
+    down without waiting), and the next loader must not be timed beside them. The first
+    loader of each round ran at half speed before this wait."""
+    gc.collect()
+    deadline = time.perf_counter() + within
+    while threading.active_count() > threads and time.perf_counter() < deadline:
+        time.sleep(0.01)
 
 
 def bench_loader(args):
@@ -121,17 +134,19 @@ def bench_loader(args):
                 def make_grain():
                     return array_record_loader(grain, work / "d.array_record", batch, data.dtype, data.shape[1:])
 
-                contenders.append((GRAIN, make_grain, [work / "d.array_record"], lambda loader: None))
+                contenders.append((GRAIN, make_grain, [work / "d.array_record"], lambda loader: loader.close()))
             rounds = {name: [] for name, *_ in contenders}
             for _ in range(LOADER_ROUNDS if not args.quick else 1):
                 for name, make, files, close in contenders:
+                    threads = threading.active_count()
                     loader, b, elapsed = run_loader(name, make, files)
                     if "torch" not in name:
                         got = b if name == GRAIN else b["data"]
                         assert got.shape == (batch, *data.shape[1:]), name
                     close(loader)
-                    del loader
+                    del loader, b
                     rounds[name].append(elapsed)
+                    settle(threads)
             res = {name: float(np.median(times)) for name, times in rounds.items()}
         finally:
             shutil.rmtree(work, ignore_errors=True)
