@@ -97,7 +97,6 @@ def bench_remote(args):
     RESULTS[("remote",)] = out
 
 
-
 def bench_latency(args):
     """The loader over an in-memory object store at 0 ms and at 20 ms per request."""
     import zrecord
@@ -151,6 +150,7 @@ def bench_latency(args):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     RESULTS[("remote-latency",)] = out
+
 
 def summary_rows(row):
     """The remote section's targets, for the targets table."""

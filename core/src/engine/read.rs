@@ -326,9 +326,7 @@ impl<B: Backend> Store<B> {
     pub fn will_read(&self, idxs: &[u64]) -> Result<()> {
         let (length, header) = (self.len(), self.header());
         let Some(&first) = idxs.first() else { return Ok(()) };
-        if self.entries_cold(first) {
-            self.will_need_entries(idxs, length);
-        }
+        self.hint_entries(idxs, length);
         if first < u64::from(length) && self.slots_cold(first as u32) {
             self.will_need_slots(idxs.iter().filter(|&&i| i < u64::from(length)).map(|&i| i as u32));
         }
@@ -385,9 +383,7 @@ impl<B: Backend> Store<B> {
             return Err(Error::BufferTooSmall(format!("{} lengths into {} slots", idxs.len(), out.len())));
         }
         let length = self.len();
-        if idxs.len() > 1 && self.entries_cold(idxs[0]) {
-            self.will_need_entries(idxs, length);
-        }
+        self.hint_entries(idxs, length);
         let mut locs = Vec::new();
         let mut k = 0;
         while k < idxs.len() {

@@ -109,6 +109,14 @@ impl<B: Backend> Store<B> {
         cold(&self.meta, entry_offset(index.min(u64::from(u32::MAX)) as u32))
     }
 
+    /// Starts reading the table entries of `idxs` (those below `length`) all at once when
+    /// the first is [`cold`]: the lookups that follow then wait for reads in flight.
+    pub(super) fn hint_entries(&self, idxs: &[u64], length: u32) {
+        if idxs.len() > 1 && self.entries_cold(idxs[0]) {
+            self.will_need_entries(idxs, length);
+        }
+    }
+
     /// Starts reading the table entries of `idxs` (those below `length`) all at once
     /// ([`will_need_all`]).
     pub(super) fn will_need_entries(&self, idxs: &[u64], length: u32) {
@@ -133,9 +141,7 @@ impl<B: Backend> Store<B> {
     /// (the first failure in `idxs` order is the one returned); runs of consecutive indices
     /// read their entries together.
     pub(super) fn locate_all(&self, idxs: &[u64], length: u32, header: &Header) -> Result<Vec<(RecordLoc, Codec)>> {
-        if idxs.len() > 1 && self.entries_cold(idxs[0]) {
-            self.will_need_entries(idxs, length);
-        }
+        self.hint_entries(idxs, length);
         let mut out = Vec::with_capacity(idxs.len());
         let mut locs = Vec::new();
         let mut k = 0;

@@ -616,8 +616,9 @@ mod tests {
     #[test]
     fn a_range_that_starts_earlier_still_covers() {
         let (f, _) = file("covers-earlier", 1 << 20);
-        let sent = f.remote.stats().counts().requests; // the upload
-                                                       // A long range, then a short one inside it (a read that missed spans it asked for).
+        // Requests so far: the upload's.
+        let sent = f.remote.stats().counts().requests;
+        // A long range, then a short one inside it (a read that missed spans it asked for).
         f.will_need(0, 1000);
         f.start_reads();
         {
@@ -637,8 +638,9 @@ mod tests {
     fn a_record_brought_along_by_a_neighbour_keeps_its_next_use() {
         // Room for three records' ranges, not four.
         let (f, cache) = file("passenger", 35);
-        let sent = f.remote.stats().counts().requests; // the upload
-                                                       // Records 5, 6 and 9 are needed soon, in that order; the others never.
+        // Requests so far: the upload's.
+        let sent = f.remote.stats().counts().requests;
+        // Records 5, 6 and 9 are needed soon, in that order; the others never.
         cache.set_plan(Some(Arc::new(|i| match i {
             5 => Some(1),
             6 => Some(2),
