@@ -293,6 +293,14 @@ fn read_shard<B: Backend>(shard: &mut ReadShard<'_, '_, '_, B>) {
     }
 }
 
+/// How much of a record [`Store::prefetch`] asks for, line by line. The hardware streams
+/// the rest of a large record once the first lines arrive; a small one (a token document
+/// of 1 KiB) is over before it would, so every line of it would be a miss of its own:
+/// 256 such documents gathered in 0.72x the time asking for 1 KiB instead of one line;
+/// images of 12 KiB were unchanged (2 KiB gained nothing more).
+const PREFETCH_BYTES: u64 = 1024;
+const CACHE_LINE: usize = 64;
+
 /// What a read already holds for a record because it read it with its neighbours: its
 /// checksum slot, its stored bytes.
 #[derive(Clone, Copy, Default)]
@@ -472,9 +480,14 @@ impl<B: Backend> Store<B> {
         run_reads(&mut jobs, par).map_err(|(_, e)| e)
     }
 
+    /// Asks the CPU cache for a record's first [`PREFETCH_BYTES`] and its checksum slot.
     fn prefetch(&self, index: u32, loc: &RecordLoc) {
         if let Some(file) = self.chunks.get(usize::from(loc.chunk_id)).and_then(|slot| slot.get()) {
-            file.prefetch(u64::from(loc.offset));
+            let start = u64::from(loc.offset);
+            let end = start + u64::from(loc.phys_length).min(PREFETCH_BYTES);
+            for line in (start..end).step_by(CACHE_LINE) {
+                file.prefetch(line);
+            }
         }
         // Its checksum slot too: with random indices, each is a miss of its own.
         if self.verify != Verify::Never {
