@@ -293,14 +293,17 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
     // is the point (109 batches/s on a quiet machine where one batch per round trip would
     // be 50; release with two workers 300-333/s, 0 ms 2,000-2,250/s), but it moves with
     // the machine's load (46-74/s in a debug build beside a full test run), so the test
-    // holds the cause: requests of several batches in flight at once.
+    // holds the cause: requests of several batches in flight at once. The cache holds half
+    // the dataset, so records are fetched one by one (a cache that holds it all fetches
+    // whole spans: the next test).
     let dir = tempfile::tempdir().unwrap();
     let (n, record) = (8000u64, 4096u64);
     write_records(&dir.path().join("ds"), n, record);
     push(&dir.path().join("ds"), &Remote::open("memory://far/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
     let mut runs = Vec::new();
     for url in ["memory://far/ds", "memory://far/ds?latency_ms=20"] {
-        let far = Arc::new(Dataset::open_remote(url, &[], zrecord::Verify::Auto).unwrap());
+        let half = RemoteOptions { cache_bytes: Some(n * record / 2), ..RemoteOptions::default() };
+        let far = Arc::new(Dataset::open_remote_with(url, &[], half).unwrap());
         let source = Source::dataset(far.clone()).unwrap();
         let stream = Stream::new(source.id(), Mode::Shuffle, 1, 64).unwrap();
         let loader =
@@ -326,4 +329,32 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
     // Far more ranges are announced than that (up to 64 batches ahead); the rest wait.
     let cap = zrecord::remote::MAX_READS_IN_FLIGHT as u64;
     assert!(runs[1].1 <= cap, "{} requests in flight, over the cap of {cap}", runs[1].1);
+}
+
+#[test]
+fn a_cache_that_holds_the_dataset_reads_a_first_epoch_in_few_large_requests() {
+    // Every byte of the dataset will be kept and read this epoch, so the records the
+    // read-ahead announces are fetched in merged spans, however far apart. Before: one
+    // request per record (8,000 and more at 20 ms), because the gap worth bridging was
+    // measured from the small requests those very reads made.
+    let dir = tempfile::tempdir().unwrap();
+    let (n, record) = (8000u64, 4096u64);
+    write_records(&dir.path().join("ds"), n, record);
+    push(&dir.path().join("ds"), &Remote::open("memory://roomy/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let local = Arc::new(Dataset::open(dir.path().join("ds")).unwrap());
+    let far = Arc::new(Dataset::open_remote("memory://roomy/ds?latency_ms=20", &[], zrecord::Verify::Auto).unwrap());
+    let epoch = |ds: &Arc<Dataset>| {
+        let source = Source::dataset(ds.clone()).unwrap();
+        let stream = Stream::new(source.id(), Mode::Shuffle, 1, 64).unwrap();
+        let loader = Loader::new(stream, vec![source], LoaderOptions::default()).unwrap();
+        let batches: Vec<_> = (0..n / 64).map(|_| loader.next().unwrap().unwrap().fields).collect();
+        loader.close();
+        batches
+    };
+    assert!(epoch(&far) == epoch(&local), "the far dataset's epoch differs from the local one's");
+    let counts = far.remote_stats().unwrap();
+    eprintln!("a first epoch of {n} records: {} requests, {} bytes", counts.requests, counts.bytes);
+    // 32 MiB of records in spans of at most 16 MiB, plus the metadata blocks.
+    assert!(counts.requests <= 100, "{} requests for a first epoch of {n} records", counts.requests);
+    assert!(counts.bytes <= 2 * n * record, "{} bytes fetched for {} bytes of records", counts.bytes, n * record);
 }

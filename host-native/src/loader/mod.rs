@@ -90,7 +90,8 @@
 //!   damaged samples replaced ([`OnError::Skip`]); `pack.rs` packed rows ([`Loader::packed`]);
 //! - `buffers.rs`: the [`BufferPool`] batches take their buffers from;
 //! - `warm.rs`: warming the stores into the page cache ([`Warm`]);
-//! - `ahead.rs`: read-ahead for a dataset in an object store.
+//! - `ahead.rs`: read-ahead, the batches to come announced to the dataset (an object
+//!   store fetches them, a cold local disk reads them).
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

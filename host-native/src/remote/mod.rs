@@ -150,7 +150,7 @@ pub struct Remote {
 pub const MAX_READS_IN_FLIGHT: usize = 1024;
 
 /// Largest gap [`Remote::merge_gap`] ever spans.
-const MAX_GAP: u64 = 4 << 20;
+pub(crate) const MAX_GAP: u64 = 4 << 20;
 
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
