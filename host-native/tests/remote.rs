@@ -121,6 +121,25 @@ fn an_object_rewritten_under_a_reader_is_refused() {
     assert!(text.contains("shard-000001/tokens/0.zr"), "{text}");
 }
 
+#[test]
+fn a_manifest_rewritten_after_the_push_is_refused_at_open() {
+    // Opening reads the manifest beside the listing, before the listing pins it: those
+    // bytes count only if they are the ones the push recorded.
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("ds"), 400);
+    let remote = Remote::open("memory://remanifest/ds", &[]).unwrap();
+    push(&dir.path().join("ds"), &remote, &mut |_, _| {}).unwrap();
+    let manifest = std::fs::read(dir.path().join("ds/dataset.json")).unwrap();
+    let text = String::from_utf8(manifest).unwrap();
+    let fewer = text.replacen("\"records\": 100", "\"records\": 99", 1);
+    assert_ne!(fewer, text, "the test's manifest edit found nothing to change");
+    remote.put("dataset.json", fewer.into_bytes()).unwrap();
+    let e = Dataset::open_remote("memory://remanifest/ds", &[], zrecord::Verify::Auto).err().unwrap();
+    let text = e.to_string();
+    assert!(text.contains("changed since the dataset was pushed"), "{text}");
+    assert!(text.contains("dataset.json"), "{text}");
+}
+
 /// Bytes fetched per SHUFFLE epoch, after the first, with a cache of half the dataset: the
 /// loader's plan (evict what the stream needs furthest ahead) against the oldest-first rule
 /// the cache falls back to (which, over shuffled epochs, behaves as an LRU does).

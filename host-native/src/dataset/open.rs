@@ -116,7 +116,8 @@ impl Dataset {
         opts: RemoteOptions,
     ) -> Result<Dataset, DatasetError> {
         use crate::remote::file::{Cache, RemoteDir, CACHE_BYTES, DISK_CACHE_BYTES};
-        use crate::remote::{objects, push::read_listing, Remote};
+        use crate::remote::push::{read_listing, read_object};
+        use crate::remote::{objects, Remote};
         let verify = opts.verify;
         let path = PathBuf::from(url.trim_end_matches('/'));
         let at = |e: IoError| DatasetError::at(&path, None, Error::Io(e));
@@ -131,7 +132,14 @@ impl Dataset {
             None => Cache::new(opts.cache_bytes.unwrap_or(CACHE_BYTES)),
         };
         let remote = Remote::open(url, options).map_err(at)?;
-        let Some((bytes, _, _)) = read_listing(&remote).map_err(at)? else {
+        // The listing and a dataset's manifest side by side: one round trip, not two. The
+        // manifest, read before the listing that pins it, counts only if its bytes are the
+        // ones the listing recorded; otherwise it is read again, pinned.
+        let (listing, early) = std::thread::scope(|scope| {
+            let early = scope.spawn(|| read_object(&remote, MANIFEST_FILE).ok().flatten());
+            (read_listing(&remote), early.join().ok().flatten())
+        });
+        let Some((bytes, _, _)) = listing.map_err(at)? else {
             return Err(at(IoError::new(
                 IoErrorKind::NotFound,
                 format!("open {}", remote.shown(objects::LISTING)),
@@ -148,9 +156,13 @@ impl Dataset {
         };
         if listing.kind == "dataset" {
             let manifest_path = path.join(MANIFEST_FILE);
-            let bytes = root.read_whole(MANIFEST_FILE).map_err(at)?.ok_or_else(|| {
-                at(IoError::new(IoErrorKind::NotFound, format!("open {}", manifest_path.display()), "not pushed"))
-            })?;
+            let recorded = listing.objects.get(MANIFEST_FILE);
+            let bytes = match early {
+                Some((bytes, _, _)) if recorded.is_some_and(|o| objects::holds(o, &bytes)) => bytes,
+                _ => root.read_whole(MANIFEST_FILE).map_err(at)?.ok_or_else(|| {
+                    at(IoError::new(IoErrorKind::NotFound, format!("open {}", manifest_path.display()), "not pushed"))
+                })?,
+            };
             let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             // Each store's opening is a round trip or two (its table header, its checksum
             // header): opened side by side, a dataset of many shards opens in a few round

@@ -91,3 +91,10 @@ impl Objects {
             .collect()
     }
 }
+
+/// Whether `bytes` are the whole of `object` as its push recorded it (size and XXH3-64).
+pub fn holds(object: &Object, bytes: &[u8]) -> bool {
+    object.size == object.stored
+        && bytes.len() as u64 == object.size
+        && format!("{:016x}", twox_hash::XxHash3_64::oneshot(bytes)) == object.xxh3
+}

@@ -307,8 +307,14 @@ pub type Listing = (Vec<u8>, Option<String>, Option<String>);
 
 /// The listing at `remote`, if there is one.
 pub fn read_listing(remote: &Remote) -> Result<Option<Listing>, IoError> {
-    let target = remote.path(LISTING);
-    remote.block(remote.retrying(&format!("read {}", remote.shown(LISTING)), || {
+    read_object(remote, LISTING)
+}
+
+/// The whole object `name` under `remote` as it is now (not pinned by a listing), if there
+/// is one: its bytes, ETag and version.
+pub fn read_object(remote: &Remote, name: &str) -> Result<Option<Listing>, IoError> {
+    let target = remote.path(name);
+    remote.block(remote.retrying(&format!("read {}", remote.shown(name)), || {
         let client = remote.client().clone();
         let target = target.clone();
         async move {
