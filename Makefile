@@ -120,11 +120,12 @@ test: test-start setup lint test-rust test-nostd test-python bench-smoke $(if $(
 # cannot rot.
 BENCH_VENV := $(CURDIR)/bench/.venv
 
-$(BENCH_VENV)/.stamp: bench/requirements.txt bench/requirements-torch.txt
+$(BENCH_VENV)/.stamp: bench/requirements.txt bench/requirements-torch.txt bench/requirements-streaming.txt
 	python3 -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install -q --upgrade pip
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements.txt
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-torch.txt || echo "torch did not install: the loader table will skip it"
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-streaming.txt || echo "MosaicML Streaming did not install: the remote tables will say so"
 	touch $@
 
 bench: $(BENCH_VENV)/.stamp

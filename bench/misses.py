@@ -94,6 +94,16 @@ CAUSES = [
         "also pays the opening round trips "
         "([remote.md](remote.md#read-ahead)).",
     ),
+    (
+        "A first epoch bound by the server's transfer",
+        r"^remote: cold first epoch from the S3 server vs the local disk",
+        None,
+        "The whole dataset fits the default cache, so the first epoch is fetched in merged "
+        "spans of up to 16 MiB (about 220 requests for 236 MiB); the epoch is bound by how "
+        "fast those bytes arrive from the local moto server (~150 MiB/s, where the same "
+        "loader's second epoch, from the cache, takes a tenth of the time) "
+        "([remote.md](remote.md#read-ahead)).",
+    ),
 ]
 
 

@@ -11,11 +11,13 @@
   with 0 ms and with 20 ms before every GET (``memory://NAME/prefix?latency_ms=20``,
   object_store's ThrottledStore), batches/s (target: >= 0.8x of the 0 ms loader).
 
-Not measured yet (a target of its own): a cold first epoch from the server against local
-disk.
+- a cold first epoch: the loader from opening the dataset to its last batch, from the
+  server with nothing cached, against the same dataset on local disk with its files evicted
+  from the page cache (target: >= 0.5x) and against MosaicML Streaming reading the same
+  samples from the same server (target: ahead).
 
-MosaicML Streaming (the peer with an LRU shard cache) is run where it installs; otherwise
-the table says so.
+MosaicML Streaming (the peer with an LRU shard cache, bench/mosaic.py) is run where it
+installs (beside torch); otherwise the tables say so.
 """
 
 import http.client
@@ -28,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from data_sets import load_set
-from measure import RESULTS, optional, table
+from measure import RESULTS, evict, optional, table
+from mosaic import mosaic, s3_environment
 
 
 def bench_remote(args):
@@ -86,10 +89,57 @@ def bench_remote(args):
             rows.append([name, f"{per[0]:.2f}x", f"{per[1]:.2f}x", f"{per[2]:.2f}x"])
             out["planned" if planned else "oldest_first"] = per
             far.close()
-        if optional("streaming") is None:
-            rows.append(["MosaicML Streaming (LRU shard cache)", "not installed here", "-", "-"])
+        with s3_environment(s3["aws_endpoint"]):
+            # 16 shards: Streaming refuses a cache_limit under four of its largest shards.
+            print("  remote: writing MosaicML Streaming's shards", file=sys.stderr, flush=True)
+            peer = mosaic(data, np.arange(n), "s3://bench/mds", 16, work)
+            if peer is None:
+                rows.append(["MosaicML Streaming (LRU shard cache)", "not installed here", "-", "-"])
+            else:
+                print("  remote: MosaicML Streaming, cache at half", file=sys.stderr, flush=True)
+                per = peer.epochs(cache_batch, args.workers, peer.stored // 2, 3, cap=3)
+                rows.append(["MosaicML Streaming (its defaults: whole shards, LRU past cache_limit)"] + per)
+                out["mosaic"] = per
         table(f"Remote: bytes fetched per SHUFFLE epoch, cache at half of {total / 2**20:,.0f} MiB ({desc}, "
               f"batch {cache_batch}, 8 shards, local S3 server)", ["cache", "epoch 0", "epoch 1", "epoch 2"], rows)
+
+        # 2. A cold first epoch, from opening the dataset: from the server with nothing
+        # cached, from local disk with the files evicted, and MosaicML from the same server.
+        def first_epoch(url, **kw):
+            began, samples = time.perf_counter(), 0
+            ds = zrecord.Dataset(url, **kw)
+            with zrecord.DataLoader(ds, batch_size=cache_batch, mode=2, seed=4, num_workers=args.workers) as dl:
+                for _ in range(dl.steps_per_epoch):
+                    samples += len(next(dl)["label"])
+            ds.close()
+            return samples / (time.perf_counter() - began)
+
+        def local_cold():
+            evict([work / "ds"])
+            return first_epoch(work / "ds")
+
+        contenders = {"zrecord, local disk, page cache evicted": local_cold,
+                      "zrecord, local S3 server, nothing cached": lambda: first_epoch("s3://bench/ds", storage_options=s3)}
+        if peer is not None:
+            contenders["MosaicML Streaming, local S3 server, nothing cached"] = lambda: peer.first_epoch(
+                cache_batch, args.workers)
+        rounds = 3 if not args.quick else 1
+        rates = {name: [] for name in contenders}
+        with s3_environment(s3["aws_endpoint"]):
+            for _ in range(rounds):
+                for name, run in contenders.items():
+                    rates[name].append(run())
+                    print(f"  remote cold first epoch, {name}: {rates[name][-1]:,.0f} samples/s", file=sys.stderr,
+                          flush=True)
+        medians = {name: float(np.median(v)) for name, v in rates.items()}
+        local = medians["zrecord, local disk, page cache evicted"]
+        table(f"Remote: a cold first epoch, samples/s from opening the dataset to its last batch ({desc}, "
+              f"batch {cache_batch}, SHUFFLE, {args.workers} workers, median of {rounds})",
+              ["reader", "samples/s", "rounds", "vs local disk"],
+              [[name, f"{m:,.0f}", ", ".join(f"{x:,.0f}" for x in rates[name]), f"{m / local:.2f}x"]
+               for name, m in medians.items()]
+              + ([] if peer is not None else [["MosaicML Streaming", "not installed here", "-", "-"]]))
+        out["cold_first"] = medians
 
     finally:
         server.stop()
@@ -158,7 +208,16 @@ def summary_rows(row):
     for e in (1, 2) if r else ():
         p, o = r["planned"][e], r["oldest_first"][e]
         row(f"remote: bytes fetched in SHUFFLE epoch {e}, cache at 50%", f"{p:.2f}x the dataset", "<= 0.6x",
-            p <= 0.6, f"oldest first: {o:.2f}x")
+            p <= 0.6, f"oldest first: {o:.2f}x" + (f"; MosaicML Streaming: {r['mosaic'][e]}" if "mosaic" in r else ""))
+    cold = r.get("cold_first")
+    if cold:
+        local, far = cold["zrecord, local disk, page cache evicted"], cold["zrecord, local S3 server, nothing cached"]
+        row("remote: cold first epoch from the S3 server vs the local disk cold", f"{far / local:.2f}x", ">= 0.5x",
+            far / local >= 0.5, f"{far:,.0f} vs {local:,.0f} samples/s")
+        peer = cold.get("MosaicML Streaming, local S3 server, nothing cached")
+        if peer:
+            row("remote: cold first epoch from the S3 server vs MosaicML Streaming", f"{far / peer:.2f}x", "> 1x",
+                far > peer, f"{far:,.0f} vs {peer:,.0f} samples/s")
     r = RESULTS.get(("remote-latency",), {})
     for size, lat in r.get("latency", {}).items():
         ratio = lat[20] / lat[0]

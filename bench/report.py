@@ -32,7 +32,7 @@ here is a test: a benchmark prints tables, it does not assert times.
 ## How to run them
 
 `make bench` builds its own venv (`bench/.venv`: loaderx 0.5.4, h5py, lmdb, array-record,
-Grain, torch, scikit-image, tokenizers, moto) and runs every section of `bench/bench.py`
+Grain, torch, MosaicML Streaming, scikit-image, tokenizers, moto) and runs every section of `bench/bench.py`
 (sampler, store, checksums, loader, stream, fields, packing, remote, pool, policy, threads,
 scale, then the store and loader from a cold page cache), ending with the targets table. It
 takes about 20 minutes; its output, kept as `bench/results/DATE.md`, is a published run.
