@@ -92,9 +92,14 @@ impl Objects {
     }
 }
 
+/// An XXH3-64 as the listing writes it ([`Object::xxh3`]): 16 hex digits.
+pub fn hash_text(hash: u64) -> String {
+    format!("{hash:016x}")
+}
+
 /// Whether `bytes` are the whole of `object` as its push recorded it (size and XXH3-64).
 pub fn holds(object: &Object, bytes: &[u8]) -> bool {
     object.size == object.stored
         && bytes.len() as u64 == object.size
-        && format!("{:016x}", twox_hash::XxHash3_64::oneshot(bytes)) == object.xxh3
+        && hash_text(zrecord_core::format::sums::checksum(bytes)) == object.xxh3
 }

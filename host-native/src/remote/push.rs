@@ -20,7 +20,7 @@ use object_store::{
 };
 use zrecord_core::error::{IoError, IoErrorKind};
 
-use super::objects::{Object, Objects, LISTING, LISTING_VERSION};
+use super::objects::{hash_text, Object, Objects, LISTING, LISTING_VERSION};
 use super::{io, Remote};
 
 /// The user metadata key holding an object's XXH3-64.
@@ -112,7 +112,7 @@ fn hash_of(file: &File, len: u64, path: &Path) -> Result<String, IoError> {
         hasher.write(&buf[..n]);
         at += n as u64;
     }
-    Ok(format!("{:016x}", hasher.finish()))
+    Ok(hash_text(hasher.finish()))
 }
 
 use std::hash::Hasher;
@@ -270,7 +270,7 @@ pub fn put_listing(remote: &Remote, listing: &Objects, previous: Option<Listing>
 /// Writes the small object `name` with its XXH3-64 as metadata (as [`upload_tree`] does),
 /// and returns its listing entry.
 pub fn put_small(remote: &Remote, name: &str, bytes: Vec<u8>) -> Result<Object, IoError> {
-    let hash = format!("{:016x}", zrecord_core::format::sums::checksum(&bytes));
+    let hash = hash_text(zrecord_core::format::sums::checksum(&bytes));
     let size = bytes.len() as u64;
     let etag =
         put_hashed(remote, &remote.path(name), Bytes::from(bytes), &hash, &format!("write {}", remote.shown(name)))?;
@@ -427,7 +427,7 @@ pub fn pull(remote: &Remote, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> 
             done += n as u64;
             progress(done, total);
         }
-        if format!("{:016x}", hasher.finish()) != object.xxh3 {
+        if hash_text(hasher.finish()) != object.xxh3 {
             return Err(IoError::new(
                 IoErrorKind::Other,
                 format!("pull {}", remote.shown(rel)),
