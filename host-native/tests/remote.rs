@@ -362,18 +362,28 @@ fn a_cache_that_holds_the_dataset_reads_a_first_epoch_in_few_large_requests() {
     push(&dir.path().join("ds"), &Remote::open("memory://roomy/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
     let local = Arc::new(Dataset::open(dir.path().join("ds")).unwrap());
     let far = Arc::new(Dataset::open_remote("memory://roomy/ds?latency_ms=20", &[], zrecord::Verify::Auto).unwrap());
+    // An epoch's batches, and the requests made by the time its first batch came back.
     let epoch = |ds: &Arc<Dataset>| {
         let source = Source::dataset(ds.clone()).unwrap();
         let stream = Stream::new(source.id(), Mode::Shuffle, 1, 64).unwrap();
         let loader = Loader::new(stream, vec![source], LoaderOptions::default()).unwrap();
-        let batches: Vec<_> = (0..n / 64).map(|_| loader.next().unwrap().unwrap().fields).collect();
+        let mut batches = vec![loader.next().unwrap().unwrap().fields];
+        let after_first = ds.remote_stats().map_or(0, |c| c.requests);
+        batches.extend((1..n / 64).map(|_| loader.next().unwrap().unwrap().fields));
         loader.close();
-        batches
+        (batches, after_first)
     };
-    assert!(epoch(&far) == epoch(&local), "the far dataset's epoch differs from the local one's");
+    let (far_epoch, after_first) = epoch(&far);
+    assert!(far_epoch == epoch(&local).0, "the far dataset's epoch differs from the local one's");
     let counts = far.remote_stats().unwrap();
-    eprintln!("a first epoch of {n} records: {} requests, {} bytes", counts.requests, counts.bytes);
+    eprintln!(
+        "a first epoch of {n} records: {} requests ({after_first} by its first batch), {} bytes",
+        counts.requests, counts.bytes
+    );
     // 32 MiB of records in spans of at most 16 MiB, plus the metadata blocks.
     assert!(counts.requests <= 100, "{} requests for a first epoch of {n} records", counts.requests);
+    // The first window's requests tile the chunk from its start to its end: no record
+    // between two of them, or before the first, is left to a request of its own later.
+    assert_eq!(counts.requests, after_first, "requests after the first batch");
     assert!(counts.bytes <= 2 * n * record, "{} bytes fetched for {} bytes of records", counts.bytes, n * record);
 }

@@ -353,12 +353,21 @@ impl RemoteFile {
                 }
                 Some((rs, re, ix)) => {
                     drop(self.spawn(spans, rs, re, ix)); // the task runs on its own; a read waits for it
-                    Some((s, e, index.into_iter().collect()))
+                                                         // A roomy cache tiles: the next request starts where the capped one
+                                                         // ended, so no record between them is left to a request of its own.
+                    let from = if roomy && re < s && bridgeable(spans, re, s) { re } else { s };
+                    Some((from, e, index.into_iter().collect()))
                 }
-                None => Some((s, e, index.into_iter().collect())),
+                // ... and reaches back to the start of the file,
+                None => Some((if roomy && bridgeable(spans, 0, s) { 0 } else { s }, e, index.into_iter().collect())),
             };
         }
-        if let Some((rs, re, ix)) = run {
+        if let Some((rs, mut re, ix)) = run {
+            // ... and on to its end.
+            let stored = self.object.stored;
+            if roomy && re < stored && stored - rs <= span_cap && bridgeable(spans, re, stored) {
+                re = stored;
+            }
             drop(self.spawn(spans, rs, re, ix));
         }
     }
@@ -406,6 +415,12 @@ impl RemoteFile {
         }
         Ok(())
     }
+}
+
+/// Whether a roomy cache's request may take in `from..to` besides what was asked: no more
+/// than [`MAX_GAP`], and no kept range starts inside it (held bytes are not fetched again).
+fn bridgeable(spans: &Spans, from: u64, to: u64) -> bool {
+    to.saturating_sub(from) <= MAX_GAP && spans.map.range(from..to).next().is_none()
 }
 
 /// The fetched or pending range holding `start..end`, if one does. Ranges may overlap (a
