@@ -98,10 +98,11 @@ CAUSES = [
         "A first epoch bound by the server's transfer",
         r"^remote: cold first epoch from the S3 server vs the local disk",
         None,
-        "The whole dataset fits the default cache, so the first epoch is fetched in merged "
-        "spans of up to 16 MiB (about 220 requests for 236 MiB); the epoch is bound by how "
-        "fast those bytes arrive from the local moto server (~150 MiB/s, where the same "
-        "loader's second epoch, from the cache, takes a tenth of the time) "
+        "The whole dataset fits the default cache, so the first epoch is fetched in tiled "
+        "requests of up to 16 MiB (about 60 for 236 MiB), nearly all of them sent for the "
+        "first window of batches; the epoch is bound by how fast the local moto server "
+        "sends them (it copies the whole object for every ranged GET), where the same "
+        "loader's second epoch, from the cache, takes about a tenth of the time "
         "([remote.md](remote.md#read-ahead)).",
     ),
 ]
