@@ -175,7 +175,14 @@ struct Killed {
 }
 
 /// Spawns the child in `mode`, kills it after `after`, and says where the kill landed.
-fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Killed {
+/// When a child's kill timer starts: at its `ready`, or at its first step's `begin`.
+#[derive(Clone, Copy, PartialEq)]
+enum From {
+    Ready,
+    FirstBegin,
+}
+
+fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration, from: From) -> Killed {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{mode},{},{seed}", dir.display()))
@@ -211,7 +218,6 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Killed {
         let _ = child.kill();
         panic!("{mode} child never became ready: {:?}", child.wait());
     }
-    let deadline = Instant::now() + after;
     let (mut last, mut mid_step) = (None, false);
     let mut seen = |event: Option<u64>| {
         mid_step = event.is_none();
@@ -219,6 +225,16 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration) -> Killed {
             last = event;
         }
     };
+    if from == From::FirstBegin {
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(event) => seen(event),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("{mode} child began no step: {e:?}, {:?}", child.wait());
+            }
+        }
+    }
+    let deadline = Instant::now() + after;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
             Ok(event) => seen(event),
@@ -257,7 +273,7 @@ fn kill_during_appends_loses_nothing_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 1000 + t;
         let wait = Duration::from_millis(20 + rng(seed)(200));
-        let killed = run_child("append", dir.path(), seed, wait);
+        let killed = run_child("append", dir.path(), seed, wait, From::Ready);
         mid_step += u64::from(killed.mid_step);
         let acked = killed.acked.unwrap_or(0);
         let zr = open(dir.path());
@@ -289,7 +305,7 @@ fn kill_during_staged_writes_leaves_whole_commits_only() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 3000 + t;
         let wait = Duration::from_millis(20 + rng(seed)(200));
-        let killed = run_child("stage", dir.path(), seed, wait);
+        let killed = run_child("stage", dir.path(), seed, wait, From::Ready);
         mid_step += u64::from(killed.mid_step);
         let acked = killed.acked.unwrap_or(0);
         let zr = open(dir.path());
@@ -337,7 +353,7 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
             }
         }
         let wait = Duration::from_millis(5 + rng(seed)(60));
-        let killed = run_child("delete", dir.path(), seed, wait);
+        let killed = run_child("delete", dir.path(), seed, wait, From::Ready);
         let acked = killed.acked.unwrap_or(0);
         let plan = delete_plan(seed, BASE);
         // Inside a delete: not after the last one, nor before the first one began.
@@ -378,23 +394,35 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
 
 #[test]
 fn kill_during_compact_keeps_contents_and_compact_converges() {
+    // A store of BASE records with 40 deleted: what each trial's child compacts.
+    let build = |dir: &Path, seed: u64| {
+        let mut zr = open(dir);
+        for b in 0..BASE / 20 {
+            append_range(&zr, seed, b * 20..(b + 1) * 20);
+        }
+        let mut r = rng(seed);
+        let idxs: Vec<u64> = (0..40).map(|_| r(BASE - 40)).collect();
+        zr.delete(&idxs).unwrap();
+        (contents(&zr), zr.stats().unwrap())
+    };
+    // Kills are timed from the child's first `begin`, within how long a compact takes here:
+    // fixed waits of 0-40 ms from `ready` all landed before or after the compact on a
+    // loaded machine (the child's open alone can take that long), and the test failed.
+    let took = {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), 2999);
+        let mut zr = open(dir.path());
+        let began = Instant::now();
+        zr.compact().unwrap();
+        began.elapsed()
+    };
     let (mut untouched, mut partial, mut complete, mut unchecked) = (0, 0, 0, 0u64);
     for t in 0..trials() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 3000 + t;
-        let before = {
-            let mut zr = open(dir.path());
-            for b in 0..BASE / 20 {
-                append_range(&zr, seed, b * 20..(b + 1) * 20);
-            }
-            let mut r = rng(seed);
-            let idxs: Vec<u64> = (0..40).map(|_| r(BASE - 40)).collect();
-            zr.delete(&idxs).unwrap();
-            (contents(&zr), zr.stats().unwrap())
-        };
-        let (before, before_stats) = before;
-        let wait = Duration::from_millis(rng(seed)(40));
-        run_child("compact", dir.path(), seed, wait);
+        let (before, before_stats) = build(dir.path(), seed);
+        let wait = took.mul_f64((5 + rng(seed)(90)) as f64 / 100.0);
+        run_child("compact", dir.path(), seed, wait, From::FirstBegin);
         let mut zr = open(dir.path());
         assert_eq!(contents(&zr), before, "trial {t}: contents changed by a killed compact");
         // A kill inside a compact step may leave that step's entries ahead of or behind
