@@ -21,6 +21,15 @@ fn write_records(path: &Path, n: u64, record: u64) {
     w.commit().unwrap();
 }
 
+/// A dataset of `n` records of `record` bytes written in a new directory (as `ds`) and
+/// pushed to `url`.
+fn pushed_records(url: &str, n: u64, record: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_records(&dir.path().join("ds"), n, record);
+    push(&dir.path().join("ds"), &Remote::open(url, &[]).unwrap(), &mut |_, _| {}).unwrap();
+    dir
+}
+
 fn write(path: &Path, n: u64) -> Dataset {
     let fields = vec![
         Field::fixed("image", "|u1", &[4, 8], Codec::Flate),
@@ -315,10 +324,8 @@ fn batches_ahead_are_in_flight_while_a_far_store_answers() {
     // holds the cause: requests of several batches in flight at once. The cache holds half
     // the dataset, so records are fetched one by one (a cache that holds it all fetches
     // whole spans: the next test).
-    let dir = tempfile::tempdir().unwrap();
     let (n, record) = (8000u64, 4096u64);
-    write_records(&dir.path().join("ds"), n, record);
-    push(&dir.path().join("ds"), &Remote::open("memory://far/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let _dir = pushed_records("memory://far/ds", n, record);
     let mut runs = Vec::new();
     for url in ["memory://far/ds", "memory://far/ds?latency_ms=20"] {
         let half = RemoteOptions { cache_bytes: Some(n * record / 2), ..RemoteOptions::default() };
@@ -356,10 +363,8 @@ fn a_cache_that_holds_the_dataset_reads_a_first_epoch_in_few_large_requests() {
     // read-ahead announces are fetched in merged spans, however far apart. Before: one
     // request per record (8,000 and more at 20 ms), because the gap worth bridging was
     // measured from the small requests those very reads made.
-    let dir = tempfile::tempdir().unwrap();
     let (n, record) = (8000u64, 4096u64);
-    write_records(&dir.path().join("ds"), n, record);
-    push(&dir.path().join("ds"), &Remote::open("memory://roomy/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let dir = pushed_records("memory://roomy/ds", n, record);
     let local = Arc::new(Dataset::open(dir.path().join("ds")).unwrap());
     let far = Arc::new(Dataset::open_remote("memory://roomy/ds?latency_ms=20", &[], zrecord::Verify::Auto).unwrap());
     // An epoch's batches, and the requests made by the time its first batch came back.
