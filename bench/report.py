@@ -33,9 +33,9 @@ here is a test: a benchmark prints tables, it does not assert times.
 
 `make bench` builds its own venv (`bench/.venv`: loaderx 0.5.4, h5py, lmdb, array-record,
 Grain, torch, MosaicML Streaming, scikit-image, tokenizers, moto) and runs every section of `bench/bench.py`
-(sampler, store, checksums, loader, stream, fields, packing, remote, pool, policy, threads,
+(sampler, store, checksums, loader, stream, fields, packing, remote, latency, pool, policy, threads,
 scale, then the store and loader from a cold page cache), ending with the targets table. It
-takes about 20 minutes; its output, kept as `bench/results/DATE.md`, is a published run.
+takes about 40 minutes; its output, kept as `bench/results/DATE.md`, is a published run.
 `make bench-doc` writes this page from the newest one (`bench/report.py`).
 
 One section alone, once `make bench` made the venv: `bench/.venv/bin/python bench/bench.py
