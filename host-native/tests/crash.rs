@@ -174,15 +174,16 @@ struct Killed {
     mid_step: bool,
 }
 
-/// Spawns the child in `mode`, kills it after `after`, and says where the kill landed.
 /// When a child's kill timer starts: at its `ready`, or at its first step's `begin`.
 #[derive(Clone, Copy, PartialEq)]
-enum From {
-    Ready,
-    FirstBegin,
+enum KillTimer {
+    FromReady,
+    FromFirstBegin,
 }
 
-fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration, from: From) -> Killed {
+/// Spawns the child in `mode`, kills it `after` the moment `timer` names, and says where
+/// the kill landed.
+fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration, timer: KillTimer) -> Killed {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{mode},{},{seed}", dir.display()))
@@ -225,7 +226,7 @@ fn run_child(mode: &str, dir: &Path, seed: u64, after: Duration, from: From) -> 
             last = event;
         }
     };
-    if from == From::FirstBegin {
+    if timer == KillTimer::FromFirstBegin {
         match rx.recv_timeout(Duration::from_secs(120)) {
             Ok(event) => seen(event),
             Err(e) => {
@@ -273,7 +274,7 @@ fn kill_during_appends_loses_nothing_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 1000 + t;
         let wait = Duration::from_millis(20 + rng(seed)(200));
-        let killed = run_child("append", dir.path(), seed, wait, From::Ready);
+        let killed = run_child("append", dir.path(), seed, wait, KillTimer::FromReady);
         mid_step += u64::from(killed.mid_step);
         let acked = killed.acked.unwrap_or(0);
         let zr = open(dir.path());
@@ -305,7 +306,7 @@ fn kill_during_staged_writes_leaves_whole_commits_only() {
         let dir = tempfile::tempdir().unwrap();
         let seed = 3000 + t;
         let wait = Duration::from_millis(20 + rng(seed)(200));
-        let killed = run_child("stage", dir.path(), seed, wait, From::Ready);
+        let killed = run_child("stage", dir.path(), seed, wait, KillTimer::FromReady);
         mid_step += u64::from(killed.mid_step);
         let acked = killed.acked.unwrap_or(0);
         let zr = open(dir.path());
@@ -353,7 +354,7 @@ fn kill_during_deletes_leaves_acknowledged_or_next_state() {
             }
         }
         let wait = Duration::from_millis(5 + rng(seed)(60));
-        let killed = run_child("delete", dir.path(), seed, wait, From::Ready);
+        let killed = run_child("delete", dir.path(), seed, wait, KillTimer::FromReady);
         let acked = killed.acked.unwrap_or(0);
         let plan = delete_plan(seed, BASE);
         // Inside a delete: not after the last one, nor before the first one began.
@@ -429,7 +430,7 @@ fn kill_during_compact_keeps_contents_and_compact_converges() {
         let seed = 3000 + t;
         let (before, before_stats) = build(dir.path(), seed);
         let wait = took.mul_f64((5 + rng(seed)(90)) as f64 / 100.0);
-        run_child("compact", dir.path(), seed, wait, From::FirstBegin);
+        run_child("compact", dir.path(), seed, wait, KillTimer::FromFirstBegin);
         let mut zr = open(dir.path());
         assert_eq!(contents(&zr), before, "trial {t}: contents changed by a killed compact");
         // A kill inside a compact step may leave that step's entries ahead of or behind
