@@ -198,6 +198,43 @@ def test_one_failed_request_in_ten_changes_no_batch(s3, local, pushed):
         proxy.shutdown()
 
 
+@pytest.mark.parametrize("hard", ["kept", "lowered"])
+def test_a_low_open_file_limit_does_not_fail_far_reads(s3, tmp_path, hard):
+    """Every request in flight holds a socket. With a soft limit of 256 open files (1024 is
+    a common default), a cache of half the dataset put hundreds of reads in flight and the
+    loader failed: "error sending request". Now the soft limit is raised as the hard one
+    allows, and under a hard limit that does not, reads in flight stay within half of it."""
+    n = 4000
+    url = f"s3://{BUCKET}/datasets/open-files-{hard}"
+    rng = np.random.default_rng(2)
+    zrecord.Dataset.write(tmp_path / "ds", {"image": rng.integers(0, 255, (n, 3, 32, 32), dtype=np.uint8)},
+                          codec="raw", shard_records=n // 8)
+    stored = zrecord.push(tmp_path / "ds", url, storage_options=s3)["stored"]
+    code = (
+        "import resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard if {hard == 'kept'} else 256))\n"
+        "import zrecord\n"
+        f"far = zrecord.Dataset({url!r}, storage_options={s3!r}, cache_bytes={stored // 2})\n"
+        "with zrecord.DataLoader(far, batch_size=64, mode=2, seed=3, num_workers=2) as dl:\n"
+        "    samples = sum(len(next(dl)['image']) for _ in range(2 * dl.steps_per_epoch))\n"
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], far.remote_stats()['most_in_flight'], samples)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    soft, most, samples = map(int, p.stdout.split())
+    assert samples == 2 * (n // 64) * 64
+    if hard == "kept":
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        limit = 1 << 62 if limit == resource.RLIM_INFINITY else limit
+        # Raised as far as 2048 reads in flight need (MAX_READS_IN_FLIGHT, permits.rs).
+        assert soft == min(limit, 2 * 2048), (soft, limit)
+    else:
+        assert soft == 256 and most <= 128, (soft, most)
+
+
 def test_the_readme_example_runs_as_printed(s3, local, tmp_path):
     """The README's "Datasets in object storage" block, against this server: its printed
     endpoint swapped for the test server's, credentials from AWS_* variables."""

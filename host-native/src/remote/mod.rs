@@ -16,7 +16,10 @@
 pub mod disk;
 pub mod file;
 pub mod objects;
+mod permits;
 pub mod push;
+
+pub use permits::MAX_READS_IN_FLIGHT;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -136,18 +139,7 @@ pub struct Remote {
     /// Round-trip time and transfer rate as measured: `(seconds of the quickest recent
     /// request, bytes per second of the fastest)`.
     timing: Arc<std::sync::Mutex<(f64, f64)>>,
-    /// One permit per record read in flight, [`MAX_READS_IN_FLIGHT`] in all.
-    reads: Arc<tokio::sync::Semaphore>,
 }
-
-/// Ranged GETs one dataset has in flight at most. A read-ahead of many batches announces
-/// thousands of ranges; sent all at once they would open as many connections (a store
-/// answers that with throttling, a small server with a queue that makes every request
-/// late). The rest wait for a permit, in the order they were announced. Requests in flight
-/// are what hides latency (Little's law): at 20 ms a round trip, 1024 of them carry about
-/// 50,000 records a second, where 256 held a loader of 12 KiB samples to a fifth of its
-/// speed at 0 ms (measured with `memory://...?latency_ms=20`).
-pub const MAX_READS_IN_FLIGHT: usize = 1024;
 
 /// Largest gap [`Remote::merge_gap`] ever spans.
 pub(crate) const MAX_GAP: u64 = 4 << 20;
@@ -237,15 +229,15 @@ impl Remote {
             url: url.to_owned(),
             stats: Arc::new(RemoteStats::default()),
             timing: Arc::new(std::sync::Mutex::new((f64::INFINITY, 0.0))),
-            reads: Arc::new(tokio::sync::Semaphore::new(MAX_READS_IN_FLIGHT)),
         }
     }
 
-    /// Waits for one of the [`MAX_READS_IN_FLIGHT`] permits for a ranged read; the read
-    /// holds it until its bytes are in.
-    pub(crate) async fn read_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
+    /// Waits for one of the process's permits for a ranged read ([`MAX_READS_IN_FLIGHT`]
+    /// at most, fewer under a low open-file limit: see `permits.rs`); the read holds it
+    /// until its bytes are in.
+    pub(crate) async fn read_permit(&self) -> tokio::sync::SemaphorePermit<'static> {
         // The semaphore is never closed, so acquiring cannot fail.
-        self.reads.acquire().await.unwrap_or_else(|_| unreachable!("the read semaphore is never closed"))
+        permits::read_permits().acquire().await.unwrap_or_else(|_| unreachable!("the read semaphore is never closed"))
     }
 
     /// Records a GET of `bytes` that took `took`.
@@ -293,7 +285,6 @@ impl Remote {
             url: format!("{}/{name}", self.url),
             stats: self.stats.clone(),
             timing: self.timing.clone(),
-            reads: self.reads.clone(),
         }
     }
 
