@@ -207,7 +207,8 @@ def test_a_low_open_file_limit_does_not_fail_far_reads(s3, tmp_path, hard):
     n = 4000
     url = f"s3://{BUCKET}/datasets/open-files-{hard}"
     rng = np.random.default_rng(2)
-    zrecord.Dataset.write(tmp_path / "ds", {"image": rng.integers(0, 255, (n, 3, 32, 32), dtype=np.uint8)},
+    # Small records: moto's server copies a whole object for every ranged GET.
+    zrecord.Dataset.write(tmp_path / "ds", {"image": rng.integers(0, 255, (n, 3, 16, 16), dtype=np.uint8)},
                           codec="raw", shard_records=n // 8)
     stored = zrecord.push(tmp_path / "ds", url, storage_options=s3)["stored"]
     code = (
@@ -217,13 +218,13 @@ def test_a_low_open_file_limit_does_not_fail_far_reads(s3, tmp_path, hard):
         "import zrecord\n"
         f"far = zrecord.Dataset({url!r}, storage_options={s3!r}, cache_bytes={stored // 2})\n"
         "with zrecord.DataLoader(far, batch_size=64, mode=2, seed=3, num_workers=2) as dl:\n"
-        "    samples = sum(len(next(dl)['image']) for _ in range(2 * dl.steps_per_epoch))\n"
+        "    samples = sum(len(next(dl)['image']) for _ in range(dl.steps_per_epoch))\n"
         "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], far.remote_stats()['most_in_flight'], samples)\n"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     soft, most, samples = map(int, p.stdout.split())
-    assert samples == 2 * (n // 64) * 64
+    assert samples == n // 64 * 64
     if hard == "kept":
         import resource
 

@@ -240,7 +240,7 @@ impl RemoteFile {
         let what = format!("read {} bytes {start}..{end}", self.shown());
         let task = super::runtime().spawn(async move {
             // Timed from the permit on: waiting for one is not the store's latency.
-            let _permit = remote.read_permit().await;
+            let _permit = super::read_permit().await;
             let began = std::time::Instant::now();
             let fetched = remote
                 .retrying(&what, || {

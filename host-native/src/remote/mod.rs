@@ -19,6 +19,7 @@ pub mod objects;
 mod permits;
 pub mod push;
 
+pub(crate) use permits::read_permit;
 pub use permits::MAX_READS_IN_FLIGHT;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,14 +231,6 @@ impl Remote {
             stats: Arc::new(RemoteStats::default()),
             timing: Arc::new(std::sync::Mutex::new((f64::INFINITY, 0.0))),
         }
-    }
-
-    /// Waits for one of the process's permits for a ranged read ([`MAX_READS_IN_FLIGHT`]
-    /// at most, fewer under a low open-file limit: see `permits.rs`); the read holds it
-    /// until its bytes are in.
-    pub(crate) async fn read_permit(&self) -> tokio::sync::SemaphorePermit<'static> {
-        // The semaphore is never closed, so acquiring cannot fail.
-        permits::read_permits().acquire().await.unwrap_or_else(|_| unreachable!("the read semaphore is never closed"))
     }
 
     /// Records a GET of `bytes` that took `took`.

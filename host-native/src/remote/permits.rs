@@ -12,7 +12,7 @@
 
 use std::sync::OnceLock;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Ranged GETs the process has in flight at most. A read-ahead of many batches announces
 /// thousands of ranges; sent all at once they would open as many connections (a store
@@ -24,11 +24,14 @@ use tokio::sync::Semaphore;
 /// and 4096 did no better (0.80x, 0.79x) on two cores; 256 had held the loader to a fifth.
 pub const MAX_READS_IN_FLIGHT: usize = 2048;
 
-/// The process's permits for ranged reads (see the module docs); the first call sizes them
-/// and raises the open-file limit if it must.
-pub(crate) fn read_permits() -> &'static Semaphore {
+/// Waits for one of the process's permits for a ranged read (see the module docs); the
+/// read holds it until its bytes are in. The first call sizes the permits and raises the
+/// open-file limit if it must.
+pub(crate) async fn read_permit() -> SemaphorePermit<'static> {
     static PERMITS: OnceLock<Semaphore> = OnceLock::new();
-    PERMITS.get_or_init(|| Semaphore::new(reads_in_flight()))
+    let permits = PERMITS.get_or_init(|| Semaphore::new(reads_in_flight()));
+    // The semaphore is never closed, so acquiring cannot fail.
+    permits.acquire().await.unwrap_or_else(|_| unreachable!("the read semaphore is never closed"))
 }
 
 /// What the open-file limit `(soft, hard)` allows: the soft limit to set, if it must rise,
