@@ -198,6 +198,32 @@ def test_one_failed_request_in_ten_changes_no_batch(s3, local, pushed):
         proxy.shutdown()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_remote_dataset_reads_in_a_forked_child(s3, local, pushed):
+    """torch's DataLoader workers fork by default on Linux. A remote dataset read in the
+    parent, then in a forked child, waited forever: the child had the parent's runtime and
+    requests in flight without their threads."""
+    far = zrecord.Dataset(pushed, storage_options=s3)
+    np.testing.assert_array_equal(far[0]["image"], local[0]["image"])  # the parent's runtime is up
+    with zrecord.DataLoader(local, batch_size=32, mode=2, seed=1, num_workers=2) as dl:
+        want = next(dl)["label"]
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if it read the right samples; a hang is killed
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(60)
+            same = all(np.array_equal(far[i]["tokens"], local[i]["tokens"]) for i in (1, 500, 999))
+            with zrecord.DataLoader(far, batch_size=32, mode=2, seed=1, num_workers=2) as dl:
+                code = 0 if same and np.array_equal(next(dl)["label"], want) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the forked child failed or hung (-14: killed after 60 s)"
+    np.testing.assert_array_equal(far[999]["tokens"], local[999]["tokens"])  # and the parent reads on
+
+
 @pytest.mark.parametrize("hard", ["kept", "lowered"])
 def test_a_low_open_file_limit_does_not_fail_far_reads(s3, tmp_path, hard):
     """Every request in flight holds a socket. With a soft limit of 256 open files (1024 is

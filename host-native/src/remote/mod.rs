@@ -16,9 +16,11 @@
 pub mod disk;
 pub mod file;
 pub mod objects;
+mod per_process;
 mod permits;
 pub mod push;
 
+use per_process::PerProcess;
 pub(crate) use permits::read_permit;
 pub use permits::MAX_READS_IN_FLIGHT;
 
@@ -36,10 +38,11 @@ const ATTEMPTS: u32 = 6;
 /// First backoff; it doubles per attempt, with jitter.
 const BACKOFF: Duration = Duration::from_millis(50);
 
-/// The runtime every remote future runs on: two worker threads, started on first use.
+/// The runtime every remote future runs on: two worker threads, started on first use in
+/// each process (a forked child starts its own: [`per_process`]).
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
+    static RT: PerProcess<tokio::runtime::Runtime> = PerProcess::new();
+    RT.get(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("zrecord-remote")

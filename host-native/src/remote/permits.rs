@@ -10,9 +10,9 @@
 //! raise the hard limit allows needs no privilege), and the permits are half of what it
 //! then is, the other half left to the files and sockets the rest of the process opens.
 
-use std::sync::OnceLock;
-
 use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::PerProcess;
 
 /// Ranged GETs the process has in flight at most. A read-ahead of many batches announces
 /// thousands of ranges; sent all at once they would open as many connections (a store
@@ -28,15 +28,16 @@ pub const MAX_READS_IN_FLIGHT: usize = 2048;
 /// read holds it until its bytes are in. The first call sizes the permits and raises the
 /// open-file limit if it must.
 pub(crate) async fn read_permit() -> SemaphorePermit<'static> {
-    static PERMITS: OnceLock<Semaphore> = OnceLock::new();
-    let permits = PERMITS.get_or_init(|| Semaphore::new(reads_in_flight()));
+    // Per process: a forked child does not inherit the parent's requests, only the count.
+    static PERMITS: PerProcess<Semaphore> = PerProcess::new();
+    let permits = PERMITS.get(|| Semaphore::new(reads_in_flight()));
     // The semaphore is never closed, so acquiring cannot fail.
     permits.acquire().await.unwrap_or_else(|_| unreachable!("the read semaphore is never closed"))
 }
 
 /// What the open-file limit `(soft, hard)` allows: the soft limit to set, if it must rise,
 /// and the reads in flight.
-pub(crate) fn plan(soft: u64, hard: u64) -> (Option<u64>, usize) {
+fn plan(soft: u64, hard: u64) -> (Option<u64>, usize) {
     let wanted = 2 * MAX_READS_IN_FLIGHT as u64;
     let raised = (soft < wanted && hard > soft).then(|| hard.min(wanted));
     let usable = raised.unwrap_or(soft);

@@ -146,6 +146,7 @@ class Dataset:
             # native dataset.
             # Named fields over shards: every read goes through the native dataset.
             self._native = native
+            self._pid = os.getpid()
             self._store: Zrecord | None = None
             return
         # One loaderx store: indexing gives arrays, as loaderx does. The store is reopened on
@@ -175,7 +176,7 @@ class Dataset:
         "bytes", "retries", "hits", "disk_hits", "disk_bytes", "most_in_flight",
         "stalls"}`` (GET requests sent, bytes received, requests sent again after a
         transient failure, reads served from bytes already fetched, ranges and bytes served
-        from ``cache_dir``, the most requests in flight at once (at most 256), and reads
+        from ``cache_dir``, the most requests in flight at once (at most 2048 in a process), and reads
         that waited over 5 ms for bytes still on their way: a loader held up by the
         network); None for a local dataset.
 
@@ -227,7 +228,22 @@ class Dataset:
     def _live(self):
         if getattr(self, "_native_closed", False) or self._native is None:
             raise StoreClosedError("dataset is closed")
+        if self._pid != os.getpid() and self._native.is_remote:
+            self._reopen_after_fork()
         return self._native
+
+    def _reopen_after_fork(self) -> None:
+        """A remote dataset used in a forked child (torch's DataLoader workers fork by
+        default on Linux): the parent's connections, requests in flight and cache are not
+        this process's, and reads waited on them forever. The child opens the dataset again
+        from its URL, as a spawned worker does (``__reduce__``)."""
+        # Dropped, the parent's handle would wait for requests that never finish here.
+        _FORKED_AWAY.append(self._native)
+        self._native = _zrecord._Dataset(
+            self.path, read_only=self._read_only_arg, verify=self._verify, storage_options=self._storage_options,
+            cache_bytes=self._cache_bytes, cache_dir=self._cache_dir,
+        )
+        self._pid = os.getpid()
 
     def _field_index(self, name: str) -> int:
         for i, f in enumerate(self.fields):
@@ -598,6 +614,10 @@ class Dataset:
             return f"Dataset({str(self.path)!r}, fields=[{fields}], {state})"
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
+
+
+# Native handles a forked child inherited and replaced (Dataset._reopen_after_fork).
+_FORKED_AWAY: list = []
 
 
 def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None, cache_bytes=None,
