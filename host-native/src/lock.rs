@@ -430,8 +430,8 @@ pub use zrecord_core::io::LockMode as Mode;
 
 /// Opens (creating) the empty lock file `path` and takes an exclusive `flock` on it without
 /// waiting: `Ok(None)` when another open file holds it (another process, or another handle
-/// here). The lock lasts as long as the returned file. Dataset writers and cache
-/// directories use it; stores use the byte-range locks above.
+/// here). The lock lasts as long as the returned file. Dataset writers use it; stores use
+/// the byte-range locks above (cache directories share theirs: `remote::disk`).
 pub fn try_exclusive(path: &Path) -> io::Result<Option<File>> {
     let file = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
     match file.try_lock() {

@@ -22,7 +22,7 @@ pub struct RemoteOptions {
     /// this and the memory default.
     pub cache_bytes: Option<u64>,
     /// A local directory keeping fetched records and metadata across runs
-    /// ([`crate::remote::disk`]); one process uses it at a time.
+    /// ([`crate::remote::disk`]); processes may share it.
     pub cache_dir: Option<PathBuf>,
 }
 

@@ -184,8 +184,8 @@ class Dataset:
         (1 GiB by default); with ``cache_dir=DIR`` up to N bytes (16 GiB by default) on
         local disk there, found again by the next run, and at most 1 GiB in memory. A
         DataLoader in SEQUENTIAL or SHUFFLE mode tells the cache when each record is read
-        next, and it drops what is needed furthest ahead. One process uses a cache
-        directory at a time."""
+        next, and it drops what is needed furthest ahead. Processes may share a cache
+        directory (DataLoader workers, ranks on one machine): each reads what any fetched."""
         if self._native is None:
             return None
         return self._live().remote_stats()
