@@ -88,10 +88,10 @@ CAUSES = [
         "Opening costs round trips a short epoch cannot hide",
         r"^remote: the same, first epoch.*dataset 20,000 crops",
         None,
-        "Timed from opening, a first epoch at 20 ms a request waits four round trips (80 ms) "
-        "before its first batch: the listing and manifest, each store's meta.zr, its "
-        "checksums.zrc, then the batch's records. 0.8x of the 0 ms loader leaves a quarter of "
-        "its epoch's time for all of that and every fetch after, and 312 batches at over "
+        "Timed from opening, a first epoch at 20 ms a request waits three round trips (60 ms) "
+        "before its first batch: the listing and manifest, each store's meta.zr and "
+        "checksums.zrc side by side, then the batch's records (four before 2026-12-03). "
+        "0.8x of the 0 ms loader leaves a quarter of its epoch's time for all of that and every fetch after, and 312 batches at over "
         "1,200 batches/s last a quarter of a second or less: some 60 ms. Only a longer epoch "
         "can meet this row; the rows after the first epoch measure the loader itself "
         "([remote.md](remote.md#read-ahead)).",

@@ -396,3 +396,19 @@ fn a_cache_that_holds_the_dataset_reads_a_first_epoch_in_few_large_requests() {
     assert_eq!(counts.requests, after_first, "requests after the first batch");
     assert!(counts.bytes <= 2 * n * record, "{} bytes fetched for {} bytes of records", counts.bytes, n * record);
 }
+
+#[test]
+fn a_dataset_opens_in_two_round_trips() {
+    // At 300 ms a request: the listing beside the manifest, then every store's table and
+    // checksums side by side. Before, each store read its checksums only after its table
+    // had come back: three round trips (0.9 s and more here).
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("ds"), 1200);
+    push(&dir.path().join("ds"), &Remote::open("memory://open-trips/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let began = std::time::Instant::now();
+    let far =
+        Dataset::open_remote_with("memory://open-trips/ds?latency_ms=300", &[], RemoteOptions::default()).unwrap();
+    let took = began.elapsed();
+    assert!(took.as_millis() < 850, "opening took {took:?}: more than two round trips");
+    assert_eq!(far.len(), 1200);
+}

@@ -151,6 +151,7 @@ impl Dataset {
         let root = RemoteDir::cached(&remote, &listing, "", cache.clone(), 0);
         let open_store = |dir: &str, codec, field: &str, base: u64| {
             let store_dir = RemoteDir::cached(&remote, &listing, dir, cache.clone(), base);
+            store_dir.start_metadata();
             let options = OpenOptions { create: false, read_only: true, codec, verify, ..OpenOptions::default() };
             Zrecord::open_remote(store_dir, options).map_err(|e| DatasetError::at(&path.join(dir), Some(field), e))
         };

@@ -511,6 +511,9 @@ pub struct RemoteDir {
     files: HashMap<String, Object>,
     cache: Arc<Cache>,
     base: u64,
+    /// Metadata files whose first block is on its way ([`RemoteDir::start_metadata`]),
+    /// handed to the first open of each.
+    early: Mutex<HashMap<String, RemoteFile>>,
 }
 
 impl RemoteDir {
@@ -527,7 +530,7 @@ impl RemoteDir {
     pub fn cached(remote: &Remote, listing: &Objects, dir: &str, cache: Arc<Cache>, base: u64) -> RemoteDir {
         let files = listing.under(dir).into_iter().collect();
         let remote = if dir.is_empty() { remote.clone() } else { remote.child(dir) };
-        RemoteDir { remote, files, cache, base }
+        RemoteDir { remote, files, cache, base, early: Mutex::new(HashMap::new()) }
     }
 
     /// The directory's location.
@@ -545,7 +548,27 @@ impl RemoteDir {
         self.open(name, true)
     }
 
+    /// Starts fetching the first block of the store's table (`meta.zr`) and of its
+    /// checksums (`checksums.zrc`) at once. Opening a store reads the one, then the other:
+    /// started together, the two arrive in one round trip instead of two.
+    pub fn start_metadata(&self) {
+        let mut early = lock(&self.early);
+        for name in [zrecord_core::format::META_FILE, zrecord_core::format::sums::SUMS_FILE] {
+            let Some(file) = self.new_file(name, true) else { continue };
+            let end = META_BLOCK.min(file.object.stored);
+            if end > 0 {
+                drop(file.spawn(&mut lock(&file.spans.spans), 0, end, Vec::new()));
+                early.insert(name.to_owned(), file);
+            }
+        }
+    }
+
     fn open(&self, name: &str, metadata: bool) -> Option<RemoteFile> {
+        let started = if metadata { lock(&self.early).remove(name) } else { None };
+        started.or_else(|| self.new_file(name, metadata))
+    }
+
+    fn new_file(&self, name: &str, metadata: bool) -> Option<RemoteFile> {
         self.files
             .get(name)
             .map(|o| RemoteFile::new(self.remote.clone(), name, o.clone(), metadata, self.cache.clone(), self.base))
