@@ -306,12 +306,7 @@ impl DiskCache {
             if covered(&o) || o.data.write_all_at(bytes, start).is_err() {
                 return;
             }
-            let mut entry = [0u8; ENTRY];
-            entry[0] = if pinned { 2 } else { 1 };
-            entry[1..9].copy_from_slice(&start.to_le_bytes());
-            entry[9..17].copy_from_slice(&end.to_le_bytes());
-            entry[17..25].copy_from_slice(&hash.to_le_bytes());
-            if !Self::append(log, &entry) {
+            if !Self::append(log, &entry(if pinned { 2 } else { 1 }, start, end, hash)) {
                 return;
             }
             let seq = self.seq.fetch_add(1, Ordering::Relaxed);
@@ -339,13 +334,10 @@ impl DiskCache {
             if !x.pinned {
                 self.held.fetch_sub(x.end - start, Ordering::Relaxed);
             }
-            let mut entry = [0u8; ENTRY];
-            entry[1..9].copy_from_slice(&start.to_le_bytes());
-            entry[9..17].copy_from_slice(&x.end.to_le_bytes());
             // Blocks first, entry second: a crash between leaves a listed range that fails
             // its hash (a miss), never blocks that nothing lists.
             punch_hole(&o.data, start, x.end - start);
-            Self::append(log, &entry);
+            Self::append(log, &entry(0, start, x.end, 0));
         });
     }
 
@@ -376,6 +368,16 @@ impl DiskCache {
             self.drop_extent(&objects[k], start, seq);
         }
     }
+}
+
+/// A log entry (module docs): `op`, then `start`, `end` and `hash` little-endian.
+fn entry(op: u8, start: u64, end: u64, hash: u64) -> [u8; ENTRY] {
+    let mut e = [0u8; ENTRY];
+    e[0] = op;
+    e[1..9].copy_from_slice(&start.to_le_bytes());
+    e[9..17].copy_from_slice(&end.to_le_bytes());
+    e[17..25].copy_from_slice(&hash.to_le_bytes());
+    e
 }
 
 /// Takes the shared `flock` a process holds on `dir` while it uses it (see the module docs),

@@ -131,10 +131,7 @@ class Dataset:
         self._cache_bytes = cache_bytes
         self._cache_dir = cache_dir
         try:
-            native = _zrecord._Dataset(
-                self.path, read_only=read_only, verify=verify, storage_options=storage_options,
-                cache_bytes=cache_bytes, cache_dir=cache_dir,
-            )
+            native = self._open_native()
         except StoreIOError as e:
             if e.errno == errno.ENOENT:
                 raise FileNotFoundError(str(e)) from None
@@ -144,7 +141,6 @@ class Dataset:
             # Named fields over shards, or anything pushed to an object store (a pushed
             # loaderx store reads as one field, "data"): every read goes through the
             # native dataset.
-            # Named fields over shards: every read goes through the native dataset.
             self._native = native
             self._pid = os.getpid()
             self._store: Zrecord | None = None
@@ -239,11 +235,15 @@ class Dataset:
         from its URL, as a spawned worker does (``__reduce__``)."""
         # Dropped, the parent's handle would wait for requests that never finish here.
         _FORKED_AWAY.append(self._native)
-        self._native = _zrecord._Dataset(
+        self._native = self._open_native()
+        self._pid = os.getpid()
+
+    def _open_native(self):
+        """The native dataset for the arguments this one was made with."""
+        return _zrecord._Dataset(
             self.path, read_only=self._read_only_arg, verify=self._verify, storage_options=self._storage_options,
             cache_bytes=self._cache_bytes, cache_dir=self._cache_dir,
         )
-        self._pid = os.getpid()
 
     def _field_index(self, name: str) -> int:
         for i, f in enumerate(self.fields):
