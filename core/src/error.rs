@@ -269,6 +269,18 @@ pub enum FormatError {
         /// Size required.
         expected: u64,
     },
+    /// A dense store's meta.zr is shorter than its live entries, or longer than the table.
+    #[error(
+        "meta.zr is {found} bytes, but a dense store of {length} records needs {needed} to 268435472 (cut short?)"
+    )]
+    DenseMetaSize {
+        /// Size found.
+        found: u64,
+        /// The records the header claims.
+        length: u32,
+        /// The least size those records need.
+        needed: u64,
+    },
     /// The first four bytes are not `ZREC`.
     #[error("bad magic {found:02x?}, expected \"ZREC\"")]
     BadMagic {
@@ -276,7 +288,7 @@ pub enum FormatError {
         found: [u8; 4],
     },
     /// Written by a format version this crate does not know.
-    #[error("format version {found} is not supported (this build reads version 1)")]
+    #[error("format version {found} is not supported (this build reads versions 1, sparse, and 2, dense)")]
     UnsupportedVersion {
         /// The version found.
         found: u16,

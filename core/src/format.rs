@@ -16,8 +16,11 @@ pub use journal::DELETE_JOURNAL;
 
 /// First four bytes of every meta.zr.
 pub const MAGIC: [u8; 4] = *b"ZREC";
-/// The only format version this crate reads and writes.
+/// The format version of a sparse store, loaderx 0.5.4's layout ([`FileLayout::Sparse`]).
 pub const VERSION: u16 = 1;
+/// The format version of a dense store ([`FileLayout::Dense`]): the same bytes at the same
+/// offsets, files sized to what they hold. loaderx 0.5.4 refuses it as an unknown version.
+pub const DENSE_VERSION: u16 = 2;
 /// Size of the header at the start of meta.zr.
 pub const HEADER_LEN: usize = 16;
 /// Size of one record-table entry.
@@ -48,6 +51,65 @@ const _: () = assert!(MAX_CHUNKS as u64 * 4096 == MAX_RECORDS as u64);
 const _: () = assert!(MAX_CHUNKS as u64 * 4095 == 16_773_120);
 const _: () = assert!(META_LEN == 268_435_472);
 
+/// How a store's files are sized (`docs/format.md`, "Two layouts"). The bytes at every
+/// offset are the same in both; only the files' lengths and meta.zr's `version` differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub enum FileLayout {
+    /// loaderx 0.5.4's layout (version 1): meta.zr at its full 256 MiB, every chunk file
+    /// created at 4 GiB and checksums.zrc at 512 MiB, all sparse. What loaderx needs.
+    #[default]
+    Sparse,
+    /// zrecord's layout for datasets (version 2): meta.zr as long as the entries written,
+    /// chunk files as long as the payloads written, checksums.zrc as long as the slots
+    /// written; nothing is sparse, so any copy tool copies what is there.
+    Dense,
+}
+
+impl FileLayout {
+    /// Both layouts, sparse first.
+    pub const ALL: [FileLayout; 2] = [FileLayout::Sparse, FileLayout::Dense];
+
+    /// meta.zr's `version` for this layout.
+    pub const fn version(self) -> u16 {
+        match self {
+            FileLayout::Sparse => VERSION,
+            FileLayout::Dense => DENSE_VERSION,
+        }
+    }
+
+    /// The layout a meta.zr `version` names, if any.
+    pub const fn of_version(version: u16) -> Option<FileLayout> {
+        match version {
+            VERSION => Some(FileLayout::Sparse),
+            DENSE_VERSION => Some(FileLayout::Dense),
+            _ => None,
+        }
+    }
+
+    /// `"sparse"` or `"dense"`, as the command line and `inspect` spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FileLayout::Sparse => "sparse",
+            FileLayout::Dense => "dense",
+        }
+    }
+
+    /// The layout named `name` (see [`FileLayout::name`]).
+    pub fn from_name(name: &str) -> Option<FileLayout> {
+        FileLayout::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// Whether meta.zr may be `len` bytes long in a store of `length` records: exactly
+    /// [`META_LEN`] when sparse; when dense, at least its live entries and at most
+    /// [`META_LEN`] (entries past `length` are garbage, so a longer table is allowed).
+    pub const fn meta_len_ok(self, len: u64, length: u32) -> bool {
+        match self {
+            FileLayout::Sparse => len == META_LEN,
+            FileLayout::Dense => len >= entry_offset(length) && len <= META_LEN,
+        }
+    }
+}
+
 /// Byte offset of entry `index` inside meta.zr.
 pub const fn entry_offset(index: u32) -> u64 {
     HEADER_LEN as u64 + index as u64 * ENTRY_LEN as u64
@@ -65,26 +127,36 @@ pub struct Header {
 }
 
 impl Header {
-    /// Encodes the header, magic and version included.
+    /// Encodes the header with version 1 (a sparse store's; the copies of the header in
+    /// checksums.zrc and delete.zrj are always written so).
     pub fn encode(&self) -> [u8; HEADER_LEN] {
+        self.encode_as(FileLayout::Sparse)
+    }
+
+    /// Encodes the header, magic included, with `layout`'s version.
+    pub fn encode_as(&self, layout: FileLayout) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..4].copy_from_slice(&MAGIC);
-        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        b[4..6].copy_from_slice(&layout.version().to_le_bytes());
         b[6..8].copy_from_slice(&self.tail_chunk.to_le_bytes());
         b[8..12].copy_from_slice(&self.tail_offset.to_le_bytes());
         b[12..16].copy_from_slice(&self.length.to_le_bytes());
         b
     }
 
-    /// Decodes and checks a header: magic, version and the limits of each field.
+    /// Decodes and checks a header: magic, version (either layout's) and the limits of each
+    /// field.
     pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Self, FormatError> {
+        Self::decode_with_layout(b).map(|(h, _)| h)
+    }
+
+    /// [`Header::decode`], and the layout its version names.
+    pub fn decode_with_layout(b: &[u8; HEADER_LEN]) -> Result<(Self, FileLayout), FormatError> {
         if b[0..4] != MAGIC {
             return Err(FormatError::BadMagic { found: [b[0], b[1], b[2], b[3]] });
         }
         let version = u16::from_le_bytes([b[4], b[5]]);
-        if version != VERSION {
-            return Err(FormatError::UnsupportedVersion { found: version });
-        }
+        let layout = FileLayout::of_version(version).ok_or(FormatError::UnsupportedVersion { found: version })?;
         let h = Header {
             tail_chunk: u16::from_le_bytes([b[6], b[7]]),
             tail_offset: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
@@ -96,7 +168,7 @@ impl Header {
         if u32::from(h.tail_chunk) >= MAX_CHUNKS {
             return Err(FormatError::TailChunkTooLarge { tail_chunk: h.tail_chunk });
         }
-        Ok(h)
+        Ok((h, layout))
     }
 
     /// How far the chunk files have grown, counting every earlier chunk as full.
@@ -239,6 +311,26 @@ mod tests {
         assert_eq!(&b[..4], b"ZREC");
         assert_eq!(b, [b'Z', b'R', b'E', b'C', 1, 0, 3, 0, 4, 3, 2, 1, 5, 0, 0, 0]);
         assert_eq!(Header::decode(&b).unwrap(), h);
+        let d = h.encode_as(FileLayout::Dense);
+        assert_eq!(d[4..6], [2, 0]);
+        assert_eq!(d[..4], b[..4]);
+        assert_eq!(d[6..], b[6..]);
+        assert_eq!(Header::decode_with_layout(&d).unwrap(), (h, FileLayout::Dense));
+        assert_eq!(Header::decode_with_layout(&b).unwrap(), (h, FileLayout::Sparse));
+    }
+
+    #[test]
+    fn meta_sizes_per_layout() {
+        assert!(FileLayout::Sparse.meta_len_ok(META_LEN, 7));
+        assert!(!FileLayout::Sparse.meta_len_ok(entry_offset(7), 7));
+        assert!(FileLayout::Dense.meta_len_ok(entry_offset(7), 7));
+        assert!(FileLayout::Dense.meta_len_ok(META_LEN, 7));
+        assert!(!FileLayout::Dense.meta_len_ok(entry_offset(7) - 1, 7));
+        assert!(!FileLayout::Dense.meta_len_ok(META_LEN + 1, 7));
+        for l in FileLayout::ALL {
+            assert_eq!(FileLayout::from_name(l.name()), Some(l));
+            assert_eq!(FileLayout::of_version(l.version()), Some(l));
+        }
     }
 
     #[test]
@@ -247,8 +339,8 @@ mod tests {
         b[0] = b'X';
         assert!(matches!(Header::decode(&b), Err(FormatError::BadMagic { .. })));
         let mut b = Header::default().encode();
-        b[4] = 2;
-        assert!(matches!(Header::decode(&b), Err(FormatError::UnsupportedVersion { found: 2 })));
+        b[4] = 3;
+        assert!(matches!(Header::decode(&b), Err(FormatError::UnsupportedVersion { found: 3 })));
         let b = Header { length: MAX_RECORDS + 1, ..Default::default() }.encode();
         assert!(matches!(Header::decode(&b), Err(FormatError::LengthTooLarge { .. })));
         let b = Header { tail_chunk: 4096, ..Default::default() }.encode();

@@ -265,10 +265,10 @@ fn bad_directories_are_typed_errors() {
         Error::Format(FormatError::BadMagic { .. })
     ));
     meta.write_at(0, &Header::default().encode()).unwrap();
-    meta.write_at(4, &[2, 0]).unwrap();
+    meta.write_at(4, &[3, 0]).unwrap();
     assert!(matches!(
         Store::open(b.clone(), Options::default()).err().unwrap(),
-        Error::Format(FormatError::UnsupportedVersion { found: 2 })
+        Error::Format(FormatError::UnsupportedVersion { found: 3 })
     ));
     meta.set_len(15).unwrap();
     assert!(matches!(

@@ -5,7 +5,7 @@
 use zrecord_app::tools;
 use zrecord_core::engine::{Batch, Options, Store, Verify};
 use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError};
-use zrecord_core::format::{entry_offset, Header, RecordLoc, HEADER_LEN, MAX_RECORDS, META_FILE, META_LEN};
+use zrecord_core::format::{entry_offset, FileLayout, Header, RecordLoc, HEADER_LEN, MAX_RECORDS, META_FILE, META_LEN};
 use zrecord_core::io::mem::MemBackend;
 use zrecord_core::io::{Backend, Serial, StorageFile};
 use zrecord_core::Codec;
@@ -32,8 +32,13 @@ fn record(i: u32) -> Vec<u8> {
 
 /// 12 records, even ones flate, odd ones raw, over several chunks of 1 KiB.
 fn good_store() -> MemBackend {
+    good_store_in(FileLayout::Sparse)
+}
+
+fn good_store_in(layout: FileLayout) -> MemBackend {
     let b = MemBackend::new();
-    let (s, mut w) = Store::open(b.clone(), Options { chunk_capacity: CAPACITY, ..Options::default() }).unwrap();
+    let (s, mut w) =
+        Store::open(b.clone(), Options { chunk_capacity: CAPACITY, layout, ..Options::default() }).unwrap();
     for i in 0..N {
         let r = record(i);
         s.append(&mut w, &Batch::Fixed { src: &r, count: 1, item_len: r.len() }, Codec::Flate, &Serial).unwrap();
@@ -112,8 +117,8 @@ fn bad_headers_fail_at_open() {
     assert_err!(Store::open(b.clone(), Options::default()).err().unwrap(), Error::Format(FormatError::BadMagic { .. }));
 
     let b = good_store();
-    set_header(&b, |h| h[4] = 2);
-    assert_err!(open_ro(&b).err().unwrap(), Error::Format(FormatError::UnsupportedVersion { found: 2 }));
+    set_header(&b, |h| h[4] = 3);
+    assert_err!(open_ro(&b).err().unwrap(), Error::Format(FormatError::UnsupportedVersion { found: 3 }));
 
     let b = good_store();
     set_header(&b, |h| h[12..16].copy_from_slice(&(MAX_RECORDS + 1).to_le_bytes()));
@@ -144,6 +149,31 @@ fn truncated_meta_fails_at_open() {
     }
     let b = MemBackend::new();
     assert_err!(open_ro(&b).err().unwrap(), Error::Format(FormatError::MissingMeta));
+}
+
+#[test]
+fn a_dense_table_cut_short_fails_at_open() {
+    let b = good_store_in(FileLayout::Dense);
+    assert_eq!(meta(&b).len().unwrap(), entry_offset(N));
+    assert_eq!(open_ro(&b).unwrap().len(), N);
+    for len in [0, 15] {
+        let b = good_store_in(FileLayout::Dense);
+        meta(&b).set_len(len).unwrap();
+        assert_err!(open_ro(&b).err().unwrap(), Error::Format(FormatError::MetaSize { .. }));
+    }
+    for len in [16, 17, entry_offset(N / 2), entry_offset(N) - 1, META_LEN + 1] {
+        let b = good_store_in(FileLayout::Dense);
+        meta(&b).set_len(len).unwrap();
+        assert_err!(open_ro(&b).err().unwrap(), Error::Format(FormatError::DenseMetaSize { .. }));
+        assert_err!(
+            Store::open(b.clone(), Options::default()).err().unwrap(),
+            Error::Format(FormatError::DenseMetaSize { .. })
+        );
+    }
+    // Longer than its entries is allowed: entries past the length are garbage.
+    let b = good_store_in(FileLayout::Dense);
+    meta(&b).set_len(entry_offset(N) + 160).unwrap();
+    assert_eq!(open_ro(&b).unwrap().len(), N);
 }
 
 #[test]

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use common::{apply_model, run_step, Step};
 use zrecord_core::engine::{Options, Store};
 use zrecord_core::error::IoError;
-use zrecord_core::format::sums::SUMS_FILE;
-use zrecord_core::format::{chunk_file_name, META_FILE};
+use zrecord_core::format::sums::{slot_offset, SUMS_FILE, SUMS_LEN};
+use zrecord_core::format::{chunk_file_name, entry_offset, FileLayout, CHUNK_FILE_LEN, META_FILE, META_LEN};
 use zrecord_core::io::mem::{MemBackend, MemFile};
 use zrecord_core::io::{Backend, StorageFile};
 use zrecord_core::Codec;
@@ -268,6 +268,11 @@ fn opts() -> Options {
 
 /// Runs `steps` on a simulated disk and checks every image of every cut.
 fn check_workload(steps: &[Step], rng: u64) -> (usize, usize) {
+    check_workload_in(steps, rng, FileLayout::Sparse)
+}
+
+/// [`check_workload`] on a store created with `layout`.
+fn check_workload_in(steps: &[Step], rng: u64, layout: FileLayout) -> (usize, usize) {
     let sim = SimBackend(Arc::new(Mutex::new(Sim {
         live: MemBackend::new(),
         log: Vec::new(),
@@ -280,7 +285,7 @@ fn check_workload(steps: &[Step], rng: u64) -> (usize, usize) {
     // sync() had made durable by the time step k began.
     let mut states = vec![Vec::new()];
     let mut durable_floor = vec![0usize];
-    let (mut s, mut w) = Store::open(sim.clone(), opts()).unwrap();
+    let (mut s, mut w) = Store::open(sim.clone(), Options { layout, ..opts() }).unwrap();
     let mut floor = 0;
     for (k, step) in steps.iter().enumerate() {
         sim.with(|x| x.step = k);
@@ -317,6 +322,15 @@ fn check_workload(steps: &[Step], rng: u64) -> (usize, usize) {
             assert_eq!(contents_verified(&st), found, "{ctx}");
             sealed_images.set(sealed_images.get() + 1);
         }
+        // A layout change cut anywhere leaves one layout or the other; running it again
+        // finishes it, with the files at the new layout's sizes and every record in place.
+        if let Step::Layout(target) = steps[*step] {
+            let (mut st, mut w) = Store::open(img.clone(), opts()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            st.set_layout(&mut w, target).unwrap_or_else(|e| panic!("{ctx}: layout again: {e}"));
+            assert_eq!(st.layout(), target, "{ctx}");
+            assert_eq!(contents_verified(&st), found, "{ctx}");
+            assert_sizes(img, &st, target, &ctx);
+        }
         let lo = durable_floor[*step];
         let ok = (lo..=step + 1).any(|k| states[k] == found);
         assert!(
@@ -331,6 +345,30 @@ fn check_workload(steps: &[Step], rng: u64) -> (usize, usize) {
         eprintln!("{} images had unchecked records after a cut compact; sealed", sealed_images.get());
     }
     (cuts, images.len())
+}
+
+/// The files of the store in `img` have `layout`'s sizes, right after a layout change.
+fn assert_sizes<B: Backend>(img: &MemBackend, st: &Store<B>, layout: FileLayout, ctx: &str) {
+    let h = st.header();
+    let len = |name: &str| img.file(name).map(|f| f.len().unwrap());
+    match layout {
+        FileLayout::Sparse => {
+            assert_eq!(len(META_FILE), Some(META_LEN), "{ctx}");
+            assert_eq!(len(SUMS_FILE), Some(SUMS_LEN), "{ctx}");
+            for c in 0..=h.tail_chunk {
+                assert_eq!(len(&chunk_file_name(c)), Some(CHUNK_FILE_LEN), "{ctx}: chunk {c}");
+            }
+        }
+        FileLayout::Dense => {
+            assert_eq!(len(META_FILE), Some(entry_offset(h.length)), "{ctx}");
+            assert_eq!(len(SUMS_FILE), Some(slot_offset(h.length)), "{ctx}");
+            assert_eq!(len(&chunk_file_name(h.tail_chunk)), Some(u64::from(h.tail_offset)), "{ctx}");
+            let stored: u64 = (0..h.length).map(|i| u64::from(st.entry(i).unwrap().phys_length)).sum();
+            let files: u64 = (0..=h.tail_chunk).map(|c| len(&chunk_file_name(c)).unwrap()).sum();
+            // Chunks hold their live payloads; what a rollover left unused is not in a file.
+            assert!(files >= stored, "{ctx}: {files} bytes of chunks for {stored} of records");
+        }
+    }
 }
 
 /// Every record, read with `verify = always`: each one must have a checksum that holds.
@@ -427,4 +465,13 @@ fn every_power_cut_in_random_workloads_is_consistent() {
         images += i;
     }
     eprintln!("random workloads: {runs} workloads, {cuts} cut points, {images} images checked");
+}
+
+#[test]
+fn every_power_cut_in_a_dense_store_and_across_layout_changes_is_consistent() {
+    for rng in [0x0bad_5eed_u64, 0x5151_7a7a_0c0c_2d2d, 0x7e57_0000_d00d_0001] {
+        let (cuts, images) = check_workload_in(&common::layout_workload(), rng, FileLayout::Dense);
+        eprintln!("dense and layout changes: {cuts} cut points, {images} images checked");
+        assert!(cuts > 30);
+    }
 }

@@ -108,10 +108,16 @@ impl NativeFile {
             //   zrecord handle, in any process, holds its presence lock (docs/format.md,
             //   "Locks"). A handle inherited through fork() re-takes its own presence lock
             //   before it reads again (crate::lock).
-            // - Chunk files are always CHUNK_FILE_LEN long while a store is open (created at
-            //   that size; compact shrinks the tail and restores the size under the exclusive
-            //   lock), and every read is bounded by the length mapped here, so no zrecord
-            //   writer truncates a file under a live map and no read runs past it.
+            // - No zrecord writer shrinks a file under another handle's live map, and no read
+            //   runs past the length mapped here. A sparse store's chunk files are always
+            //   CHUNK_FILE_LEN long while it is open (compact cuts the tail and restores the
+            //   size). A dense store's files only grow while other handles may be open
+            //   (appends write past the end); they shrink only under the exclusive lock
+            //   (compact, `set_layout`), which no other handle can hold beside it. The handle
+            //   that shrinks keeps its own maps, longer than the files now, but it reads only
+            //   published records, their entries and their checksum slots, all of which lie
+            //   inside the cut files (a file is cut at the end of what live records use), so
+            //   no page past a file's end is touched (which would raise SIGBUS).
             // - The checksum file checksums.zrc is different: `Store::seal` (appender lock
             //   only) and compact/delete rewrite 32-byte slots of live records, and seal may
             //   run in another process while this one reads. The engine never hands out a

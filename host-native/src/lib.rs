@@ -57,7 +57,7 @@ pub use zrecord_core::dataset::{Field, FieldKind, Manifest};
 use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::engine::{FixedSlots, Pick, Sealing, Stats, Verify};
 pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind};
-pub use zrecord_core::format::{MAX_RECORDS, MAX_RECORD_LEN};
+pub use zrecord_core::format::{FileLayout, MAX_RECORDS, MAX_RECORD_LEN};
 use zrecord_core::io::Parallel;
 pub use zrecord_core::sampler::{Mode, Sampler};
 pub use zrecord_core::stream::pack::PackMode;
@@ -106,6 +106,9 @@ pub struct OpenOptions {
     pub verify: Verify,
     /// Keep checksums on write (default true; see `zrecord_core::Options::checksums`).
     pub checksums: bool,
+    /// How a store this open creates sizes its files (default sparse, loaderx's layout; see
+    /// [`FileLayout`]). An existing store keeps its own.
+    pub layout: FileLayout,
 }
 
 impl Default for OpenOptions {
@@ -119,6 +122,7 @@ impl Default for OpenOptions {
             chunk_capacity: core.chunk_capacity,
             verify: core.verify,
             checksums: core.checksums,
+            layout: core.layout,
         }
     }
 }
@@ -165,6 +169,7 @@ impl Zrecord {
             chunk_capacity: opts.chunk_capacity,
             verify: opts.verify,
             checksums: opts.checksums,
+            layout: opts.layout,
         };
         let (store, writer) = Store::open(backend, core)?;
         Ok(Zrecord { store, writer: Mutex::new(writer), path, policy })
@@ -182,6 +187,7 @@ impl Zrecord {
             chunk_capacity: opts.chunk_capacity,
             verify: opts.verify,
             checksums: opts.checksums,
+            layout: opts.layout,
         };
         let (store, writer) = Store::open(backend, core)?;
         Ok(Zrecord { store, writer: Mutex::new(writer), path, policy })
@@ -382,6 +388,21 @@ impl Zrecord {
         self.current()?;
         let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
         self.store.delete(w, idxs)
+    }
+
+    /// How the store's files are sized: sparse (loaderx 0.5.4's layout) or dense.
+    pub fn layout(&self) -> FileLayout {
+        self.store.layout()
+    }
+
+    /// Changes how the store's files are sized (`docs/format.md`, "Two layouts"); needs the
+    /// only open handle, as compact does. Atomic: killed anywhere, the store is in one
+    /// layout or the other, and running it again finishes the change.
+    pub fn set_layout(&mut self, layout: FileLayout) -> Result<()> {
+        self.current()?;
+        let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.store.set_layout(w, layout)?;
+        self.store.sync(w)
     }
 
     /// Reclaims the space left by deletes, in place; safe to interrupt and re-run.

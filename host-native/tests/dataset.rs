@@ -527,3 +527,77 @@ fn a_bad_input_file_is_named_and_the_dataset_is_left_as_it_was() {
     std::fs::write(&npz, b"PK not really").unwrap();
     assert!(import(&npz, &target, 100, 1000).unwrap_err().to_string().contains("not an .npz"));
 }
+
+/// Apparent size (what `stat` says, what a copy tool writes) and allocated size of every
+/// file under `dir`.
+fn sizes(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let (mut apparent, mut allocated) = (0, 0);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        if meta.is_dir() {
+            let (a, b) = sizes(&entry.path());
+            apparent += a;
+            allocated += b;
+        } else {
+            apparent += meta.len();
+            allocated += meta.blocks() * 512;
+        }
+    }
+    (apparent, allocated)
+}
+
+#[test]
+fn a_dataset_is_written_dense_and_changes_layout_both_ways() {
+    use zrecord::{FileLayout, Zrecord};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let ds = write(&path, 0, 900, 300, 128);
+    let stored: u64 = ds.stores().map(|s| s.stats().unwrap().live_bytes).sum();
+    let store_count = ds.stores().count() as u64;
+    assert_eq!(store_count, 9);
+    for s in ds.stores() {
+        assert_eq!(s.layout(), FileLayout::Dense);
+    }
+    drop(ds);
+    // Payloads, a 16-byte entry and a 32-byte checksum slot per record, small side files.
+    let (apparent, _) = sizes(&path);
+    assert!(apparent <= stored + 900 * 3 * 48 + store_count * 4096, "{apparent} bytes on disk for {stored} stored");
+
+    // A reader holds the stores: no layout change under it.
+    let reader = Dataset::open(&path).unwrap();
+    let e = zrecord::dataset::set_layout(&path, FileLayout::Sparse, &mut |_, _| {}).unwrap_err();
+    assert!(matches!(e.source, Error::Locked(_)), "{e}");
+    drop(reader);
+
+    let done = zrecord::dataset::set_layout(&path, FileLayout::Sparse, &mut |_, _| {}).unwrap();
+    assert_eq!((done.stores, done.changed), (9, 9));
+    let meta = path.join("shard-000001/image/meta.zr");
+    assert_eq!(std::fs::metadata(&meta).unwrap().len(), 268_435_472);
+    assert_eq!(std::fs::metadata(path.join("shard-000001/image/0.zr")).unwrap().len(), 1 << 32);
+    let ds = Dataset::open(&path).unwrap();
+    for s in ds.stores() {
+        assert_eq!(s.layout(), FileLayout::Sparse);
+    }
+    for i in (0..900).step_by(37) {
+        check_sample(&ds, i);
+    }
+    drop(ds);
+
+    let done = zrecord::dataset::set_layout(&path, FileLayout::Dense, &mut |_, _| {}).unwrap();
+    assert_eq!((done.stores, done.changed), (9, 9));
+    assert_eq!(sizes(&path).0, apparent);
+    // Appends to a dense dataset stay dense; a store on its own changes too.
+    let ds = write(&path, 900, 1000, 300, 64);
+    for i in (0..1000).step_by(13) {
+        check_sample(&ds, i);
+    }
+    drop(ds);
+    let mut store = Zrecord::open(path.join("shard-000003/tokens")).unwrap();
+    assert_eq!(store.layout(), FileLayout::Dense);
+    store.set_layout(FileLayout::Sparse).unwrap();
+    assert_eq!(store.layout(), FileLayout::Sparse);
+    drop(store);
+    assert_eq!(Zrecord::open_read_only(path.join("shard-000003/tokens")).unwrap().layout(), FileLayout::Sparse);
+}

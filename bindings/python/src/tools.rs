@@ -39,6 +39,7 @@ pub fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     let i = store_call(py, move || zrecord::Zrecord::open_read_only(path)?.inspect())?;
     let d = PyDict::new(py);
     d.set_item("version", i.version)?;
+    d.set_item("layout", &i.layout)?;
     d.set_item("records", i.records)?;
     d.set_item("tail_chunk", i.tail_chunk)?;
     d.set_item("tail_offset", i.tail_offset)?;

@@ -261,6 +261,31 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
                 after.records, before.chunk_bytes, after.chunk_bytes, after.reclaimable
             ));
         }
+        Command::Layout { store, layout } => {
+            let paths = match dataset::manifest(host, &store)? {
+                Some(m) => dataset::store_paths(&store, &m),
+                None => alloc::vec![store.clone()],
+            };
+            let (mut changed, mut finished) = (0usize, 0usize);
+            for path in &paths {
+                let (mut s, mut w) = open_checked(host, path, Access::Write)?;
+                let was = s.layout();
+                let result = s.set_layout(&mut w, layout);
+                s.release_locks(&mut w);
+                result.map_err(|e| Failure::at(host.shown(path), e))?;
+                if was == layout {
+                    finished += 1;
+                } else {
+                    changed += 1;
+                }
+            }
+            let shown = host.shown(&store);
+            Out { host, closed: false }.line(&format!(
+                "{shown} now {}: {changed} of {} stores changed, {finished} already were (files resized again)",
+                layout.name(),
+                paths.len()
+            ));
+        }
         Command::Delete { store, indices } => {
             if dataset::manifest(host, &store)?.is_some() {
                 return Err(dataset::refuse(host, &store, "delete"));

@@ -15,7 +15,7 @@ use super::{shard_count, Batch, Store, Writer};
 use crate::codec::{Codec, CodecPolicy, Encoder};
 use crate::error::{Error, FormatError, Result};
 use crate::format::sums::checksum;
-use crate::format::{entry_offset, RecordLoc, CHUNK_FILE_LEN, ENTRY_LEN, MAX_CHUNKS, MAX_RECORDS};
+use crate::format::{entry_offset, FileLayout, RecordLoc, CHUNK_FILE_LEN, ENTRY_LEN, MAX_CHUNKS, MAX_RECORDS};
 use crate::io::{Backend, LockMode, Parallel, StorageFile};
 
 /// A worker's share of an append: its records, their stored bytes and where they go.
@@ -266,7 +266,9 @@ impl<B: Backend> Store<B> {
 
     pub(super) fn create_chunk(&self, w: &mut Writer, id: u16) -> Result<()> {
         let file = self.backend.open_chunk(id, true)?.ok_or(FormatError::MissingChunk { chunk: id })?;
-        if file.len()? < CHUNK_FILE_LEN {
+        // A sparse store's chunk is created at its full size; a dense one's grows as its
+        // payloads are written.
+        if self.layout == FileLayout::Sparse && file.len()? < CHUNK_FILE_LEN {
             file.set_len(CHUNK_FILE_LEN)?;
         }
         // The new file's directory entry must be durable before anything points into it.

@@ -15,7 +15,7 @@ use once_cell::race::OnceBox;
 
 use super::{Store, Writer};
 use crate::error::{Error, FormatError, Result};
-use crate::format::{Header, RecordLoc, CHUNK_FILE_LEN, MAX_CHUNKS};
+use crate::format::{FileLayout, Header, RecordLoc, CHUNK_FILE_LEN, MAX_CHUNKS};
 use crate::io::{Backend, LockMode, StorageFile};
 
 /// Compact moves at most this many bytes, and this many records, between two syncs.
@@ -99,6 +99,9 @@ impl<B: Backend> Store<B> {
         // Plan: where each group of entries sharing a payload lands.
         let total = live.len() as u64;
         let mut frontier = (0u16, 0u64);
+        // Where the packed payloads of each chunk end, chunk by chunk (a dense store cuts
+        // its files there).
+        let mut chunk_ends: Vec<u64> = Vec::new();
         let mut moves: Vec<Move> = Vec::new();
         let mut g = 0;
         while g < live.len() {
@@ -121,6 +124,11 @@ impl<B: Backend> Store<B> {
                 moves.push(Move { group: g..end, from: loc, to });
             }
             frontier.1 += phys;
+            let c = usize::from(frontier.0);
+            if chunk_ends.len() <= c {
+                chunk_ends.resize(c + 1, 0);
+            }
+            chunk_ends[c] = chunk_ends[c].max(frontier.1);
             g = end;
         }
 
@@ -201,10 +209,21 @@ impl<B: Backend> Store<B> {
             self.backend.remove_chunk(id)?;
         }
         // Give the freed tail of the last chunk back to the file system: cut the file at the
-        // frontier and extend it again, sparse.
+        // frontier, then extend it again, sparse, in a sparse store; in a dense one, cut
+        // every earlier chunk at the end of what it now holds too.
         let tail = self.chunk(new.tail_chunk)?;
         tail.set_len(u64::from(new.tail_offset))?;
-        tail.set_len(CHUNK_FILE_LEN)?;
+        match self.layout {
+            FileLayout::Sparse => tail.set_len(CHUNK_FILE_LEN)?,
+            FileLayout::Dense => {
+                for (id, &end) in chunk_ends.iter().enumerate().take(usize::from(new.tail_chunk)) {
+                    let file = self.chunk(id as u16)?;
+                    if file.len()? > end {
+                        file.set_len(end)?;
+                    }
+                }
+            }
+        }
         Self::poison_on_err(w, self.backend.sync_dir())?;
         Ok(())
     }

@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 use super::{sums, Store, Writer};
 use crate::error::{Error, Result};
 use crate::format::journal::{DeleteJournal, DELETE_JOURNAL};
-use crate::format::{entry_offset, Header, RecordLoc};
+use crate::format::{entry_offset, FileLayout, Header, RecordLoc};
 use crate::io::{Backend, LockMode, StorageFile};
 
 impl<B: Backend> Store<B> {
@@ -80,7 +80,7 @@ impl<B: Backend> Store<B> {
         // synced), or a power cut could keep the journal and lose the header it matches.
         Self::poison_on_err(w, self.meta.sync())?;
         self.backend.write_side_file(DELETE_JOURNAL, &journal.encode())?;
-        let applied = apply_journal(&journal, &self.meta).and_then(|h| {
+        let applied = apply_journal(&journal, &self.meta, self.layout).and_then(|h| {
             if let Some(f) = self.kept_sums() {
                 sums::move_sums(&journal, &self.meta, f)?;
                 self.cover(&h)?;
@@ -124,12 +124,12 @@ pub(super) fn load_journal<B: Backend>(backend: &B, current: &Header, writable: 
 }
 
 /// Writes the journal's moves and new header, and makes them durable. Idempotent.
-fn apply_journal<F: StorageFile>(journal: &DeleteJournal, meta: &F) -> Result<Header> {
+fn apply_journal<F: StorageFile>(journal: &DeleteJournal, meta: &F, layout: FileLayout) -> Result<Header> {
     for (slot, e) in &journal.moves {
         meta.write_at(entry_offset(*slot), &e.encode())?;
     }
     let h = journal.new_header();
-    meta.write_at(0, &h.encode())?;
+    meta.write_at(0, &h.encode_as(layout))?;
     meta.sync()?;
     Ok(h)
 }
@@ -140,9 +140,10 @@ pub(super) fn replay_journal<B: Backend>(
     journal: &DeleteJournal,
     backend: &B,
     meta: &B::File,
+    layout: FileLayout,
     sums: Option<&B::File>,
 ) -> Result<Header> {
-    let h = apply_journal(journal, meta)?;
+    let h = apply_journal(journal, meta, layout)?;
     if let Some(f) = sums {
         sums::move_sums(journal, meta, f)?;
         // The delete was zrecord's: if zrecord covered the table before it, it does after.

@@ -22,6 +22,8 @@
 //! - `delete`: **Delete**: the swap plan, and its commit through the journal whose bytes
 //!   [`crate::format::journal`] encodes.
 //! - `compact`: **Compact**: the physical-order repack in synced batches through a park area.
+//! - `layout`: changing how a store's files are sized ([`FileLayout`]: sparse for loaderx,
+//!   dense for copying), with the version write as the commit point.
 //! - `warm`: reading a store's used bytes once in file order ([`Store::warm`]), and when a
 //!   loader should ([`worth_warming`]).
 //! - `table`: reading the entries, checksum slots and stored bytes of many records with one
@@ -35,6 +37,7 @@
 mod append;
 mod compact;
 mod delete;
+mod layout;
 mod open;
 mod read;
 mod sums;
@@ -52,7 +55,7 @@ use once_cell::race::OnceBox;
 use crate::codec::Encoder;
 use crate::error::{Error, FormatError, IoError, IoErrorKind, Result};
 use crate::format::{
-    decode_generation, encode_generation, Header, DEFAULT_CHUNK_CAPACITY, GENERATION_FILE, MAX_RECORD_LEN,
+    decode_generation, encode_generation, FileLayout, Header, DEFAULT_CHUNK_CAPACITY, GENERATION_FILE, MAX_RECORD_LEN,
 };
 use crate::io::{Backend, LockMode};
 
@@ -86,6 +89,10 @@ pub struct Options {
     /// unchecked (its compact's moves keep theirs through the content check), and it never
     /// records a covered header. For whoever measures a reason to; `seal` still works.
     pub checksums: bool,
+    /// How a store created by this open sizes its files ([`FileLayout`]); an existing store
+    /// keeps the layout its meta.zr names, whatever this says. Sparse by default, the
+    /// layout loaderx 0.5.4 reads.
+    pub layout: FileLayout,
 }
 
 impl Default for Options {
@@ -96,6 +103,7 @@ impl Default for Options {
             chunk_capacity: DEFAULT_CHUNK_CAPACITY,
             verify: Verify::Auto,
             checksums: true,
+            layout: FileLayout::Sparse,
         }
     }
 }
@@ -333,6 +341,8 @@ pub struct Store<B: Backend> {
     foreign: core::sync::atomic::AtomicBool,
     /// From [`Options::checksums`].
     keep_sums: bool,
+    /// How the store's files are sized, as meta.zr's version says.
+    layout: FileLayout,
 }
 
 fn pack_tail(h: &Header) -> u64 {
@@ -375,6 +385,12 @@ impl<B: Backend> Store<B> {
         let length = self.length.load(Ordering::Acquire);
         let tail = self.tail.load(Ordering::Acquire);
         Header { tail_chunk: (tail >> 32) as u16, tail_offset: tail as u32, length }
+    }
+
+    /// How the store's files are sized: [`FileLayout::Sparse`] (loaderx's) or
+    /// [`FileLayout::Dense`].
+    pub fn layout(&self) -> FileLayout {
+        self.layout
     }
 
     /// The size of chunk file `id` in bytes, or `None` if it does not exist.

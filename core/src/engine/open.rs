@@ -19,7 +19,7 @@ use once_cell::race::OnceBox;
 
 use super::{delete, pack_tail, sums, Options, Store, Writer};
 use crate::error::{Error, FormatError, IoError, Result};
-use crate::format::{Header, CHUNK_FILE_LEN, ENTRY_LEN, HEADER_LEN, MAX_CHUNKS, META_LEN};
+use crate::format::{FileLayout, Header, CHUNK_FILE_LEN, ENTRY_LEN, HEADER_LEN, MAX_CHUNKS, META_LEN};
 use crate::io::{Backend, LockMode, Parallel, Serial, StorageFile};
 
 impl<B: Backend> Store<B> {
@@ -32,28 +32,47 @@ impl<B: Backend> Store<B> {
         let create = opts.create && !opts.read_only;
         let meta = backend.open_meta(create)?.ok_or(FormatError::MissingMeta)?;
         let meta_len = meta.len()?;
-        if create && never_used(&meta, meta_len)? {
+        let unused = if create { never_used(&meta, meta_len)? } else { None };
+        if let Some(written) = unused {
+            // The layout its header already names (an empty store someone made), else the
+            // one asked for.
+            let layout = written.unwrap_or(opts.layout);
             // A new store, or one whose creation was cut short before its header was
             // durable (no record was ever appended to it, so starting over loses nothing).
             // The header is synced and the directory entries made durable before the store
             // is handed out: a power cut can no longer leave a meta.zr without its magic.
             let chunk0 = backend.open_chunk(0, true)?.ok_or(FormatError::MissingChunk { chunk: 0 })?;
-            if chunk0.len()? < CHUNK_FILE_LEN {
-                chunk0.set_len(CHUNK_FILE_LEN)?;
+            match layout {
+                FileLayout::Sparse => {
+                    if chunk0.len()? < CHUNK_FILE_LEN {
+                        chunk0.set_len(CHUNK_FILE_LEN)?;
+                    }
+                    meta.set_len(META_LEN)?;
+                }
+                // Files as long as what they hold: nothing yet.
+                FileLayout::Dense => {
+                    chunk0.set_len(0)?;
+                    meta.set_len(HEADER_LEN as u64)?;
+                }
             }
-            meta.set_len(META_LEN)?;
-            meta.write_at(0, &Header::default().encode())?;
+            meta.write_at(0, &Header::default().encode_as(layout))?;
             meta.sync()?;
-            sums::create_sums(&backend)?;
+            sums::create_sums(&backend, layout)?;
             backend.sync_dir()?;
-        } else if meta_len != META_LEN {
+        }
+        // The size allowed depends on the layout and length the header names.
+        let meta_len = meta.len()?;
+        if meta_len < HEADER_LEN as u64 {
             return Err(FormatError::MetaSize { found: meta_len, expected: META_LEN }.into());
         }
         let mut raw = [0u8; HEADER_LEN];
         meta.read_at(0, &mut raw)?;
-        let mut header = Header::decode(&raw)?;
+        let (mut header, layout) = Header::decode_with_layout(&raw)?;
+        if !layout.meta_len_ok(meta_len, header.length) {
+            return Err(meta_size_error(layout, meta_len, header.length).into());
+        }
         backend.lock(LockMode::Shared)?;
-        let (sums_file, sums_newer, sums_lost) = match sums::load_sums(&backend)
+        let (sums_file, sums_newer, sums_lost) = match sums::load_sums(&backend, layout)
             .and_then(|(f, newer)| Ok((f.is_none() && !newer && sums::had_sums(&backend)?, f, newer)))
         {
             Ok((lost, f, newer)) => (f, newer, lost),
@@ -73,7 +92,7 @@ impl<B: Backend> Store<B> {
                 backend.unlock(LockMode::Shared);
                 return Err(e);
             }
-            let replayed = delete::replay_journal(&journal, &backend, &meta, sums_file.as_ref());
+            let replayed = delete::replay_journal(&journal, &backend, &meta, layout, sums_file.as_ref());
             backend.unlock(LockMode::Exclusive);
             match replayed {
                 Ok(h) => header = h,
@@ -99,6 +118,7 @@ impl<B: Backend> Store<B> {
             // A handle that keeps no checksums never vouches for the table.
             foreign: AtomicBool::new(!opts.checksums),
             keep_sums: opts.checksums,
+            layout,
         };
         if let Some(f) = sums_file {
             let _ = store.sums.set(Box::new(f));
@@ -106,7 +126,7 @@ impl<B: Backend> Store<B> {
         store.refresh_foreign(&header)?;
         // A directory without its tail chunk is damaged; say so now rather than on a read.
         let tail = store.chunk(header.tail_chunk)?;
-        if !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
+        if layout == FileLayout::Sparse && !opts.read_only && tail.len()? < CHUNK_FILE_LEN {
             tail.set_len(CHUNK_FILE_LEN)?;
         }
         let writer = Writer { header, read_only: opts.read_only, poisoned: false, encoders: Vec::new(), staged: None };
@@ -114,7 +134,7 @@ impl<B: Backend> Store<B> {
     }
 
     pub(super) fn write_header(&self, w: &mut Writer, header: Header) -> Result<()> {
-        if let Err(e) = self.meta.write_at(0, &header.encode()) {
+        if let Err(e) = self.meta.write_at(0, &header.encode_as(self.layout)) {
             // The header may now be half-written; no further write may build on it.
             w.poisoned = true;
             return Err(e.into());
@@ -229,20 +249,34 @@ impl<B: Backend> Store<B> {
     }
 }
 
-/// True if meta.zr holds no store yet, or one whose creation was interrupted before a
+/// Whether meta.zr holds no store yet, or one whose creation was interrupted before a
 /// record was ever appended: empty, or nothing but zeros and at most the initial header in
-/// the header and first entry.
-fn never_used<F: StorageFile>(meta: &F, len: u64) -> Result<bool> {
+/// the header and first entry. `Some(Some(layout))` when that initial header is there (it
+/// names the layout), `Some(None)` when there is no header, `None` when the store was used.
+fn never_used<F: StorageFile>(meta: &F, len: u64) -> Result<Option<Option<FileLayout>>> {
     if len == 0 {
-        return Ok(true);
+        return Ok(Some(None));
     }
     if len > META_LEN {
-        return Ok(false);
+        return Ok(None);
     }
     let mut head = [0u8; HEADER_LEN + ENTRY_LEN];
     let n = head.len().min(len as usize);
     meta.read_at(0, &mut head[..n])?;
     let (h, e) = head.split_at(HEADER_LEN);
-    let header_fresh = h.iter().all(|&b| b == 0) || *h == Header::default().encode();
-    Ok(header_fresh && e.iter().all(|&b| b == 0))
+    if e.iter().any(|&b| b != 0) {
+        return Ok(None);
+    }
+    if h.iter().all(|&b| b == 0) {
+        return Ok(Some(None));
+    }
+    Ok(FileLayout::ALL.into_iter().find(|&l| *h == Header::default().encode_as(l)).map(Some))
+}
+
+/// The error for a meta.zr whose size does not fit `layout` and `length` records.
+fn meta_size_error(layout: FileLayout, found: u64, length: u32) -> FormatError {
+    match layout {
+        FileLayout::Sparse => FormatError::MetaSize { found, expected: META_LEN },
+        FileLayout::Dense => FormatError::DenseMetaSize { found, length, needed: crate::format::entry_offset(length) },
+    }
 }

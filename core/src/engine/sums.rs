@@ -24,7 +24,7 @@ use crate::format::sums::{
     slot_sum, SumsHeader, COVER_LEN, COVER_OFFSET, SLOT_LEN, SUMS_FILE, SUMS_ID_LEN, SUMS_LEN, SUMS_MARK,
     SUMS_MARK_FILE,
 };
-use crate::format::{entry_offset, Header, RecordLoc, ENTRY_LEN, HEADER_LEN};
+use crate::format::{entry_offset, FileLayout, Header, RecordLoc, ENTRY_LEN, HEADER_LEN};
 use crate::io::{Backend, LockMode, StorageFile};
 
 /// What [`Store::seal`] did.
@@ -40,13 +40,23 @@ pub struct Sealing {
 
 /// The side file as found at open: usable (`Some`), or absent or unusable (`None`, with
 /// `true` if a newer zrecord wrote it, so it must be left alone).
-pub(super) fn load_sums<B: Backend>(backend: &B) -> Result<(Option<B::File>, bool)> {
+pub(super) fn load_sums<B: Backend>(backend: &B, layout: FileLayout) -> Result<(Option<B::File>, bool)> {
     let Some(f) = backend.open_aux(SUMS_FILE, false)? else { return Ok((None, false)) };
     match classify(&f)? {
-        SumsHeader::Usable if f.len()? == SUMS_LEN => Ok((Some(f), false)),
+        SumsHeader::Usable if sums_len_ok(f.len()?, layout) => Ok((Some(f), false)),
         SumsHeader::Newer => Ok((None, true)),
         // Damaged or cut short: nothing in it is read; a writer initialises it again.
         _ => Ok((None, false)),
+    }
+}
+
+/// Whether the side file may be `len` bytes long: its full size in a sparse store; in a
+/// dense one anything from its header to its full size (a slot past the end is unwritten,
+/// read as not sealed).
+fn sums_len_ok(len: u64, layout: FileLayout) -> bool {
+    match layout {
+        FileLayout::Sparse => len == SUMS_LEN,
+        FileLayout::Dense => (slot_offset(0)..=SUMS_LEN).contains(&len),
     }
 }
 
@@ -61,9 +71,9 @@ fn classify<F: StorageFile>(f: &F) -> Result<SumsHeader> {
 
 /// Creates the side file of a new store: sized sparse, header written and synced. The
 /// caller syncs the directory.
-pub(super) fn create_sums<B: Backend>(backend: &B) -> Result<()> {
+pub(super) fn create_sums<B: Backend>(backend: &B, layout: FileLayout) -> Result<()> {
     if let Some(f) = backend.open_aux(SUMS_FILE, true)? {
-        init(&f, Some(&Header::default()))?;
+        init(&f, Some(&Header::default()), layout)?;
         mark_sums(backend)?;
     }
     Ok(())
@@ -83,11 +93,17 @@ pub(super) fn had_sums<B: Backend>(backend: &B) -> Result<bool> {
     Ok(backend.read_side_file(SUMS_MARK_FILE)?.is_some_and(|b| !b.is_empty()))
 }
 
-/// Sizes the side file and writes its header; the covered header only if given (a store
-/// whose table zrecord does not know entry by entry starts with none).
-fn init<F: StorageFile>(f: &F, covered: Option<&Header>) -> Result<()> {
-    if f.len()? != SUMS_LEN {
-        f.set_len(SUMS_LEN)?;
+/// Sizes the side file for `layout` (its full size when sparse, its header and whatever
+/// slots survive when dense) and writes its header; the covered header only if given (a
+/// store whose table zrecord does not know entry by entry starts with none).
+fn init<F: StorageFile>(f: &F, covered: Option<&Header>, layout: FileLayout) -> Result<()> {
+    let len = f.len()?;
+    let want = match layout {
+        FileLayout::Sparse => SUMS_LEN,
+        FileLayout::Dense => len.clamp(slot_offset(0), SUMS_LEN),
+    };
+    if len != want {
+        f.set_len(want)?;
     }
     f.write_at(0, &encode_header())?;
     f.write_at(COVER_OFFSET, &covered.map_or([0u8; COVER_LEN], encode_covered))?;
@@ -306,12 +322,12 @@ impl<B: Backend> Store<B> {
         let fresh = f.len()? == 0;
         match classify(&f)? {
             SumsHeader::Newer => return Ok(None),
-            SumsHeader::Usable if f.len()? == SUMS_LEN => {}
+            SumsHeader::Usable if sums_len_ok(f.len()?, self.layout) => {}
             _ => {
                 // Slots that survive keep their own seals; the table is vouched for only
                 // once every record is sealed again.
                 self.foreign.store(true, Ordering::Release);
-                init(&f, None)?
+                init(&f, None, self.layout)?
             }
         }
         drop(f);

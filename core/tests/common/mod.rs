@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 use zrecord_core::engine::{Batch, Store, Writer};
+use zrecord_core::format::FileLayout;
 use zrecord_core::io::{Backend, Serial};
 use zrecord_core::{Codec, Result};
 
@@ -28,10 +29,16 @@ pub fn record(seed: u64, i: u64) -> Vec<u8> {
 /// One step of a workload, with the contents it leads to.
 #[derive(Clone, Debug)]
 pub enum Step {
-    Append { first: u64, count: u64, codec: Codec },
+    Append {
+        first: u64,
+        count: u64,
+        codec: Codec,
+    },
     Delete(Vec<u64>),
     Compact,
     Sync,
+    /// Resize the store's files to a layout (records stay where they are).
+    Layout(FileLayout),
 }
 
 /// What the store must contain after `step`, given `before`.
@@ -47,7 +54,7 @@ pub fn apply_model(seed: u64, before: &[Vec<u8>], step: &Step) -> Vec<Vec<u8>> {
                 v.swap_remove(i as usize);
             }
         }
-        Step::Compact | Step::Sync => {}
+        Step::Compact | Step::Sync | Step::Layout(_) => {}
     }
     v
 }
@@ -69,6 +76,7 @@ pub fn run_step<B: Backend>(s: &mut Store<B>, w: &mut Writer, seed: u64, step: &
         Step::Delete(idxs) => s.delete(w, idxs),
         Step::Compact => s.compact(w, &mut |_, _| {}),
         Step::Sync => s.sync(w),
+        Step::Layout(layout) => s.set_layout(w, *layout),
     }
 }
 
@@ -86,6 +94,16 @@ pub fn scripted_workload() -> Vec<Step> {
         Step::Append { first: 23, count: 3, codec: Codec::Raw },
         Step::Sync,
     ]
+}
+
+/// The scripted workload on a dense store, changing to sparse and back between its steps.
+pub fn layout_workload() -> Vec<Step> {
+    let mut steps = scripted_workload();
+    steps.insert(3, Step::Layout(FileLayout::Sparse));
+    steps.insert(7, Step::Layout(FileLayout::Dense));
+    steps.push(Step::Layout(FileLayout::Dense));
+    steps.push(Step::Append { first: 26, count: 4, codec: Codec::Flate });
+    steps
 }
 
 /// Every record of the store, decoded (panics on a decode error: callers want to know).

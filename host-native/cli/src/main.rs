@@ -298,6 +298,7 @@ impl Host for Native {
         let write = WriteOptions {
             shard_records: o.shard_records.unwrap_or(WriteOptions::default().shard_records),
             min_savings: o.policy.min_savings(),
+            ..WriteOptions::default()
         };
         let options = ImportOptions { codec: o.policy.codec, write, chunk_bytes: o.chunk_mib << 20 };
         let (input, output) = (Path::new(input), Path::new(output));

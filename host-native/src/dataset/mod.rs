@@ -17,10 +17,12 @@
 //! gathers); `error.rs` [`DatasetError`]; `open.rs` opening one ([`DatasetOptions`],
 //! [`RemoteOptions`]); `write.rs` [`DatasetWriter`]; `parts.rs` a dataset written in
 //! parts ([`Part`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
-//! `tokens.rs` a flat token file into documents ([`import_tokens`]).
+//! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
+//! dataset's stores made dense or sparse ([`set_layout`]).
 
 mod convert;
 mod error;
+mod layout;
 mod open;
 mod parts;
 mod tokens;
@@ -35,6 +37,7 @@ use zrecord_core::stream::DatasetId;
 
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
 pub use error::DatasetError;
+pub use layout::{set_layout, LayoutChange};
 pub(crate) use open::read_meta_file;
 pub use open::{open_store, DatasetOptions, RemoteOptions};
 pub use parts::{commit_local, commit_remote, finish_part, part_dir, Part};

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use zrecord_core::dataset::{shard_dir, Field, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, FormatError, IoError};
+use zrecord_core::format::FileLayout;
 use zrecord_core::schema::SCHEMA_FILE;
 use zrecord_core::{CodecPolicy, MAX_RECORDS, MAX_RECORD_LEN};
 
@@ -38,11 +39,19 @@ pub struct WriteOptions {
     /// The least fraction compression must save for a record to be stored compressed
     /// ([`CodecPolicy`]; default [`zrecord_core::DEFAULT_MIN_SAVINGS`]).
     pub min_savings: f64,
+    /// How the new shards' stores size their files (default [`FileLayout::Dense`]: files
+    /// as long as what they hold, safe for any copy tool; [`FileLayout::Sparse`] makes
+    /// each fixed field store one loaderx 0.5.4 opens).
+    pub layout: FileLayout,
 }
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { shard_records: u64::from(MAX_RECORDS), min_savings: zrecord_core::DEFAULT_MIN_SAVINGS }
+        WriteOptions {
+            shard_records: u64::from(MAX_RECORDS),
+            min_savings: zrecord_core::DEFAULT_MIN_SAVINGS,
+            layout: FileLayout::Dense,
+        }
     }
 }
 
@@ -321,7 +330,8 @@ impl DatasetWriter {
         for (f, field) in self.manifest.fields.iter().enumerate() {
             let store_dir = dir.join(&field.name);
             let at = |e: Error| DatasetError::at(&store_dir, Some(&field.name), e);
-            let options = OpenOptions { codec: self.policies[f].codec, ..OpenOptions::default() };
+            let options =
+                OpenOptions { codec: self.policies[f].codec, layout: self.options.layout, ..OpenOptions::default() };
             let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
             if let Some(schema) = field.schema() {
                 // A fixed field's store is a loaderx dataset on its own.

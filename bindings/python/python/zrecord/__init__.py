@@ -67,6 +67,7 @@ from .tools import (
     export,
     inspect,
     push,
+    set_layout,
     verify,
 )
 
@@ -112,5 +113,6 @@ __all__ = [
     "push",
     "resolve_world",
     "save_state",
+    "set_layout",
     "verify",
 ]

@@ -73,7 +73,9 @@ class Inspection:
     """What :func:`inspect` reports (``zr inspect --json``).
 
     Attributes:
-        version: format version in the header.
+        version: format version in the header: 1 sparse, 2 dense.
+        layout: ``"sparse"`` (loaderx 0.5.4's fixed file sizes, mostly holes) or
+            ``"dense"`` (files as long as what they hold); :func:`set_layout` changes it.
         records: live records.
         tail_chunk, tail_offset: the append frontier.
         raw_records, flate_records, zstd_records: records per codec (loaderx 0.5.4
@@ -92,6 +94,7 @@ class Inspection:
     """
 
     version: int
+    layout: str
     records: int
     tail_chunk: int
     tail_offset: int
@@ -315,3 +318,27 @@ def push(
     """
     with reporter(progress, "push") as report:
         return _zrecord._push(os.fspath(local), str(url), storage_options, report)
+
+
+LAYOUTS = ("dense", "sparse")
+
+
+def set_layout(path: PathLike, layout: str, progress: Progress = False) -> tuple[int, int]:
+    """Size the files of the store at ``path``, or of every store of the dataset of named
+    fields at ``path``, as ``layout`` says (``zr layout PATH dense|sparse``).
+
+    ``"dense"``: each file as long as what it holds, so ``cp``, ``rsync``, ``tar``,
+    ``shutil.copytree`` and cloud sync tools copy the data and no more. Datasets of named
+    fields are written dense. ``"sparse"``: the fixed sizes loaderx 0.5.4 needs (meta.zr
+    256 MiB, each chunk file 4 GiB, mostly holes); :meth:`Dataset.write` of a single array
+    writes it, and loaderx reads a dataset's fixed field stores after this.
+
+    Each store changes atomically (killed anywhere, it is in one layout or the other; run
+    this again to finish) and needs the only open handle, as compact does; records do not
+    move, so saved loader states stay valid. Returns ``(stores, changed)``: the stores
+    visited and how many had the other layout.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'dense' or 'sparse', not {layout!r}")
+    with reporter(progress, "layout") as report:
+        return _zrecord._set_layout(os.fspath(path), layout, report)

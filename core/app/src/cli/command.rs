@@ -8,6 +8,7 @@ use alloc::vec::Vec;
 
 use zrecord_core::codec::{Codec, CodecPolicy};
 use zrecord_core::engine::Verify;
+use zrecord_core::format::FileLayout;
 use zrecord_core::io::LockMode;
 
 use super::PathKind;
@@ -28,6 +29,10 @@ usage:
   zr stats STORE                storage usage as JSON
   zr delete STORE INDEX...      delete records (the tail moves into each hole)
   zr compact STORE              reclaim the space of deleted records, in place
+  zr layout STORE dense|sparse  size a store's (or every store of a dataset's) files:
+                                dense, as long as what they hold (safe for cp, rsync,
+                                tar, any copy; datasets are written so), or sparse, the
+                                fixed sizes loaderx 0.5.4 needs; atomic per store
   zr convert IN.npy OUT [--codec flate|raw|zstd] [--chunk-mib N] [--min-savings F]
                                 append each axis-0 slice of IN.npy to the dataset OUT
                                 (created if missing; default codec flate, 64 MiB per step;
@@ -99,6 +104,13 @@ pub enum Command {
     Compact {
         /// Store directory.
         store: String,
+    },
+    /// `layout STORE dense|sparse`.
+    Layout {
+        /// Store or dataset directory.
+        store: String,
+        /// The layout to give it.
+        layout: FileLayout,
     },
     /// `convert IN.npy|DIR|IN.npz OUT [--codec C] [--chunk-mib N] [--min-savings F]
     /// [--shard-records N]`.
@@ -274,7 +286,8 @@ impl Command {
         };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
         match cmd.as_str() {
-            "inspect" | "verify" | "stats" | "delete" | "compact" | "convert" | "export" | "push" | "pull" => {}
+            "inspect" | "verify" | "stats" | "delete" | "compact" | "layout" | "convert" | "export" | "push"
+            | "pull" => {}
             "help" => return Ok(Command::Help),
             c if c.starts_with('-') => return Err(usage(format!("unknown option {c}"))),
             c => return Err(usage(format!("unknown command {c:?}"))),
@@ -328,6 +341,13 @@ impl Command {
             "compact" => {
                 want(1, "STORE")?;
                 Command::Compact { store: pos.remove(0) }
+            }
+            "layout" => {
+                want(2, "STORE dense|sparse")?;
+                let name = pos.pop().expect("two positionals");
+                let layout = FileLayout::from_name(&name)
+                    .ok_or_else(|| usage(format!("layout takes dense or sparse, not {name:?}")))?;
+                Command::Layout { store: pos.remove(0), layout }
             }
             "delete" => {
                 if pos.len() < 2 {
@@ -434,7 +454,7 @@ impl Command {
             Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
                 alloc::vec![(store.as_str(), Role::StoreRead)]
             }
-            Command::Delete { store, .. } | Command::Compact { store } => {
+            Command::Delete { store, .. } | Command::Compact { store } | Command::Layout { store, .. } => {
                 alloc::vec![(store.as_str(), Role::StoreWrite)]
             }
             Command::Convert { input, output, .. } => {
@@ -461,7 +481,9 @@ impl Command {
         let mut out = Vec::new();
         for (path, role) in self.paths() {
             let extra = match (self, role) {
-                (Command::Delete { .. } | Command::Compact { .. }, _) => Some(LockMode::Exclusive),
+                (Command::Delete { .. } | Command::Compact { .. } | Command::Layout { .. }, _) => {
+                    Some(LockMode::Exclusive)
+                }
                 (Command::Verify { seal: true, .. }, _) | (_, Role::StoreOut) => Some(LockMode::Appender),
                 (_, Role::StoreRead) => None,
                 _ => continue,
@@ -480,7 +502,9 @@ impl Command {
             Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
                 *store = f(store, Role::StoreRead)
             }
-            Command::Delete { store, .. } | Command::Compact { store } => *store = f(store, Role::StoreWrite),
+            Command::Delete { store, .. } | Command::Compact { store } | Command::Layout { store, .. } => {
+                *store = f(store, Role::StoreWrite)
+            }
             Command::Convert { input, output, .. } => {
                 *input = f(input, Role::InputFile);
                 *output = f(output, Role::StoreOut);
@@ -513,6 +537,7 @@ impl Command {
             }
             Command::Stats { store } => alloc::vec![s("stats"), s(store)],
             Command::Compact { store } => alloc::vec![s("compact"), s(store)],
+            Command::Layout { store, layout } => alloc::vec![s("layout"), s(store), s(layout.name())],
             Command::Delete { store, indices } => {
                 let mut v = alloc::vec![s("delete"), s(store)];
                 v.extend(indices.iter().map(|i| i.to_string()));

@@ -65,6 +65,11 @@ fn stores(dir: &str, m: &Manifest) -> Vec<(String, String, String, u64)> {
     out
 }
 
+/// The path of every store of the dataset in `dir`, shard by shard, field by field.
+pub(super) fn store_paths(dir: &str, m: &Manifest) -> Vec<String> {
+    stores(dir, m).into_iter().map(|(_, _, path, _)| path).collect()
+}
+
 fn describe(m: &Manifest) -> String {
     let parts: Vec<String> = m
         .fields
@@ -108,8 +113,8 @@ pub(super) fn inspect<H: Host>(host: &mut H, dir: &str, m: &Manifest, as_json: b
     out.line(&format!("fields        {}", describe(m)));
     for (shard, field, r) in &reports {
         out.line(&format!(
-            "  {shard}/{field:<16} {:>9} records  stored {:>12} bytes  raw {} flate {} zstd {}  bad entries {}",
-            r.records, r.live_bytes, r.raw_records, r.flate_records, r.zstd_records, r.bad_entries
+            "  {shard}/{field:<16} {:>9} records  stored {:>12} bytes  raw {} flate {} zstd {}  bad entries {}  {}",
+            r.records, r.live_bytes, r.raw_records, r.flate_records, r.zstd_records, r.bad_entries, r.layout
         ));
     }
     Ok(EXIT_OK)

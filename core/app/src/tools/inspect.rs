@@ -20,8 +20,11 @@ use super::read_schema;
 /// Everything `inspect` reports about a store.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Inspection {
-    /// Format version from the header.
+    /// Format version from the header: 1 sparse, 2 dense.
     pub version: u16,
+    /// How the store's files are sized: `"sparse"` (loaderx 0.5.4's layout, which it
+    /// reads) or `"dense"` (files as long as what they hold; `zr layout` changes it).
+    pub layout: String,
     /// Live records.
     pub records: u32,
     /// Header frontier: chunk.
@@ -64,7 +67,8 @@ pub fn inspect<B: Backend>(store: &Store<B>) -> Result<Inspection> {
     let problems = damage(store, &chunks).problems;
     let chunk_bytes = h.chunk_bytes();
     Ok(Inspection {
-        version: zrecord_core::format::VERSION,
+        version: store.layout().version(),
+        layout: store.layout().name().into(),
         records: h.length,
         tail_chunk: h.tail_chunk,
         tail_offset: h.tail_offset,
@@ -103,6 +107,11 @@ pub fn human_bytes(n: u64) -> String {
 impl fmt::Display for Inspection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "format        zrecord v{} (meta.zr header ZREC)", self.version)?;
+        let layout = match self.layout.as_str() {
+            "dense" => "dense: files as long as what they hold (loaderx 0.5.4 needs `zr layout STORE sparse` first)",
+            _ => "sparse: meta.zr 256 MiB, chunks 4 GiB, mostly holes (loaderx 0.5.4's layout)",
+        };
+        writeln!(f, "layout        {layout}")?;
         writeln!(f, "records       {}", self.records)?;
         writeln!(f, "frontier      chunk {} offset {}", self.tail_chunk, self.tail_offset)?;
         writeln!(
