@@ -15,7 +15,7 @@ export CARGO_TERM_COLOR ?= never
 # conftest.py); `make test` lists them in its final summary so a skip never looks passed.
 export ZRECORD_SKIP_LOG := $(CURDIR)/target/skipped-tests.txt
 
-.PHONY: help check lint bench-codecs setup setup-rust setup-python build python test test-py test-start test-rust test-nostd test-python demo bench bench-smoke bench-doc clean
+.PHONY: help check lint bench-codecs setup setup-rust setup-python setup-tools build python test test-py test-start test-rust test-nostd test-python demo bench bench-smoke bench-doc clean
 
 # The targets, one line each.
 help:
@@ -37,7 +37,14 @@ check: setup-rust
 	$(CARGO) build -q -p zrecord-core --no-default-features --target wasm32-unknown-unknown
 	$(CARGO) build -q -p zrecord-app --no-default-features --features cli --target wasm32-unknown-unknown
 
-setup: setup-rust setup-python $(if $(wildcard host-wasm/wasm.mk),wasm-setup,)
+setup: setup-rust setup-python setup-tools $(if $(wildcard host-wasm/wasm.mk),wasm-setup,)
+
+# Command-line tools the tests run as a user would: rsync (a dataset copied with rsync -a
+# must write only its bytes), from Debian's packages when missing.
+setup-tools:
+	@if command -v rsync >/dev/null; then exit 0; fi; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends rsync
 
 setup-rust:
 	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown

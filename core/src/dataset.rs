@@ -2,8 +2,9 @@
 //! index space `0..N` that spans them.
 //!
 //! A dataset directory holds the manifest and one folder per shard; each shard holds one
-//! store per field (`<shard>/<field>/`). A fixed field's store is a plain loaderx 0.5.4
-//! dataset (its `schema.json` included), so loaderx opens any one of them; a ragged field's
+//! store per field (`<shard>/<field>/`). A fixed field's store carries loaderx's
+//! `schema.json`, so once sparse ([`crate::format::FileLayout`]; datasets are written dense)
+//! loaderx 0.5.4 opens any one of them; a ragged field's
 //! records are the raw little-endian bytes of a variable-length 1-D sequence. Sample `i` of
 //! the dataset is record `i - start(s)` of every field store of the shard `s` whose range
 //! holds `i` ([`Layout::locate`]). `docs/format.md` ("Datasets") has the byte-level rules.

@@ -271,13 +271,14 @@ impl PyDatasetWriter {
     /// `fields`: a list of dicts with name, kind ("fixed" or "ragged"), dtype (numpy's
     /// `dtype.str`), shape (fixed only) and codec.
     #[new]
-    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None))]
+    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         fields: &Bound<'_, PyList>,
         shard_records: Option<u64>,
         min_savings: Option<f64>,
+        layout: Option<&str>,
     ) -> PyResult<Self> {
         let mut defs = Vec::new();
         for item in fields.iter() {
@@ -297,6 +298,11 @@ impl PyDatasetWriter {
         }
         if let Some(m) = min_savings {
             options.min_savings = m;
+        }
+        if let Some(name) = layout {
+            options.layout = zrecord::FileLayout::from_name(name).ok_or_else(|| {
+                PyValueError::new_err(format!("layout must be \"dense\" or \"sparse\", not {name:?}"))
+            })?;
         }
         let writer = call(py, move || DatasetWriter::open(path, defs, options))?;
         let ragged = writer.fields().iter().map(Field::is_ragged).collect();

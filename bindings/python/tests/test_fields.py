@@ -213,7 +213,9 @@ def test_an_unbounded_iterator_is_written_in_bounded_memory(tmp_path):
 
 
 def test_loaderx_reads_each_fixed_field_store_and_zrecord_reads_loaderx_stores(tmp_path, loaderx):
-    ds, images, labels, docs = write3(tmp_path / "ds", n=1500, shard_records=1000)
+    # Written sparse, each fixed field store is a loaderx dataset (dense ones need
+    # zrecord.set_layout first: test_layout.py).
+    ds, images, labels, docs = write3(tmp_path / "ds", n=1500, shard_records=1000, layout="sparse")
     ds.close()
     for shard, rows in (("shard-000000", slice(0, 1000)), ("shard-000001", slice(1000, 1500))):
         got = loaderx.Dataset(str(tmp_path / "ds" / shard / "image"))
@@ -283,7 +285,10 @@ def test_zr_exports_a_python_dataset_and_converts_numpy_files_back(tmp_path, loa
     np.testing.assert_array_equal(got["image"], images[idx])
     for i in idx:
         np.testing.assert_array_equal(back[int(i)]["tokens"], docs[i])
-    # Each fixed field store of each shard is a loaderx dataset.
+    # After `zr layout back sparse` (which needs the only open handle), each fixed field
+    # store of each shard is a loaderx dataset.
+    back.close()
+    zr("layout", tmp_path / "back", "sparse")
     lx = loaderx.Dataset(str(tmp_path / "back" / "shard-000001" / "image"))
     np.testing.assert_array_equal(lx[np.arange(len(lx))], images[400:800])
 

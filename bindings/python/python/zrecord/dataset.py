@@ -402,6 +402,7 @@ class Dataset:
         min_savings: float | None = None,
         *,
         shard_records: int | None = None,
+        layout: str | None = None,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
         dict of named fields, a dataset of those fields.
@@ -413,8 +414,10 @@ class Dataset:
         the same number of samples. Iterators are read ``chunk_bytes`` at a time, so an
         unbounded stream of documents is written in bounded memory. The dataset is a
         ``dataset.json`` manifest over shards of ``shard_records`` samples (default 2^24,
-        the most a store holds), each field of each shard a store; each fixed field's store
-        is also a loaderx 0.5.4 dataset on its own. Writing to a dataset of the same fields
+        the most a store holds), each field of each shard a store, written ``layout="dense"``
+        (the default: files as long as what they hold, safe for every copy tool) or
+        ``"sparse"`` (each fixed field's store is then a loaderx 0.5.4 dataset on its own;
+        :func:`zrecord.set_layout` changes it later). Writing to a dataset of the same fields
         adds shards to it. Nothing is visible until the whole write is committed; a write
         that fails or is interrupted leaves the dataset as it was.
 
@@ -458,9 +461,14 @@ class Dataset:
         if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
             raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
         if isinstance(array, Mapping):
-            return _write_fields(cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records)
+            return _write_fields(cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records, layout)
         if shard_records is not None:
             raise TypeError("shard_records applies to a dataset of named fields: pass a dict of fields")
+        if layout is not None:
+            raise TypeError(
+                "layout applies to a dataset of named fields: a single array is written as a loaderx "
+                "store, sparse (zrecord.set_layout(path, 'dense') makes it dense)"
+            )
         append_kw = {} if min_savings is None else {"min_savings": float(min_savings)}
         array = np.asanyarray(array)
         if array.ndim < 1:
@@ -790,7 +798,7 @@ def _field_source(name: str, value: Any):
     )
 
 
-def _write_fields(cls, path, fields: Mapping, codec, chunk_bytes, progress, min_savings, shard_records):
+def _write_fields(cls, path, fields: Mapping, codec, chunk_bytes, progress, min_savings, shard_records, layout=None):
     """``Dataset.write(path, {name: samples, ...})``: numpy blocks handed to the native
     writer, which owns the fields' rules, the shards and the commit."""
     if not fields:
@@ -818,7 +826,9 @@ def _write_fields(cls, path, fields: Mapping, codec, chunk_bytes, progress, min_
         total = next(iter(sizes.values()))
     except TypeError:
         pass  # an iterator: counted as it is read
-    writer = _zrecord._DatasetWriter(Path(path), specs, shard_records=shard_records, min_savings=min_savings)
+    writer = _zrecord._DatasetWriter(
+        Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout
+    )
     written = 0
     try:
         with reporter(progress, "write", "sample") as report:
