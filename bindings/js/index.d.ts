@@ -105,7 +105,10 @@ export interface ChunkReport {
 
 /** `zr inspect --json`, parsed; the fields named here, and any the core adds. */
 export interface InspectReport {
+  /** 1 for a sparse store (loaderx 0.5.4's layout), 2 for a dense one. */
   version: number;
+  /** How the store's files are sized (`zr layout` changes it). */
+  layout: 'sparse' | 'dense';
   records: number;
   raw_records: number;
   flate_records: number;

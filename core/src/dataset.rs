@@ -27,9 +27,15 @@ use crate::{Codec, MAX_RECORDS};
 pub const MANIFEST_FILE: &str = "dataset.json";
 /// The manifest's `format` value.
 pub const FORMAT: &str = "zrecord-dataset";
-/// The manifest version this build writes and reads. A reader refuses a higher version
-/// (it could not know what changed) instead of misreading it.
-pub const VERSION: u32 = 1;
+/// The newest manifest version this build reads. A reader refuses a higher version (it
+/// could not know what changed) instead of misreading it. A writer writes the lowest
+/// version that holds what the manifest has ([`Manifest::needed_version`]): 1 without a
+/// dataset card, 2 with one, so datasets without a card stay readable by earlier builds.
+pub const VERSION: u32 = 2;
+/// The version of a manifest with no key past version 1's.
+pub const VERSION_1: u32 = 1;
+/// Upper bound on the dataset card ([`Manifest::metadata`]), as compact JSON.
+pub const MAX_METADATA_LEN: usize = 1 << 20;
 /// The most samples a dataset may hold (2^62): the stream's position limit.
 pub const MAX_SAMPLES: u64 = crate::stream::MAX_POSITION;
 /// Upper bound on a manifest's size; a larger file is refused before it is parsed.
@@ -206,19 +212,33 @@ pub struct Manifest {
     /// The number of the next shard folder a write creates (never reused, so a leftover
     /// folder of an interrupted write is never mistaken for a listed one).
     pub next_shard: u64,
+    /// The dataset card (version 2): a JSON object the writer gave (a description, a
+    /// licence, sources, a tokenizer's name, class names ...), kept as it is and carried
+    /// by push and pull; at most [`MAX_METADATA_LEN`] bytes. `None` when none was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Manifest {
     /// An empty dataset of `fields`.
     pub fn new(fields: Vec<Field>) -> Result<Self, FormatError> {
-        let m = Manifest { format: FORMAT.into(), version: VERSION, fields, shards: Vec::new(), next_shard: 0 };
+        let m = Manifest {
+            format: FORMAT.into(),
+            version: VERSION_1,
+            fields,
+            shards: Vec::new(),
+            next_shard: 0,
+            metadata: None,
+        };
         m.check()?;
         Ok(m)
     }
 
     /// The file's bytes.
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("a manifest always serialises");
+        let mut m = self.clone();
+        m.version = self.needed_version();
+        let mut s = serde_json::to_string_pretty(&m).expect("a manifest always serialises");
         s.push('\n');
         s
     }
@@ -233,10 +253,13 @@ impl Manifest {
         if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
             return Err(bad(format!("not a {FORMAT} manifest")));
         }
-        match v.get("version").and_then(|f| f.as_u64()) {
-            Some(n) if n == u64::from(VERSION) => {}
+        let version = match v.get("version").and_then(|f| f.as_u64()) {
+            Some(n) if (1..=u64::from(VERSION)).contains(&n) => n,
             Some(n) => return Err(bad(format!("version {n} is newer than this build reads ({VERSION})"))),
             None => return Err(bad("no version".into())),
+        };
+        if version < 2 && v.get("metadata").is_some() {
+            return Err(bad("a version 1 manifest holds \"metadata\", which came with version 2".into()));
         }
         let m: Manifest = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
         m.check().map_err(|e| bad(e.to_string()))?;
@@ -248,6 +271,14 @@ impl Manifest {
     pub fn check(&self) -> Result<(), FormatError> {
         if self.fields.is_empty() {
             return Err(FormatError::Container("a dataset needs at least one field".into()));
+        }
+        if let Some(card) = &self.metadata {
+            let len = serde_json::to_string(card).map(|t| t.len()).unwrap_or(usize::MAX);
+            if len > MAX_METADATA_LEN {
+                return Err(FormatError::Container(format!(
+                    "the dataset metadata is {len} bytes as JSON, over the {MAX_METADATA_LEN}-byte limit"
+                )));
+            }
         }
         for (i, f) in self.fields.iter().enumerate() {
             f.check()?;
@@ -272,6 +303,31 @@ impl Manifest {
                 .filter(|&t| t <= MAX_SAMPLES)
                 .ok_or_else(|| FormatError::Container(format!("the shards hold more than {MAX_SAMPLES} samples")))?;
         }
+        Ok(())
+    }
+
+    /// The lowest version that holds this manifest: 2 with a dataset card, else 1.
+    pub fn needed_version(&self) -> u32 {
+        if self.metadata.is_some() {
+            2
+        } else {
+            VERSION_1
+        }
+    }
+
+    /// Sets the dataset card from its JSON text: an object, at most [`MAX_METADATA_LEN`]
+    /// bytes as compact JSON.
+    pub fn set_metadata(&mut self, json: &str) -> Result<(), FormatError> {
+        let bad = |what: String| FormatError::Container(format!("dataset metadata: {what}"));
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(bad("must be a JSON object (a dict of names to values)".into()));
+        };
+        let len = serde_json::to_string(&map).map_err(|e| bad(e.to_string()))?.len();
+        if len > MAX_METADATA_LEN {
+            return Err(bad(format!("{len} bytes as JSON is over the {MAX_METADATA_LEN}-byte limit")));
+        }
+        self.metadata = Some(map);
         Ok(())
     }
 
@@ -412,9 +468,32 @@ mod tests {
         let truncated = &text.as_bytes()[..text.len() / 2];
         let e = Manifest::from_json(truncated).unwrap_err().to_string();
         assert!(e.contains(MANIFEST_FILE), "{e}");
-        let newer = text.replace("\"version\": 1", "\"version\": 2");
+        let newer = text.replace("\"version\": 1", "\"version\": 3");
         let e = Manifest::from_json(newer.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("newer"), "{e}");
+    }
+
+    #[test]
+    fn a_dataset_card_is_version_2_and_capped() {
+        let mut m = sample();
+        assert!(m.to_json().contains("\"version\": 1"));
+        m.set_metadata(r#"{"description": "crops", "license": "CC-BY-4.0", "classes": ["cat", "dog"]}"#).unwrap();
+        let text = m.to_json();
+        assert!(text.contains("\"version\": 2") && text.contains("CC-BY-4.0"), "{text}");
+        let back = Manifest::from_json(text.as_bytes()).unwrap();
+        assert_eq!(back.metadata, m.metadata);
+        assert_eq!(back.needed_version(), 2);
+        // A version 1 manifest with a card was not written by a build that knew version 1.
+        let e = Manifest::from_json(text.replace("\"version\": 2", "\"version\": 1").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("came with version 2"), "{e}");
+        assert!(m.set_metadata("[1, 2]").unwrap_err().to_string().contains("JSON object"));
+        assert!(m.set_metadata("{").is_err());
+        let big = alloc::format!("{{\"x\": \"{}\"}}", "a".repeat(MAX_METADATA_LEN));
+        assert!(m.set_metadata(&big).unwrap_err().to_string().contains("limit"));
+        let mut hostile = sample();
+        hostile.metadata = Some(serde_json::from_str(&big).unwrap());
+        let e = Manifest::from_json(hostile.to_json().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("limit"), "{e}");
     }
 
     #[test]

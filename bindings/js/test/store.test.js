@@ -65,6 +65,9 @@ test('inspect and verify report the store', () => {
   assert.equal(report.records, ROWS);
   assert.equal(report.flate_records + report.raw_records, ROWS);
   assert.equal(report.bad_entries, 0);
+  // A store converted from one .npy is loaderx's: sparse, version 1.
+  assert.equal(report.layout, 'sparse');
+  assert.equal(report.version, 1);
   assert.deepEqual(report.schema.shape, [COLS]);
   assert.equal(report.schema.dtype, '|u1');
   assert.match(zr.inspectText('/data/native.zr'), new RegExp(`records\\s+${ROWS}`));

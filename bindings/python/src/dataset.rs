@@ -141,6 +141,12 @@ impl PyDataset {
         Ok(self.handle(py)?.remote_stats().is_some())
     }
 
+    /// The dataset card as JSON text, or None.
+    #[getter]
+    fn metadata_json(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.handle(py)?.metadata_json())
+    }
+
     /// True for a dataset with a manifest (named fields, shards); False for one loaderx store.
     #[getter]
     fn has_manifest(&self, py: Python<'_>) -> PyResult<bool> {
@@ -361,6 +367,12 @@ impl PyDatasetWriter {
             .collect();
         let writer = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
         call(py, move || writer.write(&cols))
+    }
+
+    /// The dataset card the commit writes (JSON text of an object; replaces the old card).
+    fn set_metadata(&mut self, py: Python<'_>, json: &str) -> PyResult<()> {
+        let writer = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
+        writer.set_metadata(json).map_err(|e| to_py(py, e))
     }
 
     /// Publishes everything written; the writer is done.

@@ -123,6 +123,12 @@ impl Dataset {
         self.len() == 0
     }
 
+    /// The dataset card (`dataset.json`'s `metadata`) as JSON text, if the writer gave one.
+    pub fn metadata_json(&self) -> Option<String> {
+        let card = self.manifest.as_ref()?.metadata.as_ref()?;
+        serde_json::to_string(card).ok()
+    }
+
     /// The manifest, for a multi-field (or sharded) dataset.
     pub fn manifest(&self) -> Option<&Manifest> {
         self.manifest.as_ref()

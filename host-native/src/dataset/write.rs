@@ -180,6 +180,16 @@ impl DatasetWriter {
         &self.manifest.fields
     }
 
+    /// Sets the dataset card the commit writes into the manifest (`docs/format.md`,
+    /// "dataset.json"): a JSON object, at most 1 MiB; it replaces the card the dataset had.
+    /// Without a call, the commit keeps the existing card.
+    pub fn set_metadata(&mut self, json: &str) -> Result<(), DatasetError> {
+        // Bad input from the caller, not a damaged file: an invalid argument.
+        self.manifest
+            .set_metadata(json)
+            .map_err(|e| DatasetError::at(&self.path, None, Error::InvalidArgument(e.to_string())))
+    }
+
     /// Samples the dataset will hold once committed (those already there included).
     pub fn len(&self) -> u64 {
         self.manifest.len() + self.current.as_ref().map_or(0, |c| c.entry.records)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import mmap
 import operator
 import os
@@ -191,6 +192,16 @@ class Dataset:
         """True for a dataset of named fields (a ``dataset.json`` manifest); False for one
         loaderx store, whose samples are plain arrays."""
         return self._native is not None
+
+    @property
+    def metadata(self) -> dict:
+        """The dataset card its writer gave (``Dataset.write(..., metadata={...})``): a dict,
+        empty when none was given and for a single loaderx store. Kept in ``dataset.json``,
+        so a pushed or pulled dataset has it too."""
+        if self._native is None:
+            return {}
+        text = self._native.metadata_json
+        return {} if text is None else json.loads(text)
 
     @property
     def shards(self) -> int:
@@ -396,13 +407,14 @@ class Dataset:
         cls,
         path: PathLike,
         array: Any,
-        codec: str = "flate",
+        codec: "str | Mapping[str, str]" = "flate",
         chunk_bytes: int = WRITE_CHUNK_BYTES,
         progress: Progress = False,
         min_savings: float | None = None,
         *,
         shard_records: int | None = None,
         layout: str | None = None,
+        metadata: "Mapping[str, Any] | None" = None,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
         dict of named fields, a dataset of those fields.
@@ -436,7 +448,14 @@ class Dataset:
             array: samples stacked along axis 0.
             codec: "flate" (compressed; records that do not shrink by ``min_savings`` are
                 stored raw), "raw", or "zstd" (compressed the same way, faster to read, but
-                loaderx 0.5.4 cannot read a zstd dataset).
+                loaderx 0.5.4 cannot read a zstd dataset). For named fields, a dict gives each
+                field its own (``{"image": "raw", "tokens": "zstd"}``; a field it does not
+                name is "flate"); a dataset that exists keeps its fields' codecs.
+            metadata: named fields only: the dataset card, a dict that ``json`` can write
+                (a description, a licence, sources, a tokenizer's name, class names ...), at
+                most 1 MiB as JSON. Kept in ``dataset.json`` (its keys sorted), read back as
+                :attr:`metadata`, shown by ``zr inspect`` and carried by push and pull; a
+                later write with ``metadata`` replaces it, one without keeps it.
             chunk_bytes: upper bound on the source bytes compressed and written at a time.
             progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
                 ``callable(done, total)`` called after each block, in samples.
@@ -457,11 +476,19 @@ class Dataset:
                 would be lost; store each field as its own dataset, or pass
                 ``array.view(np.void)`` or ``array.view(np.uint8)`` to keep the bytes).
         """
-        _check_codec(codec)
         if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
             raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
         if isinstance(array, Mapping):
-            return _write_fields(cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records, layout)
+            codecs = _field_codecs(codec, array)
+            card = None if metadata is None else _metadata_json(metadata)
+            return _write_fields(
+                cls, path, array, codecs, chunk_bytes, progress, min_savings, shard_records, layout, card
+            )
+        if isinstance(codec, Mapping):
+            raise TypeError("a dict of codecs applies to a dataset of named fields: pass one codec name")
+        _check_codec(codec)
+        if metadata is not None:
+            raise TypeError("metadata applies to a dataset of named fields (its dataset.json): pass a dict of fields")
         if shard_records is not None:
             raise TypeError("shard_records applies to a dataset of named fields: pass a dict of fields")
         if layout is not None:
@@ -798,7 +825,33 @@ def _field_source(name: str, value: Any):
     )
 
 
-def _write_fields(cls, path, fields: Mapping, codec, chunk_bytes, progress, min_savings, shard_records, layout=None):
+def _field_codecs(codec, fields: Mapping) -> dict:
+    """Each field's codec: one name for all, or a dict of names (the rest "flate")."""
+    if isinstance(codec, Mapping):
+        unknown = sorted(str(k) for k in codec if k not in fields)
+        if unknown:
+            raise ValueError(f"codec names fields the write does not have: {unknown} (fields: {sorted(map(str, fields))})")
+        chosen = {str(name): codec.get(name, "flate") for name in fields}
+    else:
+        chosen = {str(name): codec for name in fields}
+    for name, c in chosen.items():
+        if c not in CODECS:
+            raise ValueError(f"unknown codec {c!r} for field {name!r}, expected one of {sorted(CODECS)}")
+    return chosen
+
+
+def _metadata_json(metadata) -> str:
+    """The dataset card as JSON text: a dict that json can write."""
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a dict of names to JSON values, not {type(metadata).__name__}")
+    try:
+        return json.dumps(dict(metadata), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"metadata is not JSON: {e}") from None
+
+
+def _write_fields(cls, path, fields: Mapping, codecs, chunk_bytes, progress, min_savings, shard_records, layout=None,
+                  metadata=None):
     """``Dataset.write(path, {name: samples, ...})``: numpy blocks handed to the native
     writer, which owns the fields' rules, the shards and the commit."""
     if not fields:
@@ -810,7 +863,7 @@ def _write_fields(cls, path, fields: Mapping, codec, chunk_bytes, progress, min_
             "kind": "ragged" if src.ragged else "fixed",
             "dtype": src.dtype.str,
             "shape": [] if src.ragged else list(src.shape),
-            "codec": codec,
+            "codec": codecs[src.name],
         }
         for src in sources
     ]
@@ -829,6 +882,8 @@ def _write_fields(cls, path, fields: Mapping, codec, chunk_bytes, progress, min_
     writer = _zrecord._DatasetWriter(
         Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout
     )
+    if metadata is not None:
+        writer.set_metadata(metadata)
     written = 0
     try:
         with reporter(progress, "write", "sample") as report:

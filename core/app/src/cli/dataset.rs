@@ -111,6 +111,16 @@ pub(super) fn inspect<H: Host>(host: &mut H, dir: &str, m: &Manifest, as_json: b
     out.line(&format!("samples       {}", m.len()));
     out.line(&format!("shards        {}", m.shards.len()));
     out.line(&format!("fields        {}", describe(m)));
+    if let Some(card) = &m.metadata {
+        let text = serde_json::to_string(card).unwrap_or_default();
+        const SHOWN: usize = 400;
+        if text.len() <= SHOWN {
+            out.line(&format!("metadata      {text}"));
+        } else {
+            let cut = (0..=SHOWN).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            out.line(&format!("metadata      {} ... ({} bytes; --json shows it whole)", &text[..cut], text.len()));
+        }
+    }
     for (shard, field, r) in &reports {
         out.line(&format!(
             "  {shard}/{field:<16} {:>9} records  stored {:>12} bytes  raw {} flate {} zstd {}  bad entries {}  {}",
