@@ -372,3 +372,16 @@ fn overlapping_entries_are_refused_before_any_record_is_read() {
     let report = tools::inspect(&s).unwrap();
     assert!(report.problems.iter().any(|p| p.contains("table entries overlap")), "{:?}", report.problems);
 }
+
+#[test]
+fn a_layout_change_over_a_damaged_table_changes_nothing() {
+    let b = good_store();
+    set_entry(&b, 5, |e| e.codec = 9);
+    let (mut s, mut w) = Store::open(b.clone(), Options::default()).unwrap();
+    assert_err!(s.set_layout(&mut w, FileLayout::Dense).unwrap_err(), Error::Decode { index: 5, .. });
+    assert_eq!(s.layout(), FileLayout::Sparse);
+    drop((s, w));
+    assert_eq!(meta(&b).len().unwrap(), META_LEN);
+    assert_eq!(header(&b), open_ro(&b).unwrap().header());
+    assert_eq!(open_ro(&b).unwrap().layout(), FileLayout::Sparse);
+}

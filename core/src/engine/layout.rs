@@ -36,8 +36,10 @@ impl<B: Backend> Store<B> {
         let header = w.header;
         match layout {
             FileLayout::Dense => {
-                self.write_version(w, &header, FileLayout::Dense)?;
+                // The table is read (and checked) before anything changes: a damaged entry
+                // fails the call with the store as it was.
                 let ends = self.chunk_ends(&header)?;
+                self.write_version(w, &header, FileLayout::Dense)?;
                 let sums_len = slot_offset(header.length);
                 self.resize_files(w, entry_offset(header.length), &ends, sums_len)?;
             }
