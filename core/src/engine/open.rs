@@ -67,7 +67,13 @@ impl<B: Backend> Store<B> {
         }
         let mut raw = [0u8; HEADER_LEN];
         meta.read_at(0, &mut raw)?;
-        let (mut header, layout) = Header::decode_with_layout(&raw)?;
+        let (mut header, layout) = match Header::decode_with_layout(&raw) {
+            Ok(decoded) => decoded,
+            // Not a header: a file of a sparse store's size is damaged inside; any other
+            // size is named first, as it always was (a truncated or foreign file).
+            Err(e) if meta_len == META_LEN => return Err(e.into()),
+            Err(_) => return Err(FormatError::MetaSize { found: meta_len, expected: META_LEN }.into()),
+        };
         if !layout.meta_len_ok(meta_len, header.length) {
             return Err(meta_size_error(layout, meta_len, header.length).into());
         }

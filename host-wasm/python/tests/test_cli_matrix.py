@@ -106,6 +106,14 @@ CASES = {
     "delete-missing-store": ([["delete", "missing.zr", "1"]], 2, "missing.zr: no such store directory"),
     "compact": ([["delete", "good.zr", "0", "1", "2"], ["compact", "good.zr"]], 0, "compacted 17 records: chunk bytes"),
     "compact-garbage": ([["compact", "garbage.zr"]], 2, "zr: error: garbage.zr: not a zrecord store"),
+    "layout-dense": ([["layout", "good.zr", "dense"], ["inspect", "good.zr"]], 0, "layout        dense"),
+    "layout-round-trip": (
+        [["layout", "good.zr", "dense"], ["layout", "good.zr", "sparse"], ["verify", "good.zr"]],
+        0,
+        "20 records checked, 0 bad",
+    ),
+    "layout-unknown": ([["layout", "good.zr", "thin"]], 2, "zr: error: layout takes dense or sparse, not \"thin\""),
+    "layout-garbage": ([["layout", "garbage.zr", "dense"]], 2, "zr: error: garbage.zr: not a zrecord store"),
 }
 
 
