@@ -178,10 +178,12 @@ def test_zr_layout_and_inspect_say_which(tmp_path):
 
     assert "dense" in zr("inspect", path / "shard-000000" / "image")
     said = zr("layout", path, "sparse")
-    assert said == f"{path} now sparse: 12 of 12 stores changed, 0 already were (files resized again)\n"
+    assert said == f"{path} now sparse: 12 of 12 stores changed\n"
     report = json.loads(zr("inspect", path, "--json"))
     assert [s["inspection"]["layout"] for s in report["stores"]] == ["sparse"] * 12
     assert "12 of 12 stores changed" in zr("layout", path, "dense")
+    assert zr("layout", path / "shard-000001" / "label", "dense").endswith(
+        "0 of 1 stores changed; 1 already were (their files sized again)\n")
     bad = subprocess.run([ZR, "layout", str(path), "thin"], capture_output=True, text=True)
     assert bad.returncode == 2 and "layout takes dense or sparse" in bad.stderr
 

@@ -280,8 +280,13 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
                 }
             }
             let shown = host.shown(&store);
+            let already = if finished > 0 {
+                format!("; {finished} already were (their files sized again)")
+            } else {
+                String::new()
+            };
             Out { host, closed: false }.line(&format!(
-                "{shown} now {}: {changed} of {} stores changed, {finished} already were (files resized again)",
+                "{shown} now {}: {changed} of {} stores changed{already}",
                 layout.name(),
                 paths.len()
             ));
