@@ -554,6 +554,7 @@ fn a_dataset_is_written_dense_and_changes_layout_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ds");
     let ds = write(&path, 0, 900, 300, 128);
+    let id = ds.id().unwrap();
     let stored: u64 = ds.stores().map(|s| s.stats().unwrap().live_bytes).sum();
     let store_count = ds.stores().count() as u64;
     assert_eq!(store_count, 9);
@@ -580,6 +581,8 @@ fn a_dataset_is_written_dense_and_changes_layout_both_ways() {
     for s in ds.stores() {
         assert_eq!(s.layout(), FileLayout::Sparse);
     }
+    // No record moved: a state saved before resumes after.
+    assert_eq!(ds.id().unwrap(), id);
     for i in (0..900).step_by(37) {
         check_sample(&ds, i);
     }
