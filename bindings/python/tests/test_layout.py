@@ -225,3 +225,36 @@ def test_a_layout_change_killed_anywhere_leaves_a_readable_dataset(tmp_path):
         zrecord.set_layout(path, "dense")
         assert {zrecord.inspect(d).layout for d in store_dirs(path)} == {"dense"}
         assert sizes(path)[0] <= budget(path)
+
+
+def test_a_dataset_written_by_zrecord_0_2_opens_and_converts(tmp_path, loaderx):
+    """tests/golden/zrecord-0.2-dataset: what the last release wrote (sparse stores, a
+    version 1 manifest), kept as used bytes plus each file's size; expanded here with holes."""
+    golden = Path(__file__).resolve().parents[3] / "tests" / "golden" / "zrecord-0.2-dataset"
+    lengths = json.loads((golden / "sizes.json").read_text())["sizes"]
+    path = tmp_path / "ds"
+    for rel, size in lengths.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        with open(path / rel, "wb") as f:
+            f.write((golden / rel).read_bytes())
+            f.truncate(size)
+    # The samples it was written with (the same generator, in the same order).
+    rng = np.random.default_rng(7)
+    docs = [np.arange(int(k), dtype=np.uint16) + i for i, k in enumerate(rng.integers(1, 20, 60))]
+    images = rng.integers(0, 255, (60, 2, 3), dtype=np.uint8)
+
+    def check():
+        ds = Dataset(path)
+        assert len(ds) == 60 and ds.shards == 2 and ds.metadata == {}
+        np.testing.assert_array_equal(ds[np.arange(60)]["image"], images)
+        for i in (0, 39, 40, 59):
+            np.testing.assert_array_equal(ds[i]["tokens"], docs[i])
+        ds.close()
+
+    check()
+    assert {zrecord.inspect(d).layout for d in store_dirs(path)} == {"sparse"}
+    got = loaderx.Dataset(str(path / "shard-000001" / "image"))
+    np.testing.assert_array_equal(got[np.arange(len(got))], images[40:])
+    assert zrecord.set_layout(path, "dense") == (4, 4)
+    check()
+    assert sizes(path)[0] < 1 << 20
