@@ -20,6 +20,8 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
+pub mod values;
+
 use crate::error::FormatError;
 use crate::{Codec, MAX_RECORDS};
 
@@ -30,8 +32,9 @@ pub const FORMAT: &str = "zrecord-dataset";
 /// The newest manifest version this build reads. A reader refuses a higher version (it
 /// could not know what changed) instead of misreading it. A writer writes the lowest
 /// version that holds what the manifest has ([`Manifest::needed_version`]): 1 without a
-/// dataset card, 2 with one, so datasets without a card stay readable by earlier builds.
-pub const VERSION: u32 = 2;
+/// dataset card, 2 with one, 3 with a bytes or string field, so datasets without them
+/// stay readable by earlier builds.
+pub const VERSION: u32 = 3;
 /// The version of a manifest with no key past version 1's.
 pub const VERSION_1: u32 = 1;
 /// Upper bound on the dataset card ([`Manifest::metadata`]), as compact JSON.
@@ -42,7 +45,7 @@ pub const MAX_SAMPLES: u64 = crate::stream::MAX_POSITION;
 pub const MAX_MANIFEST_LEN: u64 = 64 << 20;
 
 /// The shape of one field's samples.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FieldKind {
     /// Every sample has the same shape (empty for scalars); one record per sample, exactly
@@ -50,6 +53,24 @@ pub enum FieldKind {
     Fixed,
     /// Every sample is a 1-D sequence of its own length (at least one element).
     Ragged,
+    /// Every sample is a byte string of its own length, empty included (manifest version
+    /// 3): its record is the bytes and a stop byte ([`values`]).
+    Bytes,
+    /// Every sample is a UTF-8 string, empty included (manifest version 3), checked when
+    /// written and when read; stored as a bytes field is.
+    String,
+}
+
+impl FieldKind {
+    /// The kind's name in the manifest.
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldKind::Fixed => "fixed",
+            FieldKind::Ragged => "ragged",
+            FieldKind::Bytes => "bytes",
+            FieldKind::String => "string",
+        }
+    }
 }
 
 /// One named field of a dataset.
@@ -91,9 +112,36 @@ impl Field {
         }
     }
 
-    /// True for a ragged field.
+    /// A field of byte strings ([`FieldKind::Bytes`]).
+    pub fn bytes(name: &str, codec: Codec) -> Self {
+        Field { kind: FieldKind::Bytes, ..Field::ragged(name, "|u1", codec) }
+    }
+
+    /// A field of UTF-8 strings ([`FieldKind::String`]).
+    pub fn string(name: &str, codec: Codec) -> Self {
+        Field { kind: FieldKind::String, ..Field::ragged(name, "|u1", codec) }
+    }
+
+    /// True for a field whose samples differ in length: ragged, bytes and string fields
+    /// (gathered as values and offsets).
     pub fn is_ragged(&self) -> bool {
-        self.kind == FieldKind::Ragged
+        self.kind != FieldKind::Fixed
+    }
+
+    /// True for a bytes or string field: each record is a value and its stop byte
+    /// ([`values`]).
+    pub fn has_stop_byte(&self) -> bool {
+        matches!(self.kind, FieldKind::Bytes | FieldKind::String)
+    }
+
+    /// The field's type in words, for messages: `<i8[3, 4]` (fixed), `ragged <u2`,
+    /// `bytes`, `string`.
+    pub fn type_name(&self) -> String {
+        match self.kind {
+            FieldKind::Fixed => format!("{}{:?}", self.dtype, self.shape),
+            FieldKind::Ragged => format!("ragged {}", self.dtype),
+            kind => kind.name().into(),
+        }
     }
 
     /// Bytes of one element.
@@ -138,7 +186,17 @@ impl Field {
         }
         let item = self.itemsize()?;
         self.codec()?;
+        if self.has_stop_byte() && (self.dtype != "|u1" || !self.shape.is_empty()) {
+            return Err(FormatError::Container(format!(
+                "field {:?}: a {} field holds bytes (dtype \"|u1\", no shape), found {:?} of shape {:?}",
+                self.name,
+                self.kind.name(),
+                self.dtype,
+                self.shape
+            )));
+        }
         match self.kind {
+            FieldKind::Bytes | FieldKind::String => Ok(()),
             FieldKind::Ragged if !self.shape.is_empty() => Err(FormatError::Container(format!(
                 "field {:?}: a ragged field has no fixed shape, found {:?}",
                 self.name, self.shape
@@ -262,6 +320,13 @@ impl Manifest {
             return Err(bad("a version 1 manifest holds \"metadata\", which came with version 2".into()));
         }
         let m: Manifest = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+        if let Some(f) = m.fields.iter().find(|f| f.has_stop_byte()).filter(|_| version < 3) {
+            return Err(bad(format!(
+                "a version {version} manifest holds field {:?} of kind {}, which came with version 3",
+                f.name,
+                f.kind.name()
+            )));
+        }
         m.check().map_err(|e| bad(e.to_string()))?;
         Ok(m)
     }
@@ -306,9 +371,12 @@ impl Manifest {
         Ok(())
     }
 
-    /// The lowest version that holds this manifest: 2 with a dataset card, else 1.
+    /// The lowest version that holds this manifest: 3 with a bytes or string field, 2
+    /// with a dataset card, else 1.
     pub fn needed_version(&self) -> u32 {
-        if self.metadata.is_some() {
+        if self.fields.iter().any(Field::has_stop_byte) {
+            3
+        } else if self.metadata.is_some() {
             2
         } else {
             VERSION_1
@@ -468,7 +536,7 @@ mod tests {
         let truncated = &text.as_bytes()[..text.len() / 2];
         let e = Manifest::from_json(truncated).unwrap_err().to_string();
         assert!(e.contains(MANIFEST_FILE), "{e}");
-        let newer = text.replace("\"version\": 1", "\"version\": 3");
+        let newer = text.replace("\"version\": 1", "\"version\": 4");
         let e = Manifest::from_json(newer.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("newer"), "{e}");
     }
@@ -494,6 +562,26 @@ mod tests {
         hostile.metadata = Some(serde_json::from_str(&big).unwrap());
         let e = Manifest::from_json(hostile.to_json().as_bytes()).unwrap_err();
         assert!(e.to_string().contains("limit"), "{e}");
+    }
+
+    #[test]
+    fn bytes_and_string_fields_are_version_3() {
+        let mut m = sample();
+        m.fields.push(Field::string("caption", Codec::Flate));
+        m.fields.push(Field::bytes("jpeg", Codec::Raw));
+        let text = m.to_json();
+        assert!(text.contains("\"version\": 3") && text.contains("\"kind\": \"string\""), "{text}");
+        assert_eq!(Manifest::from_json(text.as_bytes()).unwrap().fields, m.fields);
+        assert!(m.fields[3].is_ragged() && m.fields[3].has_stop_byte() && !m.fields[2].has_stop_byte());
+        // Written by a build that did not know the kind: refused, naming it.
+        let e = Manifest::from_json(text.replace("\"version\": 3", "\"version\": 2").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("\"caption\" of kind string, which came with version 3"), "{e}");
+        let mut wide = Field::bytes("b", Codec::Raw);
+        wide.dtype = "<u2".into();
+        assert!(Manifest::new(vec![wide]).unwrap_err().to_string().contains("a bytes field holds bytes"));
+        let mut shaped = Field::string("s", Codec::Raw);
+        shaped.shape = vec![2];
+        assert!(Manifest::new(vec![shaped]).is_err());
     }
 
     #[test]

@@ -400,6 +400,19 @@ pub enum DecodeError {
     /// The DEFLATE stream is malformed.
     #[error("corrupt compressed stream")]
     Corrupt,
+    /// A record of a bytes or string field does not end in the stop byte
+    /// ([`crate::dataset::values::STOP_BYTE`]).
+    #[error("ends in byte {found:#04x}, not the stop byte of a bytes or string field")]
+    NoStopByte {
+        /// The last byte found.
+        found: u8,
+    },
+    /// A record of a string field is not UTF-8.
+    #[error("is not UTF-8 (first bad byte at {at})")]
+    NotUtf8 {
+        /// Byte offset of the first invalid sequence within the value.
+        at: u32,
+    },
 }
 
 /// What kind of I/O failure happened, as far as the core needs to know.

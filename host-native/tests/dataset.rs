@@ -388,7 +388,7 @@ fn fields_round_trip_through_npy_files_and_npz() {
         assert_eq!(back.len(), 2500);
         assert_eq!(back.shard_count(), 5);
         // The same fields; the codec is the import's (raw labels come back as flate).
-        let shape = |f: &Field| (f.name.clone(), f.kind.clone(), f.dtype.clone(), f.shape.clone());
+        let shape = |f: &Field| (f.name.clone(), f.kind, f.dtype.clone(), f.shape.clone());
         assert_eq!(
             back.fields().iter().map(shape).collect::<Vec<_>>(),
             ds.fields().iter().map(shape).collect::<Vec<_>>()
@@ -603,4 +603,59 @@ fn a_dataset_is_written_dense_and_changes_layout_both_ways() {
     assert_eq!(store.layout(), FileLayout::Sparse);
     drop(store);
     assert_eq!(Zrecord::open_read_only(path.join("shard-000003/tokens")).unwrap().layout(), FileLayout::Sparse);
+}
+
+#[test]
+fn bytes_and_string_fields_read_back_their_values_and_name_a_damaged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let texts = ["", "caption one", "naïve ✓", "", "last"];
+    let fields = vec![Field::string("caption", Codec::Raw), Field::bytes("blob", Codec::Raw)];
+    let mut w =
+        DatasetWriter::open(&path, fields, WriteOptions { shard_records: 3, ..WriteOptions::default() }).unwrap();
+    let mut values = Vec::new();
+    let mut offsets = vec![0u64];
+    for t in texts {
+        values.extend_from_slice(t.as_bytes());
+        offsets.push(values.len() as u64);
+    }
+    let column = Column::Ragged { values: &values, offsets: &offsets };
+    // A string that is not UTF-8 is refused, naming the field and the sample.
+    let bad = [b'a', 0xff];
+    let e = w.write(&[Column::Ragged { values: &bad, offsets: &[0, 1, 2] }, column]).unwrap_err();
+    assert!(e.to_string().contains("caption") && e.to_string().contains("sample 1: not UTF-8"), "{e}");
+    w.write(&[column, column]).unwrap();
+    w.commit().unwrap();
+
+    let ds = Arc::new(Dataset::open(&path).unwrap());
+    let (got, at) = ds.gather_ragged(0, &[4, 0, 2, 1]).unwrap();
+    let strings: Vec<&str> =
+        at.windows(2).map(|w| std::str::from_utf8(&got[w[0] as usize..w[1] as usize]).unwrap()).collect();
+    assert_eq!(strings, ["last", "", "naïve ✓", "caption one"]);
+    // The loader's batches hold the values, without stop bytes, across both shards.
+    let source = Source::dataset(ds.clone()).unwrap();
+    let stream = Stream::new(source.id(), Mode::Sequential, 0, 5).unwrap();
+    let loader =
+        Loader::new(stream, vec![source], LoaderOptions { num_workers: 1, ..LoaderOptions::default() }).unwrap();
+    let batch = loader.next().unwrap().unwrap();
+    let Some(RaggedField::Offsets(bounds)) = &batch.ragged[1] else { panic!("{:?}", batch.ragged) };
+    assert_eq!(bounds, &[0, 0, 11, 21, 21, 25]);
+    assert_eq!(batch.fields[1], values);
+    loader.close();
+    drop(ds);
+
+    // Record 1 of shard 1 ("last" and its stop byte, raw): its stop byte made another
+    // byte. With checksums off, the read still refuses it, naming store and record.
+    let chunk = path.join("shard-000001").join("caption").join("0.zr");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"last\0").expect("the record's bytes");
+    bytes[at + 4] = b'!';
+    std::fs::write(&chunk, &bytes).unwrap();
+    let unchecked =
+        Dataset::open_with(&path, zrecord::DatasetOptions { verify: zrecord::Verify::Never, ..Default::default() })
+            .unwrap();
+    let e = unchecked.gather_ragged(0, &[3, 4]).unwrap_err();
+    assert!(e.path.ends_with("shard-000001/caption"), "{e}");
+    assert_eq!(e.record(), Some(1), "{e}");
+    assert!(matches!(e.source, Error::Decode { source: zrecord::DecodeError::NoStopByte { found: b'!' }, .. }), "{e}");
 }

@@ -50,7 +50,7 @@ fn call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, DatasetError> + S
 fn field_dict<'py>(py: Python<'py>, f: &Field) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &f.name)?;
-    d.set_item("kind", if f.is_ragged() { "ragged" } else { "fixed" })?;
+    d.set_item("kind", f.kind.name())?;
     d.set_item("dtype", &f.dtype)?;
     d.set_item("shape", PyTuple::new(py, &f.shape)?)?;
     d.set_item("codec", &f.codec)?;
@@ -158,7 +158,8 @@ impl PyDataset {
         Ok(self.handle(py)?.is_read_only())
     }
 
-    /// A list of dicts: name, kind ("fixed" or "ragged"), dtype, shape, codec.
+    /// A list of dicts: name, kind ("fixed", "ragged", "bytes" or "string"), dtype, shape,
+    /// codec.
     #[getter]
     fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let ds = self.handle(py)?;
@@ -274,8 +275,9 @@ pub struct PyDatasetWriter {
 
 #[pymethods]
 impl PyDatasetWriter {
-    /// `fields`: a list of dicts with name, kind ("fixed" or "ragged"), dtype (numpy's
-    /// `dtype.str`), shape (fixed only) and codec.
+    /// `fields`: a list of dicts with name, kind ("fixed", "ragged", "bytes" or "string"),
+    /// dtype (numpy's `dtype.str`; "|u1" for bytes and string), shape (fixed only) and
+    /// codec.
     #[new]
     #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None))]
     fn new(
@@ -295,7 +297,13 @@ impl PyDatasetWriter {
             defs.push(match kind.as_str() {
                 "fixed" => Field::fixed(&name, &dtype, &item.get_item("shape")?.extract::<Vec<u64>>()?, codec),
                 "ragged" => Field::ragged(&name, &dtype, codec),
-                other => return Err(PyValueError::new_err(format!("field kind {other:?} is not fixed or ragged"))),
+                "bytes" => Field::bytes(&name, codec),
+                "string" => Field::string(&name, codec),
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "field kind {other:?} is not fixed, ragged, bytes or string"
+                    )))
+                }
             });
         }
         let mut options = WriteOptions::default();

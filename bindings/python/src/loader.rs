@@ -19,7 +19,7 @@ use std::sync::Arc;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use zrecord::{
     BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, PackMode,
     PackOptions, RaggedField, Source, Stream, StreamState, Transform, Warm,
@@ -164,9 +164,14 @@ impl Layout {
                 let int64 = py.import("numpy")?.getattr("int64")?;
                 let mut fixed = self.views.iter();
                 let mut keys = named.keys.iter();
-                for ((buf, layout), dtype) in batch.fields.into_iter().zip(batch.ragged).zip(&named.dtypes) {
+                let per_field = batch.fields.into_iter().zip(batch.ragged).zip(&named.dtypes).zip(&named.strings);
+                for (((buf, layout), dtype), &string) in per_field {
                     let key = keys.next().expect("a key per array");
                     match layout {
+                        Some(RaggedField::Offsets(offsets)) if string => {
+                            out.set_item(key, strings(py, &buf, &offsets)?)?;
+                            self.buffers.give(buf);
+                        }
                         None => {
                             let view = fixed.next().expect("one view per fixed field");
                             out.set_item(key, view.to_array(py, buf, &self.buffers)?)?;
@@ -197,9 +202,21 @@ impl Layout {
     }
 }
 
+/// A string field's values (checked UTF-8 by the gather) as a list of `str`.
+fn strings<'py>(py: Python<'py>, values: &[u8], offsets: &[u64]) -> PyResult<Bound<'py, PyList>> {
+    let items = offsets.windows(2).map(|w| {
+        let text = std::str::from_utf8(&values[w[0] as usize..w[1] as usize])
+            .map_err(|e| error::zrecord_error(py, error::INTERNAL, format!("a string value is not UTF-8: {e}")))?;
+        Ok(PyString::new(py, text))
+    });
+    PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)
+}
+
 struct Named {
     dtypes: Vec<Py<PyAny>>,
     keys: Vec<String>,
+    /// Per field: true for a string field, handed out as a list of `str` (no offsets key).
+    strings: Vec<bool>,
 }
 
 impl Pipeline {
@@ -589,11 +606,14 @@ fn named_views(
 ) -> PyResult<(Vec<View>, Option<Named>)> {
     let handle = dataset.handle(py)?;
     let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
-    let (mut views, mut dtypes, mut keys) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut views, mut dtypes, mut keys, mut strings) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for f in handle.fields() {
         let dtype = numpy_dtype.call1((f.dtype.as_str(),))?.unbind();
         keys.push(f.name.clone());
-        if f.is_ragged() {
+        strings.push(f.kind == zrecord::FieldKind::String);
+        if f.kind == zrecord::FieldKind::String {
+            // A list of str: no offsets beside it.
+        } else if f.is_ragged() {
             let padded = pads.is_some_and(|p| p.contains(f.name.as_str()).unwrap_or(false));
             keys.push(format!("{}{}", f.name, if padded { "_lengths" } else { "_offsets" }));
         } else {
@@ -602,7 +622,7 @@ fn named_views(
         }
         dtypes.push(dtype);
     }
-    Ok((views, Some(Named { dtypes, keys })))
+    Ok((views, Some(Named { dtypes, keys, strings })))
 }
 
 impl Drop for Pipeline {

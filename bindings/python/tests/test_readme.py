@@ -24,10 +24,10 @@ def quick_start() -> str:
 
 
 def python_guide() -> str:
-    """docs/python.md's python blocks, in order: the fields example, then the tools example,
-    which reads the stores the quick start wrote."""
+    """docs/python.md's python blocks, in order: the fields example, the bytes and strings
+    example, then the tools example, which reads the stores the quick start wrote."""
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "python.md").read_text(), re.S)
-    assert len(blocks) == 2, "docs/python.md: expected the fields and the tools examples"
+    assert len(blocks) == 3, "docs/python.md: expected the fields, typed fields and tools examples"
     return "\n".join(blocks)
 
 
@@ -44,6 +44,8 @@ def test_python_guide_after_the_quick_start(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "Field(name='tokens', kind='ragged'" in out.stdout and " 1000 3" in out.stdout, out.stdout
     assert "1000 1000" in out.stdout
+    assert "[('jpeg', 'bytes'), ('caption', 'string'), ('ids', 'ragged'), ('label', 'fixed')]" in out.stdout
+    assert "a red kite b''" in out.stdout, out.stdout
     np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), np.load(tmp_path / "data.npy"))
 
 

@@ -5,7 +5,9 @@
 //! - a fixed field `NAME` is `NAME.npy`, samples along axis 0;
 //! - a ragged field `NAME` is `NAME.npy`, every sample's elements back to back (1-D), and
 //!   `NAME_offsets.npy`, `n + 1` integer element offsets starting at 0 (Arrow's list
-//!   layout): sample `k` is `values[offsets[k]..offsets[k + 1]]`.
+//!   layout): sample `k` is `values[offsets[k]..offsets[k + 1]]`;
+//! - a bytes or string field is exported as a ragged `uint8` field of its values (UTF-8
+//!   for strings); imported again, it is a ragged field.
 //!
 //! `NAME_offsets.npy` is read as offsets only when `NAME.npy` is there too; otherwise it is a
 //! field of its own. An input is a directory of such files or an `.npz` holding them (what
@@ -585,6 +587,8 @@ pub fn export_npy(
         // record lengths, which decodes nothing), then values, then offsets.
         const WINDOW: u64 = 1 << 16;
         let item = ds.itemsize(f) as u64;
+        // A bytes or string field's records end in a stop byte, which the files leave out.
+        let stop = u64::from(field.has_stop_byte());
         let mut value_bytes = 0u64;
         let mut at = 0u64;
         while at < n {
@@ -593,7 +597,7 @@ pub fn export_npy(
             idx.extend(at..at + k);
             lens.resize(k as usize, 0);
             ds.byte_lengths(f, &idx, &mut lens)?;
-            value_bytes += lens.iter().sum::<u64>();
+            value_bytes += lens.iter().sum::<u64>() - k * stop;
             at += k;
         }
         sink.begin(&format!("{name}.npy")).map_err(|e| out_err(&sink, e))?;
@@ -621,9 +625,14 @@ pub fn export_npy(
                     starts.push(s);
                     s += len;
                 }
-                buf.resize(bytes as usize, 0);
-                ds.gather_at(f, &idx[from..to], &mut buf, &starts)?;
-                sink.write(&buf).map_err(|e| out_err(&sink, e))?;
+                if stop == 1 {
+                    let (values, _) = ds.gather_ragged(f, &idx[from..to])?;
+                    sink.write(&values).map_err(|e| out_err(&sink, e))?;
+                } else {
+                    buf.resize(bytes as usize, 0);
+                    ds.gather_at(f, &idx[from..to], &mut buf, &starts)?;
+                    sink.write(&buf).map_err(|e| out_err(&sink, e))?;
+                }
                 done += (to - from) as u64;
                 progress(done, total);
                 from = to;
@@ -643,7 +652,7 @@ pub fn export_npy(
             ds.byte_lengths(f, &idx, &mut lens)?;
             buf.clear();
             for &len in &lens {
-                end += len / item;
+                end += (len - stop) / item;
                 buf.extend_from_slice(&(end as i64).to_le_bytes());
             }
             sink.write(&buf).map_err(|e| out_err(&sink, e))?;

@@ -31,8 +31,8 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use zrecord_core::dataset::{Field, Layout, Manifest, ShardGroup};
-use zrecord_core::error::Error;
+use zrecord_core::dataset::{Field, FieldKind, Layout, Manifest, ShardGroup};
+use zrecord_core::error::{DecodeError, Error};
 use zrecord_core::stream::DatasetId;
 
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
@@ -340,7 +340,9 @@ impl Dataset {
     }
 
     /// Field `f` of the samples `indices`, ragged or fixed, as the flat bytes of all of
-    /// them and the byte offset of each (`indices.len() + 1` offsets, starting at 0).
+    /// them and the byte offset of each (`indices.len() + 1` offsets, starting at 0). A
+    /// bytes or string field gives its values (each record's stop byte stripped; a string
+    /// field's checked to be UTF-8).
     pub fn gather_ragged(&self, f: usize, indices: &[u64]) -> Result<(Vec<u8>, Vec<u64>), DatasetError> {
         let mut lengths = vec![0u64; indices.len()];
         self.byte_lengths(f, indices, &mut lengths)?;
@@ -353,7 +355,22 @@ impl Dataset {
         }
         let mut values = vec![0u8; total as usize];
         self.gather_at(f, indices, &mut values, &offsets[..indices.len()])?;
+        if self.fields[f].has_stop_byte() {
+            let text = self.fields[f].kind == FieldKind::String;
+            let len = zrecord_core::dataset::values::strip(&mut values, &mut offsets, text)
+                .map_err(|(k, why)| self.value_error(f, indices[k], why))?;
+            values.truncate(len);
+        }
         Ok((values, offsets))
+    }
+
+    /// The error of a bytes or string record of sample `index` (field `f`) that is not a
+    /// value ([`zrecord_core::dataset::values::strip`]): its store and record named.
+    pub(crate) fn value_error(&self, f: usize, index: u64, why: DecodeError) -> DatasetError {
+        match self.layout.locate(index) {
+            Some((s, local)) => self.error(s, f, Error::Decode { index: local, source: why }),
+            None => self.out_of_range(index),
+        }
     }
 
     /// Footprint of every store in bytes ([`Zrecord::footprint`]).

@@ -18,7 +18,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use zrecord_core::dataset::{shard_dir, Field, Manifest, ShardEntry, MANIFEST_FILE};
+use zrecord_core::dataset::values::{self, ValueError};
+use zrecord_core::dataset::{shard_dir, Field, FieldKind, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, FormatError, IoError};
 use zrecord_core::format::FileLayout;
 use zrecord_core::schema::SCHEMA_FILE;
@@ -264,32 +265,10 @@ impl DatasetWriter {
                     let Some(count) = offsets.len().checked_sub(1) else {
                         return Err(bad("a ragged column needs n + 1 offsets, got none".into()));
                     };
-                    let item = self.itemsizes[f];
-                    for (k, w) in offsets.windows(2).enumerate() {
-                        let sample = self.len() + k as u64;
-                        if w[1] < w[0] || w[1] > values.len() as u64 {
-                            return Err(bad(format!(
-                                "sample {sample}: offsets {}..{} are outside the {} value bytes",
-                                w[0],
-                                w[1],
-                                values.len()
-                            )));
-                        }
-                        let len = w[1] - w[0];
-                        if len == 0 {
-                            return Err(bad(format!(
-                                "sample {sample} is empty; a ragged sample needs at least one element"
-                            )));
-                        }
-                        if !len.is_multiple_of(item) {
-                            return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
-                        }
-                        if len > u64::from(MAX_RECORD_LEN) {
-                            return Err(bad(format!(
-                                "sample {sample} holds {} elements ({len} bytes), over the {MAX_RECORD_LEN}-byte record limit",
-                                len / item
-                            )));
-                        }
+                    if field.has_stop_byte() {
+                        self.check_values(field, values, offsets)?;
+                    } else {
+                        self.check_ragged(f, values, offsets)?;
                     }
                     count as u64
                 }
@@ -311,6 +290,63 @@ impl DatasetWriter {
         Ok(n)
     }
 
+    /// Checks a ragged column's samples: offsets in order and within the values, each
+    /// sample non-empty, a whole number of elements and within the record limit.
+    fn check_ragged(&self, f: usize, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
+        let field = &self.manifest.fields[f];
+        let bad = |what: String| DatasetError::at(&self.path, Some(&field.name), Error::InvalidArgument(what));
+        let item = self.itemsizes[f];
+        for (k, w) in offsets.windows(2).enumerate() {
+            let sample = self.len() + k as u64;
+            if w[1] < w[0] || w[1] > values.len() as u64 {
+                return Err(bad(format!(
+                    "sample {sample}: offsets {}..{} are outside the {} value bytes",
+                    w[0],
+                    w[1],
+                    values.len()
+                )));
+            }
+            let len = w[1] - w[0];
+            if len == 0 {
+                return Err(bad(format!("sample {sample} is empty; a ragged sample needs at least one element")));
+            }
+            if !len.is_multiple_of(item) {
+                return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
+            }
+            if len > u64::from(MAX_RECORD_LEN) {
+                return Err(bad(format!(
+                    "sample {sample} holds {} elements ({len} bytes), over the {MAX_RECORD_LEN}-byte record limit",
+                    len / item
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a bytes or string column: offsets in order and within the values, every
+    /// value at most [`values::MAX_VALUE_LEN`] bytes, a string field's values UTF-8.
+    fn check_values(&self, field: &Field, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
+        let text = field.kind == FieldKind::String;
+        let count = offsets.len().saturating_sub(1);
+        values::check(values, offsets, 0, count, text).map(drop).map_err(|e| {
+            let what = match e {
+                ValueError::TooLong { sample, len } => format!(
+                    "sample {}: {len} bytes is over the {}-byte limit of a {} value",
+                    self.len() + sample as u64,
+                    values::MAX_VALUE_LEN,
+                    field.kind.name()
+                ),
+                ValueError::NotUtf8 { sample, at } => {
+                    format!("sample {}: not UTF-8 (the first bad byte is at {at})", self.len() + sample as u64)
+                }
+                ValueError::BadOffsets { at } => {
+                    format!("offset {at} is below the one before it or past the {} value bytes", values.len())
+                }
+            };
+            DatasetError::at(&self.path, Some(&field.name), Error::InvalidArgument(what))
+        })
+    }
+
     fn stage(&mut self, columns: &[Column<'_>], from: usize, to: usize) -> Result<(), DatasetError> {
         let current = self.current.as_ref().expect("a shard is open");
         for (f, (column, store)) in columns.iter().zip(&current.stores).enumerate() {
@@ -321,6 +357,12 @@ impl DatasetWriter {
                     let size = self.sample_lens[f].expect("checked: a fixed field") as usize;
                     let src = &bytes[from * size..to * size];
                     store.stage_with(src, to - from, size, policy).map_err(at)?;
+                }
+                Column::Ragged { values, offsets } if self.manifest.fields[f].has_stop_byte() => {
+                    // Checked already (`check_values`): only the stop bytes to add.
+                    let r = values::records(values, offsets, from, to, false)
+                        .map_err(|e| at(Error::InvalidArgument(format!("{e:?}"))))?;
+                    store.stage_var_with(&r.bytes, &r.starts, &r.lens, policy).map_err(at)?;
                 }
                 Column::Ragged { values, offsets } => {
                     let starts = &offsets[from..to];
@@ -482,16 +524,7 @@ fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError>
 
 /// The fields, as errors show them.
 pub(crate) fn describe(fields: &[Field]) -> String {
-    let parts: Vec<String> = fields
-        .iter()
-        .map(|f| {
-            if f.is_ragged() {
-                format!("{}: ragged {}", f.name, f.dtype)
-            } else {
-                format!("{}: {}{:?}", f.name, f.dtype, f.shape)
-            }
-        })
-        .collect();
+    let parts: Vec<String> = fields.iter().map(|f| format!("{}: {}", f.name, f.type_name())).collect();
     format!("[{}]", parts.join(", "))
 }
 

@@ -88,6 +88,9 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
                 let (mut buf, _) = buffers.take(total as usize).map_err(oom)?;
                 put(sources, &groups, f, &job.indices, &mut buf, &offsets)?;
                 offsets.push(total);
+                if first.dataset.fields()[f].has_stop_byte() {
+                    strip(sources, &job, f, &mut buf, &mut offsets)?;
+                }
                 offsets.iter_mut().for_each(|o| *o /= item as u64);
                 (buf, RaggedField::Offsets(offsets))
             }
@@ -116,6 +119,18 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
         fetched: None,
         pack: None,
     })
+}
+
+/// A bytes or string field's records, gathered back to back, made its values: each stop
+/// byte stripped (a string field's values checked to be UTF-8), the buffer cut to them.
+fn strip(sources: &[Source], job: &Job, f: usize, buf: &mut Vec<u8>, offsets: &mut [u64]) -> Result<(), DatasetError> {
+    let text = sources[0].dataset.fields()[f].kind == zrecord_core::dataset::FieldKind::String;
+    let len = zrecord_core::dataset::values::strip(buf, offsets, text).map_err(|(k, why)| {
+        let source = &sources[job.sources.get(k).map_or(0, |&s| s as usize)];
+        source.dataset.value_error(f, job.indices[k], why)
+    })?;
+    buf.truncate(len);
+    Ok(())
 }
 
 /// Decodes field `f` of each slot at its byte offset, from its source.

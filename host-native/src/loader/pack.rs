@@ -103,6 +103,13 @@ impl Packing {
                 f.name, f.shape
             )));
         }
+        if f.has_stop_byte() {
+            return Err(LoaderError::Sources(format!(
+                "pack needs a ragged field of token documents; {:?} is a {} field (tokenize it first)",
+                f.name,
+                f.kind.name()
+            )));
+        }
         let (signed, item) = integer_dtype(&f.dtype).ok_or_else(|| {
             LoaderError::Sources(format!("pack needs integer tokens; field {:?} holds {}", f.name, f.dtype))
         })?;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use zrecord_core::dataset::Field;
+use zrecord_core::dataset::{Field, FieldKind};
 use zrecord_core::stream::{DatasetId, Stream};
 
 use super::LoaderError;
@@ -77,8 +77,10 @@ impl Source {
         let Some(f) = self.dataset.field_index(name) else {
             return Err(LoaderError::Sources(format!("pad names field {name:?}, which the dataset does not have")));
         };
-        if !self.dataset.fields()[f].is_ragged() {
-            return Err(LoaderError::Sources(format!("pad names field {name:?}, which is not ragged")));
+        let field = &self.dataset.fields()[f];
+        if field.kind != FieldKind::Ragged {
+            let what = if field.is_ragged() { format!("a {} field", field.kind.name()) } else { "fixed".into() };
+            return Err(LoaderError::Sources(format!("pad names field {name:?}, which is {what}, not ragged")));
         }
         if pad.len() != self.dataset.itemsize(f) {
             return Err(LoaderError::Sources(format!(
@@ -110,10 +112,10 @@ impl Source {
 
     /// What a mixture's sources must share: each field's kind, element size, sample size
     /// and padding.
-    pub(super) fn shape(&self) -> Vec<(bool, usize, usize, Option<Vec<u8>>)> {
+    pub(super) fn shape(&self) -> Vec<(FieldKind, usize, usize, Option<Vec<u8>>)> {
         let d = &self.dataset;
         (0..d.fields().len())
-            .map(|f| (d.fields()[f].is_ragged(), d.itemsize(f), d.sample_len(f), self.pads[f].clone()))
+            .map(|f| (d.fields()[f].kind, d.itemsize(f), d.sample_len(f), self.pads[f].clone()))
             .collect()
     }
 }

@@ -16,20 +16,20 @@ of a fresh multi-megabyte allocation per batch.
 from __future__ import annotations
 
 import errno
-import itertools
 import json
-import mmap
 import operator
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Union
 
 import numpy as np
 
 from ._progress import Progress, reporter
-from . import _zrecord
+from . import _columns, _zrecord
+from ._columns import _backing_mmap
+from ._columns import release as _release
 from ._zrecord import MAX_RECORD_LEN, Zrecord
 from .errors import IndexOutOfRangeError, StoreClosedError, StoreIOError
 
@@ -37,8 +37,9 @@ __all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
 
 
 class Field(NamedTuple):
-    """One field of a dataset: ``name``, ``kind`` ("fixed" or "ragged"), ``dtype`` of an
-    element, ``shape`` of a fixed sample (``()`` for a ragged one) and ``codec``."""
+    """One field of a dataset: ``name``, ``kind`` ("fixed", "ragged", "bytes" or
+    "string"), ``dtype`` of an element (``uint8`` for bytes and string), ``shape`` of a
+    fixed sample (``()`` otherwise) and ``codec``."""
 
     name: str
     kind: str
@@ -369,7 +370,8 @@ class Dataset:
 
     def _fields_batch(self, idxs: Any) -> dict:
         """A batch of a multi-field dataset: a fixed field is one ``(k, *shape)`` array; a
-        ragged field a list of ``k`` 1-D arrays (views of one buffer)."""
+        ragged field a list of ``k`` 1-D arrays (views of one buffer); a bytes field a list
+        of ``bytes``, a string field a list of ``str``."""
         native = self._live()
         n = len(native)
         idxs = np.asarray(idxs)
@@ -384,7 +386,13 @@ class Dataset:
         idxs = _wrap_negative(idxs.reshape(-1), n)
         out: dict = {}
         for i, f in enumerate(self.fields):
-            if f.ragged:
+            if f.kind in ("bytes", "string"):
+                values, offsets = native.gather_ragged(i, idxs)
+                raw = values.tobytes()
+                items = [raw[offsets[k] : offsets[k + 1]] for k in range(idxs.size)]
+                # UTF-8 checked when written and when read (the native gather).
+                out[f.name] = [b.decode() for b in items] if f.kind == "string" else items
+            elif f.ragged:
                 values, offsets = native.gather_ragged(i, idxs)
                 flat = values.view(f.dtype)
                 bounds = offsets // f.dtype.itemsize
@@ -415,6 +423,7 @@ class Dataset:
         shard_records: int | None = None,
         layout: str | None = None,
         metadata: "Mapping[str, Any] | None" = None,
+        dtype: "Mapping[str, Any] | None" = None,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
         dict of named fields, a dataset of those fields.
@@ -422,7 +431,12 @@ class Dataset:
         **Named fields** (``{"image": images, "label": labels, "tokens": docs}``): a fixed
         field is an array (or ``np.memmap``) of samples stacked along axis 0; a ragged field
         is a list or iterator of 1-D arrays, or a ``(values, offsets)`` pair (Arrow's list
-        layout: sample ``k`` is ``values[offsets[k]:offsets[k + 1]]``). Every field must hold
+        layout: sample ``k`` is ``values[offsets[k]:offsets[k + 1]]``); a bytes field a list
+        or iterator of ``bytes`` (encoded images, say) and a string field one of ``str``
+        (captions), empty values included. ``array`` may also be a pandas ``DataFrame``, a
+        pyarrow ``Table``, ``RecordBatch`` or ``RecordBatchReader``, an iterator of record
+        batches, or a Hugging Face ``datasets.Dataset``: each column a field, by the rule in
+        ``docs/python.md`` ("Which field a column becomes"). Every field must hold
         the same number of samples. Iterators are read ``chunk_bytes`` at a time, so an
         unbounded stream of documents is written in bounded memory. The dataset is a
         ``dataset.json`` manifest over shards of ``shard_records`` samples (default 2^24,
@@ -456,6 +470,9 @@ class Dataset:
                 most 1 MiB as JSON. Kept in ``dataset.json`` (its keys sorted), read back as
                 :attr:`metadata`, shown by ``zr inspect`` and carried by push and pull; a
                 later write with ``metadata`` replaces it, one without keeps it.
+            dtype: named fields only: ``{"tokens": "uint16"}`` stores those numeric fields
+                in that dtype; a value the dtype cannot hold exactly (out of range, a
+                fraction for an integer dtype) is a ``ValueError`` naming the field.
             chunk_bytes: upper bound on the source bytes compressed and written at a time.
             progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
                 ``callable(done, total)`` called after each block, in samples.
@@ -478,12 +495,13 @@ class Dataset:
         """
         if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
             raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
-        if isinstance(array, Mapping):
-            codecs = _field_codecs(codec, array)
+        if _named_fields(array):
             card = None if metadata is None else _metadata_json(metadata)
             return _write_fields(
-                cls, path, array, codecs, chunk_bytes, progress, min_savings, shard_records, layout, card
+                cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records, layout, card, dtype
             )
+        if dtype is not None:
+            raise TypeError("dtype applies to a dataset of named fields: cast the array itself")
         if isinstance(codec, Mapping):
             raise TypeError("a dict of codecs applies to a dataset of named fields: pass one codec name")
         _check_codec(codec)
@@ -645,10 +663,16 @@ class Dataset:
     def __repr__(self) -> str:
         if self._native is not None:
             state = "closed" if getattr(self, "_native_closed", False) else f"{len(self)} samples in {self.shards} shard(s)"
-            fields = ", ".join(f"{f.name}: {'ragged ' if f.ragged else ''}{f.dtype.str}{'' if f.ragged else f.shape}" for f in self.fields)
+            fields = ", ".join(_describe(f) for f in self.fields)
             return f"Dataset({str(self.path)!r}, fields=[{fields}], {state})"
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
+
+
+def _describe(f: Field) -> str:
+    if f.kind in ("bytes", "string"):
+        return f"{f.name}: {f.kind}"
+    return f"{f.name}: {'ragged ' if f.ragged else ''}{f.dtype.str}{'' if f.ragged else f.shape}"
 
 
 # Native handles a forked child inherited and replaced (Dataset._reopen_after_fork).
@@ -686,151 +710,23 @@ def _wrap_negative(idxs: np.ndarray, n: int) -> np.ndarray:
     return np.where(idxs < 0, idxs + n, idxs)
 
 
-def _backing_mmap(array: Any) -> Any:
-    """The shared ``mmap.mmap`` behind a ``np.memmap`` (or a view of one), if any.
-
-    Copy-on-write maps (``mode="c"``) are left alone: dropping their pages would discard
-    the caller's private changes.
-    """
-    obj = array
-    for _ in range(32):
-        if obj is None:
-            break
-        if isinstance(obj, np.memmap):
-            mm = getattr(obj, "_mmap", None)
-            if isinstance(mm, mmap.mmap) and getattr(obj, "mode", "c") in ("r", "r+", "w+", "readonly", "readwrite", "write"):
-                return mm
-        obj = getattr(obj, "base", None)
-    return None
-
-
-def _release(mm: "mmap.mmap") -> None:
-    """Drop the resident pages of a file mapping; the next read faults them back in."""
-    try:
-        mm.madvise(mmap.MADV_DONTNEED)
-    except (AttributeError, OSError, ValueError):
-        pass  # a platform without madvise, or a closed map: nothing to release
-
-
 # -- writing named fields --------------------------------------------------------------------
 
-#: Samples per block when no fixed field bounds it by ``chunk_bytes``.
-_RAGGED_BLOCK = 1 << 16
+def _named_fields(data: Any) -> bool:
+    """True for what ``Dataset.write`` takes as named fields: a dict, a DataFrame, Arrow
+    data, a Hugging Face dataset or an iterator of record batches (``_columns``)."""
+    if isinstance(data, Mapping):
+        return True
+    module = type(data).__module__ or ""
+    return module.startswith(("pandas", "pyarrow", "datasets")) or isinstance(data, Iterator)
 
 
-class _FixedSource:
-    """A fixed field's samples: an array stacked along axis 0."""
-
-    ragged = False
-
-    def __init__(self, name: str, array: Any) -> None:
-        self.name = name
-        self.array = np.asanyarray(array)
-        if self.array.ndim < 1:
-            raise ValueError(f"field {name!r}: an array of samples needs a sample axis (a 0-d array has none)")
-        self.dtype = self.array.dtype
-        self.shape = tuple(int(d) for d in self.array.shape[1:])
-        self.sample_bytes = max(1, int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize)
-        self.mmap = _backing_mmap(self.array)
-        self.at = 0
-
-    def __len__(self) -> int:
-        return len(self.array)
-
-    def take(self, k: int) -> np.ndarray:
-        block = np.ascontiguousarray(self.array[self.at : self.at + k], dtype=self.dtype)
-        self.at += len(block)
-        return block
-
-    def release(self) -> None:
-        if self.mmap is not None:
-            _release(self.mmap)
-
-
-class _RaggedPair:
-    """A ragged field as Arrow's list layout: ``(values, offsets)``."""
-
-    ragged = True
-
-    def __init__(self, name: str, values: Any, offsets: Any) -> None:
-        self.name = name
-        self.values = np.asanyarray(values)
-        self.offsets = np.asarray(offsets)
-        if self.values.ndim != 1:
-            raise ValueError(f"field {name!r}: ragged values must be 1-D, got shape {self.values.shape}")
-        if self.offsets.ndim != 1 or self.offsets.size < 1 or self.offsets.dtype.kind not in "iu":
-            raise ValueError(f"field {name!r}: offsets must be a 1-D integer array of n + 1 entries")
-        self.dtype = self.values.dtype
-        self.at = 0
-
-    def __len__(self) -> int:
-        return self.offsets.size - 1
-
-    def take(self, k: int) -> "tuple[np.ndarray, np.ndarray]":
-        bounds = self.offsets[self.at : self.at + k + 1].astype(np.int64)
-        self.at += bounds.size - 1
-        values = np.ascontiguousarray(self.values[bounds[0] : bounds[-1]])
-        return values, bounds - bounds[0]
-
-
-class _RaggedIter:
-    """A ragged field as a list or iterator of 1-D arrays (a tokenizer's output)."""
-
-    ragged = True
-
-    def __init__(self, name: str, items: Iterable) -> None:
-        self.name = name
-        self.length = len(items) if hasattr(items, "__len__") else None
-        self.items = iter(items)
-        try:
-            first = np.asarray(next(self.items))
-        except StopIteration:
-            raise ValueError(f"field {name!r} holds no sample") from None
-        self.dtype = first.dtype
-        self.items = itertools.chain([first], self.items)
-        self.done = False
-
-    def __len__(self) -> int:
-        if self.length is None:
-            raise TypeError("an iterator has no length")
-        return self.length
-
-    def pull(self) -> "np.ndarray | None":
-        if self.done:
-            return None
-        try:
-            item = np.asarray(next(self.items))
-        except StopIteration:
-            self.done = True
-            return None
-        if item.ndim != 1:
-            raise ValueError(f"field {self.name!r}: a ragged sample must be 1-D, got shape {item.shape}")
-        if item.dtype != self.dtype:
-            item = item.astype(self.dtype)
-        return item
-
-
-def _field_source(name: str, value: Any):
-    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, np.ndarray) for v in value):
-        return _RaggedPair(name, *value)
-    if isinstance(value, np.ndarray):
-        if value.dtype.hasobject:
-            return _RaggedIter(name, value)
-        return _FixedSource(name, value)
-    if isinstance(value, (list, tuple)) or isinstance(value, Iterable):
-        return _RaggedIter(name, value)
-    raise TypeError(
-        f"field {name!r}: expected an array of samples, a (values, offsets) pair or a sequence/iterator "
-        f"of 1-D arrays, got {type(value).__name__}"
-    )
-
-
-def _field_codecs(codec, fields: Mapping) -> dict:
+def _field_codecs(codec, fields: "list[str]") -> dict:
     """Each field's codec: one name for all, or a dict of names (the rest "flate")."""
     if isinstance(codec, Mapping):
         unknown = sorted(str(k) for k in codec if k not in fields)
         if unknown:
-            raise ValueError(f"codec names fields the write does not have: {unknown} (fields: {sorted(map(str, fields))})")
+            raise ValueError(f"codec names fields the write does not have: {unknown} (fields: {sorted(fields)})")
         chosen = {str(name): codec.get(name, "flate") for name in fields}
     else:
         chosen = {str(name): codec for name in fields}
@@ -850,35 +746,15 @@ def _metadata_json(metadata) -> str:
         raise TypeError(f"metadata is not JSON: {e}") from None
 
 
-def _write_fields(cls, path, fields: Mapping, codecs, chunk_bytes, progress, min_savings, shard_records, layout=None,
-                  metadata=None):
-    """``Dataset.write(path, {name: samples, ...})``: numpy blocks handed to the native
-    writer, which owns the fields' rules, the shards and the commit."""
-    if not fields:
-        raise ValueError("a dataset needs at least one field")
-    sources = [_field_source(str(name), value) for name, value in fields.items()]
-    specs = [
-        {
-            "name": src.name,
-            "kind": "ragged" if src.ragged else "fixed",
-            "dtype": src.dtype.str,
-            "shape": [] if src.ragged else list(src.shape),
-            "codec": codecs[src.name],
-        }
-        for src in sources
-    ]
-    fixed = [s for s in sources if not s.ragged]
-    step = _RAGGED_BLOCK
-    if fixed:
-        step = max(1, int(chunk_bytes) // sum(s.sample_bytes for s in fixed))
-    total = None
-    try:
-        sizes = {s.name: len(s) for s in sources}
-        if len(set(sizes.values())) > 1:
-            raise ValueError(f"the fields hold different numbers of samples: {sizes}")
-        total = next(iter(sizes.values()))
-    except TypeError:
-        pass  # an iterator: counted as it is read
+def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, shard_records, layout=None,
+                  metadata=None, dtype=None):
+    """``Dataset.write(path, {name: samples, ...})`` (or a DataFrame, Arrow, a Hugging Face
+    dataset): blocks of columns by the rule in ``_columns``, handed to the native writer,
+    which owns the fields' rules, the shards and the commit."""
+    source = _columns.blocks(data, chunk_bytes, dtype)
+    codecs = _field_codecs(codec, [spec["name"] for spec in source.specs])
+    specs = [dict(spec, codec=codecs[spec["name"]]) for spec in source.specs]
+    total = source.total
     writer = _zrecord._DatasetWriter(
         Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout
     )
@@ -889,60 +765,10 @@ def _write_fields(cls, path, fields: Mapping, codecs, chunk_bytes, progress, min
         with reporter(progress, "write", "sample") as report:
             if report is not None:
                 report(0, total)
-            while True:
-                k = step if total is None else min(step, total - written)
-                if k <= 0:
-                    break
-                # Ragged iterators are read first, sample by sample and in step, up to k
-                # samples or chunk_bytes of values: their count sets the block's size.
-                pulled: dict = {s.name: [] for s in sources if isinstance(s, _RaggedIter)}
-                if pulled:
-                    nbytes = 0
-                    for _ in range(k):
-                        row = {name: src.pull() for name, src in ((s.name, s) for s in sources if isinstance(s, _RaggedIter))}
-                        ended = [name for name, item in row.items() if item is None]
-                        if ended:
-                            if len(ended) != len(row):
-                                raise ValueError(
-                                    f"the fields hold different numbers of samples: {ended} ended after "
-                                    f"{written + len(next(iter(pulled.values())))} samples, the others go on"
-                                )
-                            break
-                        for name, item in row.items():
-                            pulled[name].append(item)
-                            nbytes += item.nbytes
-                        if nbytes >= chunk_bytes:
-                            break
-                    k = len(next(iter(pulled.values())))
-                if k == 0:
-                    for s in sources:
-                        if not isinstance(s, _RaggedIter) and s.at < len(s):
-                            raise ValueError(
-                                f"the fields hold different numbers of samples: the iterators ended after "
-                                f"{written}, field {s.name!r} holds {len(s)}"
-                            )
-                    break
-                columns = []
-                for s in sources:
-                    if isinstance(s, _RaggedIter):
-                        items = pulled[s.name]
-                        offsets = np.zeros(len(items) + 1, dtype=np.int64)
-                        np.cumsum([item.size for item in items], out=offsets[1:])
-                        values = np.concatenate(items) if items else np.empty(0, s.dtype)
-                        columns.append((values, offsets))
-                    else:
-                        block = s.take(k)
-                        if (len(block[1]) - 1 if isinstance(block, tuple) else len(block)) != k:
-                            raise ValueError(
-                                f"the fields hold different numbers of samples: field {s.name!r} ended after "
-                                f"{written + (len(block[1]) - 1 if isinstance(block, tuple) else len(block))}"
-                            )
-                        columns.append(block)
-                writer.write(columns)
+            for columns in source:
+                written += writer.write(columns)
                 del columns
-                for s in fixed:
-                    s.release()
-                written += k
+                source.after_block()
                 if report is not None:
                     report(written, total)
             writer.commit()

@@ -11,10 +11,12 @@ per shard.
 Every rule (fields, parts, the commit, the listing) is the native ``zrecord`` crate's
 (``host-native/src/dataset/parts.rs``); this module converts Ray's blocks to columns.
 
-Columns become fields by their values: a numeric column (or a tensor column of one shape)
-is a fixed field of that dtype and shape; a column of 1-D numeric arrays of varying length
-is a ragged field; ``bytes`` and ``str`` values are ragged ``uint8`` fields (UTF-8 for
-``str``). Every write task must see the same columns with the same types.
+Columns become fields by the rule ``Dataset.write`` follows (``docs/python.md``, "Which
+field a column becomes"): a numeric column (or a tensor column of one shape) is a fixed
+field of that dtype and shape; a column of 1-D numeric arrays of varying length is a ragged
+field; a column of ``bytes`` is a bytes field and one of ``str`` a string field, read back
+as Arrow binary and string columns. Every write task must see the same columns with the
+same types.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+import pyarrow as pa
 
 from . import _zrecord
+from ._columns import block as _block
 from .dataset import WRITE_CHUNK_BYTES, Dataset, _check_codec
 
 try:
@@ -44,44 +48,6 @@ __all__ = ["Datasink", "read"]
 
 def _is_url(path: Any) -> bool:
     return isinstance(path, str) and _zrecord._is_url(path)
-
-
-def _columns(batch: Mapping[str, np.ndarray]) -> "tuple[list, list[dict]]":
-    """A numpy batch as the native writer's columns and field specs (without codecs)."""
-    columns, specs = [], []
-    for name, col in batch.items():
-        col = np.asarray(col)
-        if col.dtype.kind in "biufc":
-            columns.append(np.ascontiguousarray(col))
-            specs.append({"name": name, "kind": "fixed", "dtype": col.dtype.str, "shape": list(col.shape[1:])})
-            continue
-        if col.dtype.kind not in "OSU":
-            raise TypeError(f"column {name!r}: values of dtype {col.dtype} cannot be stored as a field")
-        items = [_ragged_item(name, k, v) for k, v in enumerate(col)]
-        dtype = items[0].dtype if items else np.dtype(np.uint8)
-        for k, item in enumerate(items):
-            if item.dtype != dtype:
-                raise TypeError(f"column {name!r}: row {k} holds {item.dtype}, row 0 holds {dtype}")
-        offsets = np.zeros(len(items) + 1, dtype=np.int64)
-        np.cumsum([item.size for item in items], out=offsets[1:])
-        values = np.concatenate(items) if items else np.empty(0, dtype)
-        columns.append((values, offsets))
-        specs.append({"name": name, "kind": "ragged", "dtype": dtype.str, "shape": []})
-    return columns, specs
-
-
-def _ragged_item(name: str, k: int, value: Any) -> np.ndarray:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return np.frombuffer(value, dtype=np.uint8)
-    if isinstance(value, str):
-        return np.frombuffer(value.encode(), dtype=np.uint8)
-    item = np.asarray(value)
-    if item.ndim != 1 or item.dtype.kind not in "biufc":
-        raise TypeError(
-            f"column {name!r}, row {k}: a ragged field's value must be a 1-D numeric array, bytes or str, "
-            f"got {item.dtype} of shape {item.shape}"
-        )
-    return item
 
 
 class Datasink(_RayDatasink):
@@ -154,7 +120,7 @@ class Datasink(_RayDatasink):
                 step = max(1, self.chunk_bytes * rows // max(1, acc.size_bytes()))
                 for start in range(0, rows, step):
                     batch = BlockAccessor.for_block(acc.slice(start, min(rows, start + step))).to_numpy()
-                    columns, specs = _columns(batch)
+                    columns, specs = _block(batch)
                     if writer is None:
                         for spec in specs:
                             spec["codec"] = self.codec
@@ -185,6 +151,17 @@ class Datasink(_RayDatasink):
             self._remove_parts()
 
 
+def _arrow_block(batch: dict) -> "pa.Table":
+    """A batch holding Arrow string or binary columns as an Arrow block; its other columns
+    made Arrow as Ray makes them (tensor columns for arrays of more than one dimension)."""
+    others = {k: v for k, v in batch.items() if not isinstance(v, pa.Array)}
+    table = BlockAccessor.batch_to_block(others) if others else None
+    columns = {}
+    for name, value in batch.items():
+        columns[name] = value if isinstance(value, pa.Array) else table.column(name)
+    return pa.table(columns)
+
+
 class _Source(_RayDatasource):
     """A zrecord dataset as a Ray Data source: one read task per shard."""
 
@@ -200,7 +177,7 @@ class _Source(_RayDatasource):
                 self.bounds = list(ds._live().shard_bounds)
             self.fields = ds.fields
             self.footprint = sum(
-                int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in ds.fields if not f.ragged
+                int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in ds.fields if f.kind == "fixed"
             )
 
     def _open(self) -> Dataset:
@@ -234,11 +211,17 @@ class _Source(_RayDatasource):
                     if not isinstance(batch, dict):
                         batch = {"data": batch}
                     for f in ds.fields:
-                        if f.ragged:
+                        if f.kind in ("bytes", "string"):
+                            kind = pa.string() if f.kind == "string" else pa.binary()
+                            batch[f.name] = pa.array(batch[f.name], type=kind)
+                        elif f.ragged:
                             col = np.empty(len(batch[f.name]), dtype=object)
                             col[:] = batch[f.name]
                             batch[f.name] = col
-                    yield BlockAccessor.batch_to_block(batch)
+                    if any(f.kind in ("bytes", "string") for f in ds.fields):
+                        yield _arrow_block(batch)
+                    else:
+                        yield BlockAccessor.batch_to_block(batch)
 
         return read_shard
 
@@ -252,5 +235,6 @@ def read(
 ) -> "ray.data.Dataset":
     """A zrecord dataset (local or at a URL) as a Ray dataset: one read task per shard,
     each yielding blocks of about ``batch_bytes``. A fixed field is a tensor column; a
-    ragged field a column of 1-D arrays. ``read_args`` go to ``ray.data.read_datasource``."""
+    ragged field a column of 1-D arrays; a bytes field an Arrow binary column and a string
+    field an Arrow string column. ``read_args`` go to ``ray.data.read_datasource``."""
     return ray.data.read_datasource(_Source(path, storage_options, batch_bytes), **read_args)

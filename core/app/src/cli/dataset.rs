@@ -10,7 +10,7 @@ use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
-use zrecord_core::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use zrecord_core::dataset::{FieldKind, Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
 use zrecord_core::engine::Verify;
 use zrecord_core::io::{Parallel, StorageFile};
 
@@ -74,12 +74,9 @@ fn describe(m: &Manifest) -> String {
     let parts: Vec<String> = m
         .fields
         .iter()
-        .map(|f| {
-            if f.is_ragged() {
-                format!("{} ragged {} {}", f.name, f.dtype, f.codec)
-            } else {
-                format!("{} {} {:?} {}", f.name, f.dtype, f.shape, f.codec)
-            }
+        .map(|f| match f.kind {
+            FieldKind::Fixed => format!("{} {} {:?} {}", f.name, f.dtype, f.shape, f.codec),
+            _ => format!("{} {} {}", f.name, f.type_name(), f.codec),
         })
         .collect();
     parts.join("; ")
