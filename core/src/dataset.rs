@@ -275,6 +275,12 @@ pub struct Manifest {
     /// by push and pull; at most [`MAX_METADATA_LEN`] bytes. `None` when none was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The identity of the rows (version 3), set by the first field added or dropped: the
+    /// generation the dataset's stores gave its identity before ([`crate::DatasetId`]), so
+    /// that states saved before a column change resume after it (a stream reads rows, not
+    /// columns). Appends fold their new stores into it. `None`: the identity is the stores'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
 }
 
 impl Manifest {
@@ -287,6 +293,7 @@ impl Manifest {
             shards: Vec::new(),
             next_shard: 0,
             metadata: None,
+            rows: None,
         };
         m.check()?;
         Ok(m)
@@ -320,6 +327,9 @@ impl Manifest {
             return Err(bad("a version 1 manifest holds \"metadata\", which came with version 2".into()));
         }
         let m: Manifest = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+        if version < 3 && m.rows.is_some() {
+            return Err(bad(format!("a version {version} manifest holds \"rows\", which came with version 3")));
+        }
         if let Some(f) = m.fields.iter().find(|f| f.has_stop_byte()).filter(|_| version < 3) {
             return Err(bad(format!(
                 "a version {version} manifest holds field {:?} of kind {}, which came with version 3",
@@ -371,10 +381,10 @@ impl Manifest {
         Ok(())
     }
 
-    /// The lowest version that holds this manifest: 3 with a bytes or string field, 2
-    /// with a dataset card, else 1.
+    /// The lowest version that holds this manifest: 3 with a bytes or string field or a
+    /// row identity, 2 with a dataset card, else 1.
     pub fn needed_version(&self) -> u32 {
-        if self.fields.iter().any(Field::has_stop_byte) {
+        if self.rows.is_some() || self.fields.iter().any(Field::has_stop_byte) {
             3
         } else if self.metadata.is_some() {
             2
@@ -397,6 +407,65 @@ impl Manifest {
         }
         self.metadata = Some(map);
         Ok(())
+    }
+
+    /// Adds `field` after the others; its stores, one per shard, are the caller's to
+    /// write. `rows` is the identity the dataset has now (kept if it had one).
+    pub fn add_field(&mut self, field: Field, rows: u64) -> Result<(), FormatError> {
+        field.check()?;
+        if self.field_index(&field.name).is_some() {
+            return Err(FormatError::Container(format!("the dataset already has a field {:?}", field.name)));
+        }
+        self.fields.push(field);
+        self.rows.get_or_insert(rows);
+        Ok(())
+    }
+
+    /// Removes the field called `name` (not the last one); its stores are the caller's to
+    /// remove. `rows` is the identity the dataset has now (kept if it had one).
+    pub fn drop_field(&mut self, name: &str, rows: u64) -> Result<Field, FormatError> {
+        let f = self.field_index(name).ok_or_else(|| {
+            FormatError::Container(format!("the dataset has no field {name:?}; its fields are {}", self.field_names()))
+        })?;
+        if self.fields.len() == 1 {
+            return Err(FormatError::Container(format!(
+                "{name:?} is the dataset's only field: a dataset needs at least one"
+            )));
+        }
+        self.rows.get_or_insert(rows);
+        Ok(self.fields.remove(f))
+    }
+
+    fn field_names(&self) -> String {
+        let names: Vec<&str> = self.fields.iter().map(|f| f.name.as_str()).collect();
+        names.join(", ")
+    }
+
+    /// How `fields` differ from this dataset's, in words ("missing caption; extra score;
+    /// label is <i4[] here, <i8[] there"), empty when [`Manifest::accepts`] them.
+    pub fn field_differences(&self, fields: &[Field]) -> String {
+        let mut out = Vec::new();
+        let missing: Vec<&str> =
+            self.fields.iter().filter(|f| !fields.iter().any(|g| g.name == f.name)).map(|f| f.name.as_str()).collect();
+        if !missing.is_empty() {
+            out.push(format!("missing {}", missing.join(", ")));
+        }
+        let extra: Vec<&str> =
+            fields.iter().filter(|g| self.field_index(&g.name).is_none()).map(|g| g.name.as_str()).collect();
+        if !extra.is_empty() {
+            out.push(format!("extra {}", extra.join(", ")));
+        }
+        for g in fields {
+            if let Some(f) = self.fields.iter().find(|f| f.name == g.name) {
+                if f.type_name() != g.type_name() {
+                    out.push(format!("{} is {} here, {} there", f.name, f.type_name(), g.type_name()));
+                }
+            }
+        }
+        if out.is_empty() && !self.accepts(fields) {
+            out.push(format!("the order differs: {} here", self.field_names()));
+        }
+        out.join("; ")
     }
 
     /// The position of the field called `name`.
@@ -582,6 +651,35 @@ mod tests {
         let mut shaped = Field::string("s", Codec::Raw);
         shaped.shape = vec![2];
         assert!(Manifest::new(vec![shaped]).is_err());
+    }
+
+    #[test]
+    fn fields_are_added_and_dropped_keeping_the_row_identity() {
+        let mut m = sample();
+        assert!(m
+            .add_field(Field::fixed("label", "<i4", &[], Codec::Raw), 7)
+            .unwrap_err()
+            .to_string()
+            .contains("already"));
+        m.add_field(Field::fixed("score", "<f4", &[], Codec::Raw), 7).unwrap();
+        assert_eq!(m.rows, Some(7));
+        m.drop_field("image", 9).unwrap();
+        assert_eq!(m.rows, Some(7), "the first identity is kept");
+        let text = m.to_json();
+        assert!(text.contains("\"version\": 3") && text.contains("\"rows\": 7"), "{text}");
+        assert_eq!(Manifest::from_json(text.as_bytes()).unwrap().rows, Some(7));
+        let e = Manifest::from_json(text.replace("\"version\": 3", "\"version\": 2").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("came with version 3"), "{e}");
+        assert!(m.drop_field("nope", 0).unwrap_err().to_string().contains("label, tokens, score"));
+        let mut one = Manifest::new(vec![Field::ragged("t", "<u2", Codec::Raw)]).unwrap();
+        assert!(one.drop_field("t", 0).unwrap_err().to_string().contains("only field"));
+        let theirs = vec![Field::fixed("label", "<i8", &[], Codec::Raw), Field::string("caption", Codec::Raw)];
+        let d = m.field_differences(&theirs);
+        assert_eq!(d, "missing tokens, score; extra caption");
+        let mut other = m.fields.clone();
+        other[0].dtype = "<i4".into();
+        assert_eq!(m.field_differences(&other), "label is <i8[] here, <i4[] there");
+        assert_eq!(m.field_differences(&m.fields), "");
     }
 
     #[test]

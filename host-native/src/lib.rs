@@ -46,7 +46,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rayon::prelude::*;
 
-pub use dataset::{Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
+pub use dataset::{drop_field, Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, FieldAdder, WriteOptions};
 pub use fs::{DirBackend, NativeFile};
 pub use loader::{
     global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, PackInfo, PackOptions,

@@ -659,3 +659,71 @@ fn bytes_and_string_fields_read_back_their_values_and_name_a_damaged_record() {
     assert_eq!(e.record(), Some(1), "{e}");
     assert!(matches!(e.source, Error::Decode { source: zrecord::DecodeError::NoStopByte { found: b'!' }, .. }), "{e}");
 }
+
+#[test]
+fn a_field_is_added_and_dropped_and_saved_states_still_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let ds = Arc::new(write(&path, 0, 1000, 300, 128));
+    let id = ds.id().unwrap();
+    // A state saved before the change, and the batches an uninterrupted run reads after it.
+    let source = Source::dataset(ds.clone()).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 9, 50).unwrap();
+    let state = stream.state(7);
+    drop(ds);
+
+    // Scores for every sample, in blocks that cross the shards (300, 300, 300, 100).
+    let score = |i: u64| (i as f32 * 0.5).to_le_bytes();
+    let mut adder =
+        zrecord::FieldAdder::open(&path, Field::fixed("score", "<f4", &[], Codec::Raw), WriteOptions::default())
+            .unwrap();
+    assert_eq!(adder.len(), 1000);
+    let e = adder.write(Column::Fixed(&[0u8; 6])).unwrap_err();
+    assert!(e.to_string().contains("not a whole number of 4-byte samples"), "{e}");
+    for block in [0..250u64, 250..710, 710..1000] {
+        let bytes: Vec<u8> = block.clone().flat_map(score).collect();
+        adder.write(Column::Fixed(&bytes)).unwrap();
+    }
+    let too_many: Vec<u8> = score(0).to_vec();
+    assert!(adder.write(Column::Fixed(&too_many)).unwrap_err().to_string().contains("1001 samples given"));
+    let ds = Arc::new(adder.commit().unwrap());
+    let names: Vec<&str> = ds.fields().iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["image", "label", "tokens", "score"]);
+    let mut out = vec![0u8; 4 * 4];
+    ds.gather_fixed(3, &[0, 299, 300, 999], &mut out, None, false).unwrap();
+    assert_eq!(out, [0u64, 299, 300, 999].iter().flat_map(|&i| score(i)).collect::<Vec<u8>>());
+    assert_eq!(ds.id().unwrap(), id, "a new column keeps the rows' identity");
+    let source = Source::dataset(ds.clone()).unwrap();
+    assert!(Loader::resume(stream.clone(), vec![source], LoaderOptions::default(), &state).is_ok());
+
+    // A second add of the same name is refused; an add dropped half-way leaves nothing.
+    let again =
+        zrecord::FieldAdder::open(&path, Field::fixed("score", "<f8", &[], Codec::Raw), WriteOptions::default());
+    assert!(again.err().unwrap().to_string().contains("already has a field \"score\""));
+    let mut half =
+        zrecord::FieldAdder::open(&path, Field::string("note", Codec::Flate), WriteOptions::default()).unwrap();
+    let text = b"abc";
+    half.write(Column::Ragged { values: text, offsets: &[0, 3, 3] }).unwrap();
+    assert!(half.commit().unwrap_err().to_string().contains("2 samples given, the dataset holds 1000"));
+    assert!(!path.join("shard-000000").join("note").exists());
+
+    // Dropping a field: gone from the manifest and the disk, identity kept.
+    drop(ds);
+    let dropped = zrecord::drop_field(&path, "image").unwrap();
+    assert_eq!(dropped.name, "image");
+    assert!(!path.join("shard-000001").join("image").exists());
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.fields().len(), 3);
+    assert_eq!(ds.id().unwrap(), id);
+    assert!(zrecord::drop_field(&path, "image").unwrap_err().to_string().contains("no field \"image\""));
+
+    // An append after the change gives the rows a new identity.
+    let mut w = DatasetWriter::open(&path, ds.fields().to_vec(), WriteOptions::default()).unwrap();
+    let labels = 5i64.to_le_bytes();
+    let tok = [1u8, 0];
+    let sc = score(5);
+    w.write(&[Column::Fixed(&labels), Column::Ragged { values: &tok, offsets: &[0, 2] }, Column::Fixed(&sc)]).unwrap();
+    let grown = w.commit().unwrap();
+    assert_eq!(grown.len(), 1001);
+    assert_ne!(grown.id().unwrap().generation, id.generation);
+}

@@ -288,36 +288,8 @@ impl PyDatasetWriter {
         min_savings: Option<f64>,
         layout: Option<&str>,
     ) -> PyResult<Self> {
-        let mut defs = Vec::new();
-        for item in fields.iter() {
-            let name: String = item.get_item("name")?.extract()?;
-            let kind: String = item.get_item("kind")?.extract()?;
-            let dtype: String = item.get_item("dtype")?.extract()?;
-            let codec: Codec = codec_named(&item.get_item("codec")?.extract::<String>()?)?;
-            defs.push(match kind.as_str() {
-                "fixed" => Field::fixed(&name, &dtype, &item.get_item("shape")?.extract::<Vec<u64>>()?, codec),
-                "ragged" => Field::ragged(&name, &dtype, codec),
-                "bytes" => Field::bytes(&name, codec),
-                "string" => Field::string(&name, codec),
-                other => {
-                    return Err(PyValueError::new_err(format!(
-                        "field kind {other:?} is not fixed, ragged, bytes or string"
-                    )))
-                }
-            });
-        }
-        let mut options = WriteOptions::default();
-        if let Some(n) = shard_records {
-            options.shard_records = n;
-        }
-        if let Some(m) = min_savings {
-            options.min_savings = m;
-        }
-        if let Some(name) = layout {
-            options.layout = zrecord::FileLayout::from_name(name).ok_or_else(|| {
-                PyValueError::new_err(format!("layout must be \"dense\" or \"sparse\", not {name:?}"))
-            })?;
-        }
+        let defs = fields.iter().map(|item| field_of(&item)).collect::<PyResult<Vec<_>>>()?;
+        let options = write_options(shard_records, min_savings, layout)?;
         let writer = call(py, move || DatasetWriter::open(path, defs, options))?;
         let ragged = writer.fields().iter().map(Field::is_ragged).collect();
         let itemsizes = writer.fields().iter().map(|f| f.itemsize().unwrap_or(1) as usize).collect();
@@ -342,37 +314,11 @@ impl PyDatasetWriter {
     /// offsets `n + 1` element offsets). Returns the number of samples.
     fn write(&mut self, py: Python<'_>, columns: &Bound<'_, PyList>) -> PyResult<u64> {
         let mut regions = Vec::with_capacity(columns.len());
-        let mut offsets: Vec<Option<Vec<u64>>> = Vec::with_capacity(columns.len());
         for (f, column) in columns.iter().enumerate() {
             let ragged = *self.ragged.get(f).unwrap_or(&false);
-            if ragged {
-                let pair = column.cast::<PyTuple>().map_err(|_| {
-                    PyTypeError::new_err(format!("column {f} is ragged: pass a (values, offsets) pair"))
-                })?;
-                if pair.len() != 2 {
-                    return Err(PyTypeError::new_err(format!("column {f} is ragged: pass a (values, offsets) pair")));
-                }
-                regions.push(buffers::readable(&pair.get_item(0)?, "values")?);
-                let item = self.itemsizes[f] as u64;
-                let elements = buffers::offsets(&pair.get_item(1)?, "offsets")?;
-                let bytes = elements
-                    .iter()
-                    .map(|&o| o.checked_mul(item).ok_or_else(|| PyValueError::new_err("offset overflows")))
-                    .collect::<PyResult<Vec<u64>>>()?;
-                offsets.push(Some(bytes));
-            } else {
-                regions.push(buffers::readable(&column, "samples")?);
-                offsets.push(None);
-            }
+            regions.push(read_column(&column, f, ragged, self.itemsizes.get(f).copied().unwrap_or(1))?);
         }
-        let cols: Vec<Column<'_>> = regions
-            .iter()
-            .zip(&offsets)
-            .map(|(r, o)| match o {
-                Some(o) => Column::Ragged { values: r.bytes(), offsets: o },
-                None => Column::Fixed(r.bytes()),
-            })
-            .collect();
+        let cols: Vec<Column<'_>> = regions.iter().map(|(r, o)| column_of(r, o)).collect();
         let writer = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
         call(py, move || writer.write(&cols))
     }
@@ -476,6 +422,127 @@ pub fn commit_parts(
             Ok(added)
         }
     })
+}
+
+/// A field from `_DatasetWriter`'s dict: name, kind, dtype, shape (fixed only), codec.
+fn field_of(item: &Bound<'_, PyAny>) -> PyResult<Field> {
+    let name: String = item.get_item("name")?.extract()?;
+    let kind: String = item.get_item("kind")?.extract()?;
+    let dtype: String = item.get_item("dtype")?.extract()?;
+    let codec: Codec = codec_named(&item.get_item("codec")?.extract::<String>()?)?;
+    Ok(match kind.as_str() {
+        "fixed" => Field::fixed(&name, &dtype, &item.get_item("shape")?.extract::<Vec<u64>>()?, codec),
+        "ragged" => Field::ragged(&name, &dtype, codec),
+        "bytes" => Field::bytes(&name, codec),
+        "string" => Field::string(&name, codec),
+        other => {
+            return Err(PyValueError::new_err(format!("field kind {other:?} is not fixed, ragged, bytes or string")))
+        }
+    })
+}
+
+fn write_options(shard_records: Option<u64>, min_savings: Option<f64>, layout: Option<&str>) -> PyResult<WriteOptions> {
+    let mut options = WriteOptions::default();
+    if let Some(n) = shard_records {
+        options.shard_records = n;
+    }
+    if let Some(m) = min_savings {
+        options.min_savings = m;
+    }
+    if let Some(name) = layout {
+        options.layout = zrecord::FileLayout::from_name(name)
+            .ok_or_else(|| PyValueError::new_err(format!("layout must be \"dense\" or \"sparse\", not {name:?}")))?;
+    }
+    Ok(options)
+}
+
+/// Column `f`'s memory: a C-contiguous array of samples (fixed), or a `(values, offsets)`
+/// pair (ragged, bytes, string: element offsets, made byte offsets here).
+fn read_column<'py>(
+    column: &Bound<'py, PyAny>,
+    f: usize,
+    ragged: bool,
+    item: usize,
+) -> PyResult<(buffers::Region<'py>, Option<Vec<u64>>)> {
+    if !ragged {
+        return Ok((buffers::readable(column, "samples")?, None));
+    }
+    let pair = column
+        .cast::<PyTuple>()
+        .map_err(|_| PyTypeError::new_err(format!("column {f} is ragged: pass a (values, offsets) pair")))?;
+    if pair.len() != 2 {
+        return Err(PyTypeError::new_err(format!("column {f} is ragged: pass a (values, offsets) pair")));
+    }
+    let values = buffers::readable(&pair.get_item(0)?, "values")?;
+    let elements = buffers::offsets(&pair.get_item(1)?, "offsets")?;
+    let bytes = elements
+        .iter()
+        .map(|&o| o.checked_mul(item as u64).ok_or_else(|| PyValueError::new_err("offset overflows")))
+        .collect::<PyResult<Vec<u64>>>()?;
+    Ok((values, Some(bytes)))
+}
+
+fn column_of<'a>(region: &'a buffers::Region<'_>, offsets: &'a Option<Vec<u64>>) -> Column<'a> {
+    match offsets {
+        Some(o) => Column::Ragged { values: region.bytes(), offsets: o },
+        None => Column::Fixed(region.bytes()),
+    }
+}
+
+/// `Dataset.add_field`'s native half: one field added to every sample of a local dataset
+/// (`zrecord::FieldAdder`), its columns written in index order, then committed.
+#[pyclass(module = "zrecord", name = "_FieldAdder")]
+pub struct PyFieldAdder {
+    inner: Option<zrecord::FieldAdder>,
+    ragged: bool,
+    itemsize: usize,
+}
+
+#[pymethods]
+impl PyFieldAdder {
+    /// `field`: a dict as `_DatasetWriter` takes.
+    #[new]
+    #[pyo3(signature = (path, field, *, min_savings = None))]
+    fn new(py: Python<'_>, path: PathBuf, field: &Bound<'_, PyAny>, min_savings: Option<f64>) -> PyResult<Self> {
+        let def = field_of(field)?;
+        let options = write_options(None, min_savings, None)?;
+        let (ragged, itemsize) = (def.is_ragged(), def.itemsize().unwrap_or(1) as usize);
+        let adder = call(py, move || zrecord::FieldAdder::open(path, def, options))?;
+        Ok(PyFieldAdder { inner: Some(adder), ragged, itemsize })
+    }
+
+    /// Samples the dataset holds (what the field must hold).
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.inner.as_ref().ok_or_else(|| error::closed(py))?.len() as usize)
+    }
+
+    /// Stages the next samples (a column as `_DatasetWriter.write` takes one).
+    fn write(&mut self, py: Python<'_>, column: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let (region, offsets) = read_column(column, 0, self.ragged, self.itemsize)?;
+        let col = column_of(&region, &offsets);
+        let adder = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
+        call(py, move || adder.write(col))
+    }
+
+    /// Publishes the field; the adder is done.
+    fn commit(&mut self, py: Python<'_>) -> PyResult<()> {
+        let adder = self.inner.take().ok_or_else(|| error::closed(py))?;
+        call(py, move || adder.commit().map(drop))
+    }
+
+    /// Drops what was written; the adder is done. Idempotent.
+    fn discard(&mut self, py: Python<'_>) {
+        if let Some(a) = self.inner.take() {
+            py.detach(move || a.discard());
+        }
+    }
+}
+
+/// `Dataset.drop_field`: removes field `name` from the local dataset at `path`.
+#[pyfunction]
+#[pyo3(name = "_drop_field")]
+pub fn drop_field(py: Python<'_>, path: PathBuf, name: String) -> PyResult<()> {
+    call(py, move || zrecord::drop_field(&path, &name).map(drop))
 }
 
 /// A failure to open the location `url`, as a dataset error naming it.

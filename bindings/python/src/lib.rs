@@ -53,6 +53,8 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<dataset::PyDatasetWriter>()?;
+    m.add_class::<dataset::PyFieldAdder>()?;
+    m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::open_dataset_store, m)?)?;
     m.add_class::<loader::Pipeline>()?;
     m.add_function(wrap_pyfunction!(loader::check_mixture_weights, m)?)?;

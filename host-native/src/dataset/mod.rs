@@ -18,8 +18,10 @@
 //! [`RemoteOptions`]); `write.rs` [`DatasetWriter`]; `parts.rs` a dataset written in
 //! parts ([`Part`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
 //! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
-//! dataset's stores made dense or sparse ([`set_layout`]).
+//! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
+//! dropped ([`FieldAdder`], [`drop_field`]).
 
+mod columns;
 mod convert;
 mod error;
 mod layout;
@@ -35,6 +37,7 @@ use zrecord_core::dataset::{Field, FieldKind, Layout, Manifest, ShardGroup};
 use zrecord_core::error::{DecodeError, Error};
 use zrecord_core::stream::DatasetId;
 
+pub use columns::{drop_field, FieldAdder};
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
 pub use error::DatasetError;
 pub use layout::{set_layout, LayoutChange};
@@ -165,8 +168,14 @@ impl Dataset {
     }
 
     /// The dataset as a stream's input: its length and every store's generation combined
-    /// ([`DatasetId::of_stores`]), so that a change to any store invalidates saved states.
+    /// ([`DatasetId::of_stores`]), so that a change to any store invalidates saved states;
+    /// once a field was added or dropped, the manifest's `rows` instead (the identity the
+    /// stores gave before the change, with every later append's stores folded in).
     pub fn id(&self) -> Result<DatasetId, DatasetError> {
+        if let Some(rows) = self.manifest.as_ref().and_then(|m| m.rows) {
+            // A field was added or dropped: the rows' identity, kept across the change.
+            return Ok(DatasetId { length: self.len(), generation: rows });
+        }
         let mut generations = Vec::new();
         for (shard, store, field) in self.each_store() {
             generations.push(store.generation().map_err(|e| self.error(shard, field, e))?);

@@ -23,6 +23,7 @@ use zrecord_core::dataset::{shard_dir, Field, FieldKind, Manifest, ShardEntry, M
 use zrecord_core::error::{Error, FormatError, IoError};
 use zrecord_core::format::FileLayout;
 use zrecord_core::schema::SCHEMA_FILE;
+use zrecord_core::stream::DatasetId;
 use zrecord_core::{CodecPolicy, MAX_RECORDS, MAX_RECORD_LEN};
 
 use super::{Dataset, DatasetError, DatasetOptions};
@@ -83,9 +84,8 @@ pub struct DatasetWriter {
     /// Shards listed when the writer opened; later entries are this writer's.
     listed: usize,
     current: Option<OpenShard>,
-    policies: Vec<CodecPolicy>,
-    sample_lens: Vec<Option<u64>>,
-    itemsizes: Vec<u64>,
+    /// How each field's columns are checked and staged.
+    writes: Vec<FieldWrite>,
     options: WriteOptions,
     _lock: File,
     /// True when this writer made the dataset's directory: dropped without a commit, it
@@ -99,7 +99,7 @@ pub struct DatasetWriter {
     adopted: Vec<(PathBuf, String)>,
 }
 
-fn io_at<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> DatasetError + 'a {
+pub(super) fn io_at<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> DatasetError + 'a {
     let what = what.to_owned();
     move |e| DatasetError::at(path, None, Error::Io(IoError::from_std(e, format!("{what} {}", path.display()))))
 }
@@ -138,10 +138,11 @@ impl DatasetWriter {
             let existing = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             if !existing.accepts(&fresh.fields) {
                 return Err(bad(Error::InvalidArgument(format!(
-                    "{} holds fields {}, cannot add samples of {}",
+                    "{} holds fields {}, cannot add samples of {} ({})",
                     path.display(),
                     describe(&existing.fields),
-                    describe(&fresh.fields)
+                    describe(&fresh.fields),
+                    existing.field_differences(&fresh.fields)
                 ))));
             }
             existing
@@ -149,24 +150,15 @@ impl DatasetWriter {
             fresh
         };
         remove_unlisted(&path, &manifest)?;
-        let mut policies = Vec::new();
-        let mut sample_lens = Vec::new();
-        let mut itemsizes = Vec::new();
-        for f in &manifest.fields {
-            let codec = f.codec().map_err(|e| bad(e.into()))?;
-            policies.push(CodecPolicy::new(codec, options.min_savings).map_err(bad)?);
-            sample_lens.push(f.sample_len().map_err(|e| bad(e.into()))?);
-            itemsizes.push(f.itemsize().map_err(|e| bad(e.into()))?);
-        }
+        let writes =
+            manifest.fields.iter().map(|f| FieldWrite::new(f, &options).map_err(bad)).collect::<Result<Vec<_>, _>>()?;
         let listed = manifest.shards.len();
         Ok(DatasetWriter {
             path,
             manifest,
             listed,
             current: None,
-            policies,
-            sample_lens,
-            itemsizes,
+            writes,
             options,
             _lock: lock,
             created,
@@ -252,29 +244,9 @@ impl DatasetWriter {
             ));
         }
         let mut n: Option<(u64, &str)> = None;
-        for (f, (field, column)) in fields.iter().zip(columns).enumerate() {
+        for ((field, column), write) in fields.iter().zip(columns).zip(&self.writes) {
             let bad = |what: String| DatasetError::at(&self.path, Some(&field.name), Error::InvalidArgument(what));
-            let count = match (*column, self.sample_lens[f]) {
-                (Column::Fixed(bytes), Some(size)) => {
-                    if !(bytes.len() as u64).is_multiple_of(size) {
-                        return Err(bad(format!("{} bytes is not a whole number of {size}-byte samples", bytes.len())));
-                    }
-                    bytes.len() as u64 / size
-                }
-                (Column::Ragged { values, offsets }, None) => {
-                    let Some(count) = offsets.len().checked_sub(1) else {
-                        return Err(bad("a ragged column needs n + 1 offsets, got none".into()));
-                    };
-                    if field.has_stop_byte() {
-                        self.check_values(field, values, offsets)?;
-                    } else {
-                        self.check_ragged(f, values, offsets)?;
-                    }
-                    count as u64
-                }
-                (Column::Fixed(_), None) => return Err(bad("a ragged field needs values and offsets".into())),
-                (Column::Ragged { .. }, Some(_)) => return Err(bad("a fixed field needs an array of samples".into())),
-            };
+            let count = write.check(&self.path, self.len(), *column)?;
             match n {
                 None => n = Some((count, &field.name)),
                 Some((m, first)) if m != count => {
@@ -290,86 +262,10 @@ impl DatasetWriter {
         Ok(n)
     }
 
-    /// Checks a ragged column's samples: offsets in order and within the values, each
-    /// sample non-empty, a whole number of elements and within the record limit.
-    fn check_ragged(&self, f: usize, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
-        let field = &self.manifest.fields[f];
-        let bad = |what: String| DatasetError::at(&self.path, Some(&field.name), Error::InvalidArgument(what));
-        let item = self.itemsizes[f];
-        for (k, w) in offsets.windows(2).enumerate() {
-            let sample = self.len() + k as u64;
-            if w[1] < w[0] || w[1] > values.len() as u64 {
-                return Err(bad(format!(
-                    "sample {sample}: offsets {}..{} are outside the {} value bytes",
-                    w[0],
-                    w[1],
-                    values.len()
-                )));
-            }
-            let len = w[1] - w[0];
-            if len == 0 {
-                return Err(bad(format!("sample {sample} is empty; a ragged sample needs at least one element")));
-            }
-            if !len.is_multiple_of(item) {
-                return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
-            }
-            if len > u64::from(MAX_RECORD_LEN) {
-                return Err(bad(format!(
-                    "sample {sample} holds {} elements ({len} bytes), over the {MAX_RECORD_LEN}-byte record limit",
-                    len / item
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks a bytes or string column: offsets in order and within the values, every
-    /// value at most [`values::MAX_VALUE_LEN`] bytes, a string field's values UTF-8.
-    fn check_values(&self, field: &Field, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
-        let text = field.kind == FieldKind::String;
-        let count = offsets.len().saturating_sub(1);
-        values::check(values, offsets, 0, count, text).map(drop).map_err(|e| {
-            let what = match e {
-                ValueError::TooLong { sample, len } => format!(
-                    "sample {}: {len} bytes is over the {}-byte limit of a {} value",
-                    self.len() + sample as u64,
-                    values::MAX_VALUE_LEN,
-                    field.kind.name()
-                ),
-                ValueError::NotUtf8 { sample, at } => {
-                    format!("sample {}: not UTF-8 (the first bad byte is at {at})", self.len() + sample as u64)
-                }
-                ValueError::BadOffsets { at } => {
-                    format!("offset {at} is below the one before it or past the {} value bytes", values.len())
-                }
-            };
-            DatasetError::at(&self.path, Some(&field.name), Error::InvalidArgument(what))
-        })
-    }
-
     fn stage(&mut self, columns: &[Column<'_>], from: usize, to: usize) -> Result<(), DatasetError> {
         let current = self.current.as_ref().expect("a shard is open");
-        for (f, (column, store)) in columns.iter().zip(&current.stores).enumerate() {
-            let policy = self.policies[f];
-            let at = |e: Error| DatasetError::at(store.path(), Some(&self.manifest.fields[f].name), e);
-            match *column {
-                Column::Fixed(bytes) => {
-                    let size = self.sample_lens[f].expect("checked: a fixed field") as usize;
-                    let src = &bytes[from * size..to * size];
-                    store.stage_with(src, to - from, size, policy).map_err(at)?;
-                }
-                Column::Ragged { values, offsets } if self.manifest.fields[f].has_stop_byte() => {
-                    // Checked already (`check_values`): only the stop bytes to add.
-                    let r = values::records(values, offsets, from, to, false)
-                        .map_err(|e| at(Error::InvalidArgument(format!("{e:?}"))))?;
-                    store.stage_var_with(&r.bytes, &r.starts, &r.lens, policy).map_err(at)?;
-                }
-                Column::Ragged { values, offsets } => {
-                    let starts = &offsets[from..to];
-                    let lens: Vec<u32> = offsets[from..=to].windows(2).map(|w| (w[1] - w[0]) as u32).collect();
-                    store.stage_var_with(values, starts, &lens, policy).map_err(at)?;
-                }
-            }
+        for ((column, store), write) in columns.iter().zip(&current.stores).zip(&self.writes) {
+            write.stage(store, *column, from, to)?;
         }
         Ok(())
     }
@@ -379,18 +275,8 @@ impl DatasetWriter {
         self.manifest.next_shard += 1;
         let dir = self.path.join(&dir_name);
         let mut stores = Vec::with_capacity(self.manifest.fields.len());
-        for (f, field) in self.manifest.fields.iter().enumerate() {
-            let store_dir = dir.join(&field.name);
-            let at = |e: Error| DatasetError::at(&store_dir, Some(&field.name), e);
-            let options =
-                OpenOptions { codec: self.policies[f].codec, layout: self.options.layout, ..OpenOptions::default() };
-            let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
-            if let Some(schema) = field.schema() {
-                // A fixed field's store is a loaderx dataset on its own.
-                let schema_path = store_dir.join(SCHEMA_FILE);
-                std::fs::write(&schema_path, schema.to_json()).map_err(io_at(&schema_path, "write"))?;
-            }
-            stores.push(store);
+        for write in &self.writes {
+            stores.push(write.create_store(&dir, self.options.layout)?);
         }
         self.current = Some(OpenShard { entry: ShardEntry { dir: dir_name, records: 0 }, stores });
         Ok(())
@@ -459,15 +345,15 @@ impl DatasetWriter {
             ));
         }
         self.finish_shard()?;
-        let text = self.manifest.to_json();
-        let final_path = self.path.join(MANIFEST_FILE);
-        let tmp = self.path.join(format!(".{MANIFEST_FILE}.tmp"));
-        let mut file = File::create(&tmp).map_err(io_at(&tmp, "create"))?;
-        file.write_all(text.as_bytes()).map_err(io_at(&tmp, "write"))?;
-        file.sync_all().map_err(io_at(&tmp, "sync"))?;
-        drop(file);
-        std::fs::rename(&tmp, &final_path).map_err(io_at(&final_path, "rename into"))?;
-        File::open(&self.path).and_then(|d| d.sync_all()).map_err(io_at(&self.path, "sync"))?;
+        if let Some(rows) = self.manifest.rows {
+            // A dataset whose identity is its rows' (a field was added or dropped): the
+            // new shards' stores change it, as they would change the stores' identity.
+            let new: Vec<String> = self.manifest.shards[self.listed..].iter().map(|s| s.dir.clone()).collect();
+            let generations = super::columns::store_generations(&self.path, &new, &self.manifest.fields)?;
+            let folded = DatasetId::of_stores(0, std::iter::once(rows).chain(generations)).generation;
+            self.manifest.rows = Some(folded);
+        }
+        publish(&self.path, &self.manifest)?;
         self.done = true;
         let path = self.path.clone();
         drop(self);
@@ -476,6 +362,159 @@ impl DatasetWriter {
 
     /// Drops every staged sample and removes the new shard folders.
     pub fn discard(self) {}
+}
+
+/// One field's rules for a write: how its columns are checked, staged, and where its store
+/// in a new shard comes from. Shared by [`DatasetWriter`] and the column adder
+/// (`columns.rs`).
+pub(super) struct FieldWrite {
+    pub(super) field: Field,
+    /// Bytes of a fixed field's sample (`None` for ragged, bytes and string fields).
+    sample_len: Option<u64>,
+    itemsize: u64,
+    policy: CodecPolicy,
+}
+
+impl FieldWrite {
+    pub(super) fn new(field: &Field, options: &WriteOptions) -> Result<FieldWrite, Error> {
+        let codec = field.codec()?;
+        Ok(FieldWrite {
+            field: field.clone(),
+            sample_len: field.sample_len()?,
+            itemsize: field.itemsize()?,
+            policy: CodecPolicy::new(codec, options.min_savings)?,
+        })
+    }
+
+    /// The number of samples in `column`, after checking every one; `first` numbers the
+    /// first in messages. A bad column is an invalid argument naming the field.
+    pub(super) fn check(&self, path: &Path, first: u64, column: Column<'_>) -> Result<u64, DatasetError> {
+        let field = &self.field;
+        let bad = |what: String| DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what));
+        match (column, self.sample_len) {
+            (Column::Fixed(bytes), Some(size)) => {
+                if !(bytes.len() as u64).is_multiple_of(size) {
+                    return Err(bad(format!("{} bytes is not a whole number of {size}-byte samples", bytes.len())));
+                }
+                Ok(bytes.len() as u64 / size)
+            }
+            (Column::Ragged { values, offsets }, None) => {
+                let Some(count) = offsets.len().checked_sub(1) else {
+                    return Err(bad("a ragged column needs n + 1 offsets, got none".into()));
+                };
+                if field.has_stop_byte() {
+                    self.check_values(path, first, values, offsets)?;
+                } else {
+                    self.check_ragged(path, first, values, offsets)?;
+                }
+                Ok(count as u64)
+            }
+            (Column::Fixed(_), None) => Err(bad("a ragged field needs values and offsets".into())),
+            (Column::Ragged { .. }, Some(_)) => Err(bad("a fixed field needs an array of samples".into())),
+        }
+    }
+
+    /// Checks a ragged column's samples: offsets in order and within the values, each
+    /// sample non-empty, a whole number of elements and within the record limit.
+    fn check_ragged(&self, path: &Path, first: u64, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
+        let field = &self.field;
+        let bad = |what: String| DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what));
+        let item = self.itemsize;
+        for (k, w) in offsets.windows(2).enumerate() {
+            let sample = first + k as u64;
+            if w[1] < w[0] || w[1] > values.len() as u64 {
+                return Err(bad(format!(
+                    "sample {sample}: offsets {}..{} are outside the {} value bytes",
+                    w[0],
+                    w[1],
+                    values.len()
+                )));
+            }
+            let len = w[1] - w[0];
+            if len == 0 {
+                return Err(bad(format!("sample {sample} is empty; a ragged sample needs at least one element")));
+            }
+            if !len.is_multiple_of(item) {
+                return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
+            }
+            if len > u64::from(MAX_RECORD_LEN) {
+                return Err(bad(format!(
+                    "sample {sample} holds {} elements ({len} bytes), over the {MAX_RECORD_LEN}-byte record limit",
+                    len / item
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a bytes or string column: offsets in order and within the values, every
+    /// value at most [`values::MAX_VALUE_LEN`] bytes, a string field's values UTF-8.
+    fn check_values(&self, path: &Path, first: u64, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
+        let field = &self.field;
+        let text = field.kind == FieldKind::String;
+        let count = offsets.len().saturating_sub(1);
+        values::check(values, offsets, 0, count, text).map(drop).map_err(|e| {
+            let what = match e {
+                ValueError::TooLong { sample, len } => format!(
+                    "sample {}: {len} bytes is over the {}-byte limit of a {} value",
+                    first + sample as u64,
+                    values::MAX_VALUE_LEN,
+                    field.kind.name()
+                ),
+                ValueError::NotUtf8 { sample, at } => {
+                    format!("sample {}: not UTF-8 (the first bad byte is at {at})", first + sample as u64)
+                }
+                ValueError::BadOffsets { at } => {
+                    format!("offset {at} is below the one before it or past the {} value bytes", values.len())
+                }
+            };
+            DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what))
+        })
+    }
+
+    /// Stages samples `from..to` of a checked column into `store`.
+    pub(super) fn stage(
+        &self,
+        store: &Zrecord,
+        column: Column<'_>,
+        from: usize,
+        to: usize,
+    ) -> Result<(), DatasetError> {
+        let at = |e: Error| DatasetError::at(store.path(), Some(&self.field.name), e);
+        match column {
+            Column::Fixed(bytes) => {
+                let size = self.sample_len.expect("checked: a fixed field") as usize;
+                let src = &bytes[from * size..to * size];
+                store.stage_with(src, to - from, size, self.policy).map_err(at)?;
+            }
+            Column::Ragged { values, offsets } if self.field.has_stop_byte() => {
+                // Checked already (`check_values`): only the stop bytes to add.
+                let r = values::records(values, offsets, from, to, false)
+                    .map_err(|e| at(Error::InvalidArgument(format!("{e:?}"))))?;
+                store.stage_var_with(&r.bytes, &r.starts, &r.lens, self.policy).map_err(at)?;
+            }
+            Column::Ragged { values, offsets } => {
+                let starts = &offsets[from..to];
+                let lens: Vec<u32> = offsets[from..=to].windows(2).map(|w| (w[1] - w[0]) as u32).collect();
+                store.stage_var_with(values, starts, &lens, self.policy).map_err(at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The field's new store in shard folder `shard` (with loaderx's `schema.json` for a
+    /// fixed field, so that its store is a loaderx dataset on its own).
+    pub(super) fn create_store(&self, shard: &Path, layout: FileLayout) -> Result<Zrecord, DatasetError> {
+        let store_dir = shard.join(&self.field.name);
+        let at = |e: Error| DatasetError::at(&store_dir, Some(&self.field.name), e);
+        let options = OpenOptions { codec: self.policy.codec, layout, ..OpenOptions::default() };
+        let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
+        if let Some(schema) = self.field.schema() {
+            let schema_path = store_dir.join(SCHEMA_FILE);
+            std::fs::write(&schema_path, schema.to_json()).map_err(io_at(&schema_path, "write"))?;
+        }
+        Ok(store)
+    }
 }
 
 impl Drop for DatasetWriter {
@@ -502,6 +541,20 @@ impl Drop for DatasetWriter {
     }
 }
 
+/// Writes `manifest` beside `dataset.json`, syncs it, renames it over `dataset.json` and
+/// syncs the directory: the commit point of every change to a dataset.
+pub(super) fn publish(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
+    let text = manifest.to_json();
+    let final_path = path.join(MANIFEST_FILE);
+    let tmp = path.join(format!(".{MANIFEST_FILE}.tmp"));
+    let mut file = File::create(&tmp).map_err(io_at(&tmp, "create"))?;
+    file.write_all(text.as_bytes()).map_err(io_at(&tmp, "write"))?;
+    file.sync_all().map_err(io_at(&tmp, "sync"))?;
+    drop(file);
+    std::fs::rename(&tmp, &final_path).map_err(io_at(&final_path, "rename into"))?;
+    File::open(path).and_then(|d| d.sync_all()).map_err(io_at(path, "sync"))
+}
+
 /// Removes `shard-*` folders that `manifest` does not list: what an interrupted write
 /// left (the writer lock is held, so no other writer is filling them).
 fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
@@ -515,6 +568,19 @@ fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError>
         if name.starts_with("shard-") && !manifest.shards.iter().any(|s| s.dir == name) {
             let leftover = entry.path();
             std::fs::remove_dir_all(&leftover).map_err(io_at(&leftover, "remove leftover shard"))?;
+        }
+    }
+    // A field folder in a listed shard that the manifest does not name: an interrupted
+    // add_field's, or a dropped field's that was not removed.
+    for shard in &manifest.shards {
+        let Ok(entries) = std::fs::read_dir(path.join(&shard.dir)) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if entry.path().is_dir() && manifest.field_index(name).is_none() {
+                let leftover = entry.path();
+                std::fs::remove_dir_all(&leftover).map_err(io_at(&leftover, "remove leftover field"))?;
+            }
         }
     }
     let tmp = path.join(format!(".{MANIFEST_FILE}.tmp"));

@@ -512,6 +512,20 @@ def blocks(data: Any, chunk_bytes: int, dtype: "Mapping | None" = None) -> Block
     raise TypeError(f"cannot write {type(data).__name__} as named fields")
 
 
+def column_blocks(name: str, values: Any, chunk_bytes: int, dtype: Any = None) -> Blocks:
+    """The blocks of one field's samples (``Dataset.add_field``): anything a dict entry
+    may be, a pandas ``Series``, or a pyarrow ``Array`` / ``ChunkedArray``."""
+    cast_to = None if dtype is None else {name: dtype}
+    module = type(values).__module__ or ""
+    if module.startswith("pyarrow") and hasattr(values, "type"):
+        import pyarrow as pa
+
+        return blocks(pa.table({name: values}), chunk_bytes, cast_to)
+    if module.startswith("pandas") and hasattr(values, "to_frame"):
+        return blocks(values.to_frame(name), chunk_bytes, cast_to)
+    return _DictBlocks({name: values}, chunk_bytes, cast_to)
+
+
 def _pandas_values(name: str, column: Any) -> Any:
     """A DataFrame column's values, refusing missing ones."""
     if column.isna().any():

@@ -583,6 +583,48 @@ class Dataset:
                 raise
             store.sync()
 
+    # -- columns ---------------------------------------------------------------------------
+
+    @classmethod
+    def add_field(
+        cls,
+        path: PathLike,
+        name: str,
+        values: Any,
+        *,
+        codec: str = "flate",
+        dtype: Any = None,
+        chunk_bytes: int = WRITE_CHUNK_BYTES,
+        progress: Progress = False,
+        min_savings: float | None = None,
+    ) -> "Dataset":
+        """Adds field ``name`` to every sample of the dataset of named fields at ``path``,
+        without rewriting the others: ``values`` holds one sample per row, in index order
+        (anything ``Dataset.write`` takes for one field, a pandas ``Series``, or a pyarrow
+        ``Array`` / ``ChunkedArray``; an iterator is read ``chunk_bytes`` at a time). The
+        field is one new store per shard, laid out as the dataset's stores are, published
+        at once when complete: until then readers see the old fields, and a failure leaves
+        the dataset as it was. States saved before the change resume after it (a stream
+        reads rows, not columns). ``dtype`` casts a numeric field as ``Dataset.write``'s
+        ``dtype`` does. Needs the dataset's writer lock (``LockedError`` while another write
+        holds it). Returns the dataset, opened for reading.
+        """
+        _check_codec(codec)
+        source = _columns.column_blocks(str(name), values, chunk_bytes, dtype)
+        spec = dict(source.specs[0], codec=codec)
+        adder = _zrecord._FieldAdder(Path(path), spec, min_savings=min_savings)
+        _drive(adder, source, len(adder), progress, "add_field", lambda columns: adder.write(columns[0]))
+        return cls(path)
+
+    @classmethod
+    def drop_field(cls, path: PathLike, name: str) -> "Dataset":
+        """Removes field ``name`` from the dataset of named fields at ``path``: the manifest
+        without it is published first, then its stores are deleted. The last field cannot
+        go. States saved before the change resume after it. Returns the dataset, opened
+        for reading."""
+        _zrecord._drop_field(Path(path), str(name))
+        return cls(path)
+
     # -- maintenance -----------------------------------------------------------------------
 
     def delete(self, idxs: Any) -> None:
@@ -760,19 +802,26 @@ def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, sh
     )
     if metadata is not None:
         writer.set_metadata(metadata)
+    _drive(writer, source, total, progress, "write", writer.write)
+    return cls(path)
+
+
+def _drive(target, source, total, progress, what: str, put) -> None:
+    """Hands every block of ``source`` to ``put``, reporting progress in samples, and
+    commits ``target`` (a native writer or field adder); on any failure, or an interrupt,
+    discards it instead, leaving the dataset as it was."""
     written = 0
     try:
-        with reporter(progress, "write", "sample") as report:
+        with reporter(progress, what, "sample") as report:
             if report is not None:
                 report(0, total)
             for columns in source:
-                written += writer.write(columns)
+                written += put(columns)
                 del columns
                 source.after_block()
                 if report is not None:
                     report(written, total)
-            writer.commit()
+            target.commit()
     except BaseException:
-        writer.discard()
+        target.discard()
         raise
-    return cls(path)

@@ -1,0 +1,122 @@
+"""Columns added to and dropped from a dataset: `Dataset.add_field` / `Dataset.drop_field`.
+
+Issue 34: "Adding a field to an existing dataset (a new caption model's output, an
+embedding, a quality score) is refused; the only path is rewriting everything." A state
+saved before the change resumes after it, since a stream reads rows, not columns.
+"""
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import zrecord
+from zrecord import DataLoader, Dataset
+
+
+def written(path, n=1000, shard_records=300, layout=None):
+    rng = np.random.default_rng(0)
+    return Dataset.write(path, {
+        "image": rng.integers(0, 255, (n, 3, 4, 4), dtype=np.uint8),
+        "label": np.arange(n),
+        "tokens": [np.arange(i % 9 + 1, dtype=np.uint16) for i in range(n)],
+    }, shard_records=shard_records, layout=layout)
+
+
+def files(path):
+    return sorted(os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs)
+
+
+def test_a_field_is_added_to_every_row_and_a_saved_state_resumes(tmp_path):
+    path = tmp_path / "ds"
+    ds = written(path)
+    before = files(path)
+    with DataLoader(ds, batch_size=50, mode=2, seed=4) as loader:
+        [next(loader) for _ in range(5)]
+        state = loader.state_dict()
+        expect = [next(loader)["label"] for _ in range(6)]
+    ds.close()
+
+    scores = np.arange(1000, dtype=np.float32) / 7
+    ds = Dataset.add_field(path, "score", scores)
+    assert [f.name for f in ds.fields] == ["image", "label", "tokens", "score"]
+    np.testing.assert_array_equal(ds[:]["score"], scores)
+    assert set(before) <= set(files(path)), "no file of the other fields was touched"
+    manifest = json.loads((path / "dataset.json").read_text())
+    assert manifest["version"] == 3 and "rows" in manifest
+    with DataLoader(ds, batch_size=50, mode=2, seed=4, state=state) as loader:
+        got = [next(loader) for _ in range(6)]
+    for b, labels in zip(got, expect):
+        np.testing.assert_array_equal(b["label"], labels)
+        np.testing.assert_array_equal(b["score"], scores[labels])
+
+    # Strings from an iterator, a pyarrow column, a pandas Series: the same rule as write.
+    captions = (f"caption {i}" for i in range(1000))
+    Dataset.add_field(path, "caption", captions, codec="zstd")
+    Dataset.add_field(path, "ids", pa.chunked_array([[[1, 2]] * 500, [[3]] * 500]), dtype="uint16")
+    ds = Dataset(path)
+    assert ds[999]["caption"] == "caption 999" and ds[500]["ids"].tolist() == [3]
+    assert {f.name: f.kind for f in ds.fields}["caption"] == "string"
+
+    # Dropping one: gone from the manifest and the disk; the state still resumes.
+    ds = Dataset.drop_field(path, "image")
+    assert [f.name for f in ds.fields] == ["label", "tokens", "score", "caption", "ids"]
+    assert not any(p.endswith(os.sep + "image") or "/image/" in p for p in files(path))
+    with DataLoader(ds, batch_size=50, mode=2, seed=4, state=state) as loader:
+        np.testing.assert_array_equal(next(loader)["label"], expect[0])
+
+
+def test_a_wrong_column_is_refused_and_leaves_the_dataset_as_it_was(tmp_path):
+    path = tmp_path / "ds"
+    written(path, n=100, shard_records=40)
+    before = files(path)
+    manifest = (path / "dataset.json").read_text()
+    with pytest.raises(ValueError, match=r"99 samples given, the dataset holds 100"):
+        Dataset.add_field(path, "score", np.zeros(99))
+    with pytest.raises(ValueError, match=r"101 samples given, the dataset holds 100"):
+        Dataset.add_field(path, "score", np.zeros(101))
+    with pytest.raises(ValueError, match="already has a field \"label\""):
+        Dataset.add_field(path, "label", np.zeros(100))
+    with pytest.raises(ValueError, match="field 'x': value 300 does not fit uint8"):
+        Dataset.add_field(path, "x", np.full(100, 300), dtype="uint8")
+
+    def interrupted():
+        yield from (f"c{i}" for i in range(60))
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Dataset.add_field(path, "caption", interrupted())
+    assert files(path) == before and (path / "dataset.json").read_text() == manifest
+    with pytest.raises(ValueError, match="no field \"nope\"; its fields are image, label, tokens"):
+        Dataset.drop_field(path, "nope")
+    Dataset.drop_field(path, "image")
+    Dataset.drop_field(path, "tokens")
+    with pytest.raises(ValueError, match="only field"):
+        Dataset.drop_field(path, "label")
+
+
+def test_an_added_field_takes_the_dataset_layout_and_loaderx_reads_it(tmp_path):
+    path = tmp_path / "ds"
+    written(path, n=120, shard_records=50, layout="sparse")
+    Dataset.add_field(path, "score", np.arange(120, dtype=np.float64))
+    info = zrecord.inspect(path / "shard-000002" / "score")
+    assert info.layout == "sparse"
+    loaderx = pytest.importorskip("loaderx")
+    store = loaderx.Dataset(str(path / "shard-000001" / "score"))
+    np.testing.assert_array_equal(store[np.arange(50)], np.arange(50, 100, dtype=np.float64))
+
+
+def test_appends_after_a_change_keep_every_field(tmp_path):
+    path = tmp_path / "ds"
+    written(path, n=100)
+    Dataset.add_field(path, "caption", [f"c{i}" for i in range(100)])
+    ds = Dataset.write(path, {
+        "image": np.zeros((5, 3, 4, 4), np.uint8), "label": np.arange(100, 105),
+        "tokens": [np.ones(2, np.uint16)] * 5, "caption": ["new"] * 5,
+    })
+    assert len(ds) == 105 and ds[104]["caption"] == "new" and ds[99]["caption"] == "c99"
+    with pytest.raises(ValueError, match="missing caption"):
+        Dataset.write(path, {"image": np.zeros((1, 3, 4, 4), np.uint8), "label": np.arange(1),
+                             "tokens": [np.ones(2, np.uint16)]})

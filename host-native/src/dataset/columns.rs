@@ -1,0 +1,261 @@
+//! Columns added to and dropped from a dataset without rewriting the others
+//! ([`FieldAdder`], [`drop_field`]).
+//!
+//! A new field is one new store per listed shard (`<shard>/<field>/`), filled in index
+//! order with exactly the shard's record count, committed, and published by the manifest
+//! (written beside, renamed over `dataset.json`) listing the field: until then readers see
+//! the old fields, and a crash leaves unlisted field folders that the next add removes. A
+//! dropped field leaves the manifest first; its folders go after. Both take the dataset's
+//! writer lock.
+//!
+//! The manifest's `rows` ([`Manifest::rows`]) keeps the dataset's identity across the
+//! change: states saved before it resume after it, since a stream reads rows, not columns.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use zrecord_core::dataset::{Field, Manifest, MANIFEST_FILE};
+use zrecord_core::error::Error;
+use zrecord_core::format::FileLayout;
+
+use super::write::{io_at, publish, FieldWrite, WRITE_LOCK_FILE};
+use super::{Column, Dataset, DatasetError, DatasetOptions, WriteOptions};
+use crate::{OpenOptions, Zrecord};
+
+/// Adds one field to every sample of an existing local dataset; see the module docs.
+/// Write its samples in index order with [`FieldAdder::write`], then
+/// [`FieldAdder::commit`]. Dropped without a commit, it removes what it wrote.
+pub struct FieldAdder {
+    path: PathBuf,
+    manifest: Manifest,
+    write: FieldWrite,
+    options: WriteOptions,
+    /// The shard being filled and its store.
+    shard: usize,
+    store: Option<Zrecord>,
+    /// Samples staged into the current shard's store, and in all.
+    in_shard: u64,
+    written: u64,
+    /// The dataset's identity before the change (what `rows` keeps).
+    rows: u64,
+    /// Shard folders holding a store of the new field.
+    made: Vec<PathBuf>,
+    done: bool,
+    _lock: File,
+}
+
+/// Takes the writer lock of the dataset at `path` and reads its manifest.
+fn lock_and_read(path: &Path) -> Result<(File, Manifest), DatasetError> {
+    let bad = |e: Error| DatasetError::at(path, None, e);
+    let manifest_path = path.join(MANIFEST_FILE);
+    if !manifest_path.is_file() {
+        return Err(bad(Error::InvalidArgument(format!(
+            "{} is not a dataset of named fields (no {MANIFEST_FILE}): write one with Dataset.write first",
+            path.display()
+        ))));
+    }
+    let lock_path = path.join(WRITE_LOCK_FILE);
+    let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? else {
+        return Err(bad(Error::Locked(format!("another writer is changing {}", path.display()))));
+    };
+    let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
+        .map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+    let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+    Ok((lock, manifest))
+}
+
+/// The dataset's identity generation now (what a saved state holds), and the layout of
+/// its stores (dense when it has none).
+fn identity(path: &Path) -> Result<(u64, FileLayout), DatasetError> {
+    let ds = Dataset::open_with(path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
+    let layout = ds.stores().next().map_or(FileLayout::Dense, |s| s.layout());
+    Ok((ds.id()?.generation, layout))
+}
+
+impl FieldAdder {
+    /// An adder of `field` to the dataset at `path`, its stores compressed under
+    /// `options.min_savings` and laid out as the dataset's stores are (dense or sparse;
+    /// `options.layout` and `shard_records` do not apply).
+    pub fn open(path: impl AsRef<Path>, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
+        let path = path.as_ref().to_path_buf();
+        let bad = |e: Error| DatasetError::at(&path, Some(&field.name), e);
+        let (lock, manifest) = lock_and_read(&path)?;
+        let mut after = manifest.clone();
+        // Fields the caller describes are arguments: a bad one is an invalid argument.
+        after.add_field(field.clone(), 0).map_err(|e| bad(Error::InvalidArgument(e.to_string())))?;
+        let write = FieldWrite::new(&field, &options).map_err(bad)?;
+        // Folders of this name in listed shards are an interrupted add's: not listed, so
+        // no reader uses them.
+        for shard in &manifest.shards {
+            let leftover = path.join(&shard.dir).join(&field.name);
+            if leftover.exists() {
+                std::fs::remove_dir_all(&leftover).map_err(io_at(&leftover, "remove leftover field"))?;
+            }
+        }
+        let (rows, layout) = identity(&path)?;
+        let options = WriteOptions { layout, ..options };
+        Ok(FieldAdder {
+            path,
+            manifest,
+            write,
+            options,
+            shard: 0,
+            store: None,
+            in_shard: 0,
+            written: 0,
+            rows,
+            made: Vec::new(),
+            done: false,
+            _lock: lock,
+        })
+    }
+
+    /// Samples the dataset holds: what the new field must hold.
+    pub fn len(&self) -> u64 {
+        self.manifest.len()
+    }
+
+    /// True when the dataset holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Samples written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Stages the next samples of the field (in index order), rolling from shard to shard
+    /// at each one's record count. A column past the dataset's length, or a bad one, is an
+    /// invalid argument naming the field; nothing of it is staged.
+    pub fn write(&mut self, column: Column<'_>) -> Result<u64, DatasetError> {
+        let n = self.write.check(&self.path, self.written, column)?;
+        if self.written + n > self.len() {
+            return Err(DatasetError::at(
+                &self.path,
+                Some(&self.write.field.name),
+                Error::InvalidArgument(format!("{} samples given, the dataset holds {}", self.written + n, self.len())),
+            ));
+        }
+        let mut done = 0u64;
+        while done < n {
+            // Empty shards hold no sample but get the field's (empty) store all the same.
+            while self.in_shard == self.manifest.shards[self.shard].records {
+                self.next_shard()?;
+            }
+            let room = self.manifest.shards[self.shard].records - self.in_shard;
+            let k = room.min(n - done);
+            if self.store.is_none() {
+                let dir = self.path.join(&self.manifest.shards[self.shard].dir);
+                self.store = Some(self.write.create_store(&dir, self.options.layout)?);
+                self.made.push(dir);
+            }
+            let store = self.store.as_ref().expect("made above");
+            self.write.stage(store, column, done as usize, (done + k) as usize)?;
+            done += k;
+            self.in_shard += k;
+            self.written += k;
+        }
+        Ok(n)
+    }
+
+    /// Commits the current shard's store and moves to the next shard.
+    fn next_shard(&mut self) -> Result<(), DatasetError> {
+        self.finish_store()?;
+        self.shard += 1;
+        self.in_shard = 0;
+        Ok(())
+    }
+
+    fn finish_store(&mut self) -> Result<(), DatasetError> {
+        if self.store.is_none() && self.shard < self.manifest.shards.len() {
+            // A shard of no records (or one the column skipped): an empty store.
+            let dir = self.path.join(&self.manifest.shards[self.shard].dir);
+            self.store = Some(self.write.create_store(&dir, self.options.layout)?);
+            self.made.push(dir);
+        }
+        if let Some(store) = self.store.take() {
+            store.commit().map_err(|e| DatasetError::at(store.path(), Some(&self.write.field.name), e))?;
+        }
+        Ok(())
+    }
+
+    /// Publishes the field: every store committed, then the manifest listing it. Fails
+    /// unless every sample was written.
+    pub fn commit(mut self) -> Result<Dataset, DatasetError> {
+        if self.written != self.len() {
+            return Err(DatasetError::at(
+                &self.path,
+                Some(&self.write.field.name),
+                Error::InvalidArgument(format!(
+                    "{} samples given, the dataset holds {}: a new field needs one for every sample",
+                    self.written,
+                    self.len()
+                )),
+            ));
+        }
+        while self.shard < self.manifest.shards.len() {
+            self.next_shard()?;
+        }
+        let mut manifest = self.manifest.clone();
+        let field = self.write.field.clone();
+        manifest
+            .add_field(field, self.rows)
+            .map_err(|e| DatasetError::at(&self.path, None, Error::InvalidArgument(e.to_string())))?;
+        publish(&self.path, &manifest)?;
+        self.done = true;
+        Dataset::open_with(&self.path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })
+    }
+
+    /// Drops the new field's stores; the dataset is as it was.
+    pub fn discard(self) {}
+}
+
+impl Drop for FieldAdder {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(store) = self.store.take() {
+            store.discard();
+        }
+        for shard in &self.made {
+            let _ = std::fs::remove_dir_all(shard.join(&self.write.field.name));
+        }
+    }
+}
+
+/// Removes field `name` from the local dataset at `path`: the manifest without it is
+/// published first (readers see the field gone at once), then its stores are removed.
+/// Refuses the last field.
+pub fn drop_field(path: impl AsRef<Path>, name: &str) -> Result<Field, DatasetError> {
+    let path = path.as_ref();
+    let (_lock, manifest) = lock_and_read(path)?;
+    let (rows, _) = identity(path)?;
+    let mut after = manifest.clone();
+    let field = after
+        .drop_field(name, rows)
+        .map_err(|e| DatasetError::at(path, Some(name), Error::InvalidArgument(e.to_string())))?;
+    publish(path, &after)?;
+    for shard in &manifest.shards {
+        let dir = path.join(&shard.dir).join(name);
+        // Listed no more: a folder left by a failure here is removed by the next change.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(field)
+}
+
+/// The identity generation of the stores of `fields` in shard folders `shards` (opened
+/// read-only), folded in order: what an append adds to a dataset's `rows`.
+pub(super) fn store_generations(path: &Path, shards: &[String], fields: &[Field]) -> Result<Vec<u64>, DatasetError> {
+    let mut out = Vec::new();
+    for shard in shards {
+        for f in fields {
+            let dir = path.join(shard).join(&f.name);
+            let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
+            let store = Zrecord::open_with(&dir, options).map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?;
+            out.push(store.generation().map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?);
+        }
+    }
+    Ok(out)
+}
