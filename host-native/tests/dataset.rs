@@ -727,3 +727,62 @@ fn a_field_is_added_and_dropped_and_saved_states_still_resume() {
     assert_eq!(grown.len(), 1001);
     assert_ne!(grown.id().unwrap().generation, id.generation);
 }
+
+#[test]
+fn deleted_samples_are_gone_from_every_field_and_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let fields = vec![Field::fixed("label", "<i8", &[], Codec::Raw), Field::bytes("blob", Codec::Raw)];
+    let mut w =
+        DatasetWriter::open(&path, fields, WriteOptions { shard_records: 100, ..WriteOptions::default() }).unwrap();
+    let n = 350u64;
+    let labels: Vec<u8> = (0..n).flat_map(|i| (i as i64).to_le_bytes()).collect();
+    let blob = |i: u64| format!("<secret {i:05}>").into_bytes();
+    let mut values = Vec::new();
+    let mut offsets = vec![0u64];
+    for i in 0..n {
+        values.extend(blob(i));
+        offsets.push(values.len() as u64);
+    }
+    w.write(&[Column::Fixed(&labels), Column::Ragged { values: &values, offsets: &offsets }]).unwrap();
+    w.commit().unwrap();
+    let old_id = Dataset::open(&path).unwrap().id().unwrap();
+
+    // Samples in shards 0 and 2 (shards 1 and 3 are not touched), with a repeat.
+    let gone = [5u64, 0, 99, 205, 5, 250];
+    let e = zrecord::dataset::delete_samples(&path, &[1, 350], &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("index 350 is out of range for a dataset of 350 samples"), "{e}");
+    let untouched = std::fs::read(path.join("shard-000001").join("blob").join("0.zr")).unwrap();
+    let mut reports = Vec::new();
+    let done = zrecord::dataset::delete_samples(&path, &gone, &mut |d, t| reports.push((d, t))).unwrap();
+    assert_eq!((done.samples, done.shards, done.remaining), (5, 2, 345));
+    assert_eq!(reports.last(), Some(&(2 * 195, 2 * 195)));
+
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.len(), 345);
+    assert_ne!(ds.id().unwrap(), old_id);
+    let keep: Vec<u64> = (0..n).filter(|i| !gone.contains(i)).collect();
+    let mut out = vec![0u8; 8 * keep.len()];
+    let all: Vec<u64> = (0..ds.len()).collect();
+    ds.gather_fixed(0, &all, &mut out, None, false).unwrap();
+    assert_eq!(out, keep.iter().flat_map(|&i| (i as i64).to_le_bytes()).collect::<Vec<u8>>(), "order kept");
+    let (got, at) = ds.gather_ragged(1, &all).unwrap();
+    for (k, &i) in keep.iter().enumerate() {
+        assert_eq!(&got[at[k] as usize..at[k + 1] as usize], blob(i).as_slice());
+    }
+    // The untouched shard is the same folder with the same bytes.
+    assert_eq!(std::fs::read(path.join("shard-000001").join("blob").join("0.zr")).unwrap(), untouched);
+    // No file of the dataset holds a deleted sample's bytes.
+    let mut files = vec![path.clone()];
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let bytes = std::fs::read(&p).unwrap();
+        for &i in &gone {
+            let secret = blob(i);
+            assert!(!bytes.windows(secret.len()).any(|w| w == secret), "{} holds sample {i}", p.display());
+        }
+    }
+}

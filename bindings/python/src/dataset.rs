@@ -538,6 +538,25 @@ impl PyFieldAdder {
     }
 }
 
+/// `Dataset.delete` of a dataset of named fields: samples `indices` removed from the
+/// local dataset at `path` (`zrecord::dataset::delete_samples`); returns (samples
+/// deleted, shards copied, samples left).
+#[pyfunction]
+#[pyo3(name = "_delete_samples", signature = (path, indices, progress = None))]
+pub fn delete_samples(
+    py: Python<'_>,
+    path: PathBuf,
+    indices: &Bound<'_, PyAny>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(u64, usize, u64)> {
+    let indices = buffers::offsets(indices, "indices")?;
+    let mut reporter = crate::progress::Progress::new(progress);
+    let bar = &mut reporter;
+    let done = call(py, move || zrecord::dataset::delete_samples(&path, &indices, &mut |d, t| bar.report(d, t)))?;
+    reporter.finish()?;
+    Ok((done.samples, done.shards, done.remaining))
+}
+
 /// `Dataset.drop_field`: removes field `name` from the local dataset at `path`.
 #[pyfunction]
 #[pyo3(name = "_drop_field")]

@@ -14,11 +14,11 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use zrecord_core::dataset::{Field, Manifest, MANIFEST_FILE};
+use zrecord_core::dataset::{Field, Manifest};
 use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
 
-use super::write::{io_at, publish, FieldWrite, WRITE_LOCK_FILE};
+use super::write::{io_at, lock_existing, publish, FieldWrite};
 use super::{Column, Dataset, DatasetError, DatasetOptions, WriteOptions};
 use crate::{OpenOptions, Zrecord};
 
@@ -44,26 +44,6 @@ pub struct FieldAdder {
     _lock: File,
 }
 
-/// Takes the writer lock of the dataset at `path` and reads its manifest.
-fn lock_and_read(path: &Path) -> Result<(File, Manifest), DatasetError> {
-    let bad = |e: Error| DatasetError::at(path, None, e);
-    let manifest_path = path.join(MANIFEST_FILE);
-    if !manifest_path.is_file() {
-        return Err(bad(Error::InvalidArgument(format!(
-            "{} is not a dataset of named fields (no {MANIFEST_FILE}): write one with Dataset.write first",
-            path.display()
-        ))));
-    }
-    let lock_path = path.join(WRITE_LOCK_FILE);
-    let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? else {
-        return Err(bad(Error::Locked(format!("another writer is changing {}", path.display()))));
-    };
-    let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
-        .map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-    let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-    Ok((lock, manifest))
-}
-
 /// The dataset's identity generation now (what a saved state holds), and the layout of
 /// its stores (dense when it has none).
 fn identity(path: &Path) -> Result<(u64, FileLayout), DatasetError> {
@@ -79,7 +59,7 @@ impl FieldAdder {
     pub fn open(path: impl AsRef<Path>, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
         let path = path.as_ref().to_path_buf();
         let bad = |e: Error| DatasetError::at(&path, Some(&field.name), e);
-        let (lock, manifest) = lock_and_read(&path)?;
+        let (lock, manifest) = lock_existing(&path)?;
         let mut after = manifest.clone();
         // Fields the caller describes are arguments: a bad one is an invalid argument.
         after.add_field(field.clone(), 0).map_err(|e| bad(Error::InvalidArgument(e.to_string())))?;
@@ -230,7 +210,7 @@ impl Drop for FieldAdder {
 /// Refuses the last field.
 pub fn drop_field(path: impl AsRef<Path>, name: &str) -> Result<Field, DatasetError> {
     let path = path.as_ref();
-    let (_lock, manifest) = lock_and_read(path)?;
+    let (_lock, manifest) = lock_existing(path)?;
     let (rows, _) = identity(path)?;
     let mut after = manifest.clone();
     let field = after

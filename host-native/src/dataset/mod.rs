@@ -19,10 +19,12 @@
 //! parts ([`Part`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
 //! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
 //! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
-//! dropped ([`FieldAdder`], [`drop_field`]).
+//! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
+//! ([`delete_samples`]).
 
 mod columns;
 mod convert;
+mod delete;
 mod error;
 mod layout;
 mod open;
@@ -39,6 +41,7 @@ use zrecord_core::stream::DatasetId;
 
 pub use columns::{drop_field, FieldAdder};
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
+pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;
 pub use layout::{set_layout, LayoutChange};
 pub(crate) use open::read_meta_file;

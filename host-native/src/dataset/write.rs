@@ -386,6 +386,11 @@ impl FieldWrite {
         })
     }
 
+    /// The codec policy new records of the field are written under.
+    pub(super) fn policy(&self) -> CodecPolicy {
+        self.policy
+    }
+
     /// The number of samples in `column`, after checking every one; `first` numbers the
     /// first in messages. A bad column is an invalid argument naming the field.
     pub(super) fn check(&self, path: &Path, first: u64, column: Column<'_>) -> Result<u64, DatasetError> {
@@ -539,6 +544,31 @@ impl Drop for DatasetWriter {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }
+}
+
+/// Takes the writer lock of the existing dataset at `path`, reads its manifest and removes
+/// what an interrupted change left (for changes to it: fields added or dropped, samples
+/// deleted).
+pub(super) fn lock_existing(path: &Path) -> Result<(File, Manifest), DatasetError> {
+    let bad = |e: Error| DatasetError::at(path, None, e);
+    let manifest_path = path.join(MANIFEST_FILE);
+    if !manifest_path.is_file() {
+        return Err(bad(Error::InvalidArgument(format!(
+            "{} is not a dataset of named fields (no {MANIFEST_FILE}): write one with Dataset.write first",
+            path.display()
+        ))));
+    }
+    let lock_path = path.join(WRITE_LOCK_FILE);
+    let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? else {
+        return Err(bad(Error::Locked(format!("another writer is changing {}", path.display()))));
+    };
+    let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
+        .map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+    let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+    // What an interrupted change left (unlisted shard and field folders) goes first: a new
+    // shard folder's name may be one of them.
+    remove_unlisted(path, &manifest)?;
+    Ok((lock, manifest))
 }
 
 /// Writes `manifest` beside `dataset.json`, syncs it, renames it over `dataset.json` and

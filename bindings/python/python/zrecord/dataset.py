@@ -627,44 +627,66 @@ class Dataset:
 
     # -- maintenance -----------------------------------------------------------------------
 
-    def delete(self, idxs: Any) -> None:
-        """Remove samples, keeping the index space dense.
+    def delete(self, idxs: Any, progress: Progress = False) -> None:
+        """Remove samples.
 
-        ``len(self)`` shrinks and the survivors stay addressable as ``0..len(self)``; the
-        tail moves into each hole, so surviving samples may change index. The bytes stay on
-        disk until :meth:`compact`. Needs exclusive access: raises ``LockedError`` (-9)
-        while a DataLoader or another handle uses the store.
+        **A single loaderx store** keeps its index space dense: ``len(self)`` shrinks and
+        the survivors stay addressable as ``0..len(self)``; the tail moves into each hole,
+        so surviving samples may change index. The bytes stay on disk until
+        :meth:`compact`. Needs exclusive access: raises ``LockedError`` (-9) while a
+        DataLoader or another handle uses the store.
+
+        **A dataset of named fields** removes the samples from every field: each shard
+        holding one is copied without them (the survivors keep their order: sample ``j``
+        afterwards is the ``j``-th sample not deleted) and published at once, and the old
+        shard's files are removed, so the deleted samples' bytes are in no file when
+        ``delete`` returns (:meth:`compact` has nothing left to do). Readers that opened
+        the dataset before keep reading what they opened; this handle sees the new one.
+        A delete that is interrupted (an error, a kill) leaves the dataset as it was. A
+        DataLoader state saved before the delete is refused afterwards (the dataset
+        changed); see docs/stream.md. Needs the dataset's writer lock. ``progress`` counts
+        records copied.
 
         ``idxs`` are non-negative indices (a negative one is ``IndexOutOfRangeError``: a
         delete does not guess) or a boolean mask ``len(self)`` long (another length is an
         ``IndexError``, as in indexing).
         """
-        self._single_store_only("delete")
-        store = self.store
+        n = len(self)
         idxs = np.asarray(idxs)
         if idxs.dtype == np.bool_:
-            if idxs.shape != (len(store),):
-                raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
+            if idxs.shape != (n,):
+                raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {n}")
             idxs = np.flatnonzero(idxs)
-        store.delete(idxs)
+        if self._native is None:
+            self.store.delete(idxs)
+            return
+        if self.is_remote:
+            raise TypeError(f"{self.path}: deleting from a dataset in an object store is not supported yet; "
+                            "pull it, delete locally and push it again")
+        idxs = idxs.reshape(-1)
+        if idxs.size and idxs.dtype.kind == "i" and idxs.min() < 0:
+            raise IndexOutOfRangeError(f"index {int(idxs.min())} is negative: a delete takes indices 0..{n - 1}")
+        if idxs.size and int(idxs.max()) >= n:
+            raise IndexOutOfRangeError(f"index {int(idxs.max())} is out of range for a dataset of {n} samples")
+        with reporter(progress, "delete", "record") as report:
+            _zrecord._delete_samples(Path(self.path), idxs.astype(np.uint64), report)
+        # This handle reads the new dataset from now on.
+        old, self._native = self._native, self._open_native()
+        old.close()
 
     def compact(self, progress: Progress = False) -> None:
         """Reclaim the space left by :meth:`delete`, in place (needs exclusive access).
 
         ``progress``: ``True`` for a tqdm bar (when tqdm is installed), or a
-        ``callable(done, total)``, in records visited.
+        ``callable(done, total)``, in records visited. A dataset of named fields has nothing
+        to reclaim (its delete removes the bytes): this returns at once.
         """
-        self._single_store_only("compact")
+        if self._native is not None:
+            self._live()
+            return
         store = self.store
         with reporter(progress, "compact") as report:
             store.compact(report)
-
-    def _single_store_only(self, what: str) -> None:
-        if self._native is not None:
-            raise TypeError(
-                f"{what} applies to a single-store dataset; the shards of a multi-field dataset are never "
-                "rewritten (write a new dataset with the samples to keep)"
-            )
 
     def stats(self) -> dict:
         """Storage usage; see :meth:`Zrecord.stats` (summed over every store of a

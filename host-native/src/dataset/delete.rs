@@ -1,0 +1,176 @@
+//! Samples deleted from a dataset of named fields ([`delete_samples`]), their bytes gone
+//! from every file when it returns.
+//!
+//! A shard a manifest lists is never written again (readers holding that manifest read it),
+//! so a delete copies each shard that holds a deleted sample into a new shard folder, every
+//! field's surviving records in their order, and publishes the manifest with the new shard
+//! in the old one's place; then the old folders go. Until the rename readers see the old
+//! dataset; a delete killed before it leaves unlisted folders, which the next write or
+//! delete removes (`write.rs`, `remove_unlisted`), and running it again starts over. The
+//! surviving samples keep their order: sample `j` after the delete is the `j`-th sample not
+//! deleted.
+
+use std::path::Path;
+
+use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry};
+use zrecord_core::error::Error;
+use zrecord_core::format::FileLayout;
+use zrecord_core::stream::DatasetId;
+
+use super::write::{lock_existing, publish, FieldWrite};
+use super::{DatasetError, WriteOptions};
+use crate::{OpenOptions, Zrecord};
+
+/// Records copied at a time, at most.
+const BLOCK_RECORDS: usize = 4096;
+/// Bytes of records copied at a time, about.
+const BLOCK_BYTES: u64 = 64 << 20;
+
+/// What [`delete_samples`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deleted {
+    /// Samples removed.
+    pub samples: u64,
+    /// Shards copied without them.
+    pub shards: usize,
+    /// Samples the dataset holds now.
+    pub remaining: u64,
+}
+
+/// Deletes samples `indices` (in any order, repeats allowed) from the local dataset at
+/// `path`; see the module docs. `progress(done, total)` counts records copied. An index
+/// out of range is an error naming it, before anything is written.
+pub fn delete_samples(
+    path: impl AsRef<Path>,
+    indices: &[u64],
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Deleted, DatasetError> {
+    let path = path.as_ref();
+    let (_lock, manifest) = lock_existing(path)?;
+    let len = manifest.len();
+    if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
+        return Err(DatasetError::at(
+            path,
+            None,
+            Error::InvalidArgument(format!("index {bad} is out of range for a dataset of {len} samples")),
+        ));
+    }
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let layout = manifest.layout();
+    let groups = layout.group(&sorted).expect("every index was checked to be in range");
+    let store_layout = first_layout(path, &manifest)?;
+    let options = WriteOptions { layout: store_layout, ..WriteOptions::default() };
+    let writes = manifest
+        .fields
+        .iter()
+        .map(|f| FieldWrite::new(f, &options).map_err(|e| DatasetError::at(path, Some(&f.name), e)))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let total: u64 =
+        groups.iter().map(|(s, gone, _)| (manifest.shards[*s].records - gone.len() as u64) * writes.len() as u64).sum();
+    let mut done = 0u64;
+    progress(0, total);
+    let mut after = manifest.clone();
+    let mut made = Vec::new();
+    let result = (|| {
+        for (s, gone, _) in &groups {
+            let old = &manifest.shards[*s];
+            let keep: Vec<u64> = (0..old.records).filter(|r| gone.binary_search(r).is_err()).collect();
+            if keep.is_empty() {
+                after.shards[*s].records = 0;
+                continue;
+            }
+            let name = shard_dir(after.next_shard);
+            after.next_shard += 1;
+            let dir = path.join(&name);
+            made.push(dir.clone());
+            for write in &writes {
+                let from = open_read(&path.join(&old.dir).join(&write.field.name))?;
+                let to = write.create_store(&dir, store_layout)?;
+                copy_records(write, &from, &keep, &to, &mut |n| {
+                    done += n;
+                    progress(done, total);
+                })?;
+                to.commit().map_err(|e| DatasetError::at(to.path(), Some(&write.field.name), e))?;
+            }
+            after.shards[*s] = ShardEntry { dir: name, records: keep.len() as u64 };
+        }
+        after.shards.retain(|s| s.records > 0);
+        if let Some(rows) = after.rows {
+            // The rows changed: so does their identity (the new stores folded in).
+            let new: Vec<String> =
+                made.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(String::from)).collect();
+            let generations = super::columns::store_generations(path, &new, &after.fields)?;
+            after.rows = Some(DatasetId::of_stores(0, std::iter::once(rows).chain(generations)).generation);
+        }
+        publish(path, &after)
+    })();
+    if let Err(e) = result {
+        for dir in &made {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        return Err(e);
+    }
+    // Listed no more: a folder a failure here leaves is removed by the next write.
+    for (s, _, _) in &groups {
+        let _ = std::fs::remove_dir_all(path.join(&manifest.shards[*s].dir));
+    }
+    progress(total, total);
+    Ok(Deleted { samples: sorted.len() as u64, shards: groups.len(), remaining: after.len() })
+}
+
+/// The layout of the dataset's stores (dense when it has none).
+fn first_layout(path: &Path, manifest: &Manifest) -> Result<FileLayout, DatasetError> {
+    let Some(shard) = manifest.shards.first() else { return Ok(FileLayout::Dense) };
+    let field = &manifest.fields[0];
+    Ok(open_read(&path.join(&shard.dir).join(&field.name))?.layout())
+}
+
+fn open_read(dir: &Path) -> Result<Zrecord, DatasetError> {
+    let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
+    Zrecord::open_with(dir, options).map_err(|e| DatasetError::at(dir, None, e))
+}
+
+/// Copies records `keep` of `from` (decoded, checked against their checksums) to `to`, in
+/// order, re-encoded under the field's codec policy; staged, not committed.
+fn copy_records(
+    write: &FieldWrite,
+    from: &Zrecord,
+    keep: &[u64],
+    to: &Zrecord,
+    copied: &mut dyn FnMut(u64),
+) -> Result<(), DatasetError> {
+    let at = |z: &Zrecord, e: Error| DatasetError::at(z.path(), Some(&write.field.name), e);
+    let mut lens = Vec::new();
+    let mut buf = Vec::new();
+    let mut at_k = 0;
+    while at_k < keep.len() {
+        let end = (at_k + BLOCK_RECORDS).min(keep.len());
+        let block = &keep[at_k..end];
+        lens.clear();
+        lens.resize(block.len(), 0u32);
+        from.lengths(block, &mut lens).map_err(|e| at(from, e))?;
+        // Fewer records when the block's bytes run past BLOCK_BYTES (one at least).
+        let mut n = 0;
+        let mut bytes = 0u64;
+        while n < block.len() && (n == 0 || bytes + u64::from(lens[n]) <= BLOCK_BYTES) {
+            bytes += u64::from(lens[n]);
+            n += 1;
+        }
+        let mut starts = Vec::with_capacity(n);
+        let mut total = 0u64;
+        for &len in &lens[..n] {
+            starts.push(total);
+            total += u64::from(len);
+        }
+        buf.clear();
+        buf.resize(total as usize, 0);
+        from.gather_var(&block[..n], &mut buf, &starts).map_err(|e| at(from, e))?;
+        to.stage_var_with(&buf, &starts, &lens[..n], write.policy()).map_err(|e| at(to, e))?;
+        copied(n as u64);
+        at_k += n;
+    }
+    Ok(())
+}
