@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|packing|remote|latency|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|remote|latency|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -15,7 +15,7 @@ This file parses the arguments, runs the chosen sections and prints the run as M
 stdout: a published run is that output kept in bench/results/ (`make bench >
 bench/results/DATE.md`), and bench/report.py turns the newest full one into
 docs/benchmarks.md (`make bench-doc`). The sections are stream.py (sampler, stream),
-store.py (store, checksums, pool, policy), loader.py (loader, threads), fields.py,
+store.py (store, checksums, pool, policy), loader.py (loader, threads), fields.py, living.py,
 packing.py, remote.py and scale.py; the data sets are made in data_sets.py, the peers they
 measure are in contenders.py, the targets table is in summary.py.
 """
@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 import fields
+import living
 import loader
 import packing
 import remote
@@ -47,6 +48,7 @@ SECTIONS = {
     "loader": loader.bench_loader,
     "stream": stream.bench_stream,
     "fields": fields.bench_fields,
+    "living": living.bench_living,
     "packing": packing.bench_packing,
     "remote": remote.bench_remote,
     "latency": remote.bench_latency,

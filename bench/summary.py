@@ -7,6 +7,7 @@ docs/benchmarks.md.
 """
 
 import fields
+import living
 import packing
 import remote
 from data_sets import DATASETS
@@ -113,6 +114,7 @@ def bench_summary(args):
             gcost <= limit)
         row(f"checksums [{label}]: write, kept vs not", f"{wcost * 100:+.1f}%", "<= +5%", wcost <= 0.05)
     fields.summary_rows(row)
+    living.summary_rows(row)
     packing.summary_rows(row)
     remote.summary_rows(row)
     if rows:

@@ -64,6 +64,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::convert, m)?)?;
     m.add_function(wrap_pyfunction!(tools::export, m)?)?;
     m.add_function(wrap_pyfunction!(remote::push, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::pull, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::part_dir, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::finish_part, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::set_layout, m)?)?;

@@ -1,4 +1,5 @@
-//! Object storage for Python: `zrecord.push` and a pushed dataset's read counts. Opening a
+//! Object storage for Python: `zrecord.push`, `zrecord.pull` and a pushed dataset's read
+//! counts. Opening a
 //! pushed dataset is `_Dataset(url, storage_options=...)` ([`crate::dataset`]); every rule
 //! is the `zrecord` crate's ([`zrecord::remote`]).
 
@@ -7,7 +8,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use zrecord::remote::{push::push as push_to, Remote, RemoteCounts};
+use zrecord::remote::{push::pull as pull_from, push::push as push_to, Remote, RemoteCounts};
 
 use crate::error;
 use crate::progress::Progress;
@@ -69,4 +70,28 @@ pub fn push<'py>(
     d.set_item("stored", done.stored)?;
     d.set_item("apparent", done.apparent)?;
     Ok(d)
+}
+
+/// Pulls the dataset or store pushed to `url` into the existing empty directory `local`;
+/// returns the number of files.
+#[pyfunction]
+#[pyo3(name = "_pull", signature = (url, local, storage_options = None, progress = None))]
+pub fn pull(
+    py: Python<'_>,
+    url: String,
+    local: PathBuf,
+    storage_options: Option<HashMap<String, String>>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<u64> {
+    let opts = options(storage_options);
+    let mut reporter = Progress::new(progress);
+    let bar = &mut reporter;
+    let files = py
+        .detach(move || {
+            let remote = Remote::open(&url, &opts)?;
+            pull_from(&remote, &local, &mut |d, t| bar.report(d, t))
+        })
+        .map_err(|e| error::to_py(py, zrecord::Error::Io(e)))?;
+    reporter.finish()?;
+    Ok(files)
 }

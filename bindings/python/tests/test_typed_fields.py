@@ -200,3 +200,31 @@ def test_an_append_keeps_the_kinds_and_refuses_others(tmp_path):
     with pytest.raises(ValueError, match=r"holds fields \[c: string, n: <i8\[\]\], cannot add samples of "
                                                    r"\[c: bytes, n: <i8\[\]\]"):
         Dataset.write(tmp_path / "ds", {"c": [b"d"], "n": np.arange(1)})
+
+
+def test_typed_fields_and_the_card_travel_through_push_and_pull(tmp_path, s3):
+    from _support import BUCKET
+
+    captions = CAPTIONS * 40
+    images = blobs(len(captions), seed=9)
+    path = tmp_path / "ds"
+    Dataset.write(path, {"caption": captions, "image": images}, shard_records=64,
+                  metadata={"license": "CC0", "classes": ["a", "b"]}).close()
+    Dataset.add_field(path, "score", np.arange(len(captions), dtype=np.float32)).close()
+    url = f"s3://{BUCKET}/typed/ds"
+    zrecord.push(path, url, storage_options=s3)
+    far = Dataset(url, storage_options=s3)
+    assert far[17]["caption"] == captions[17] and far[199]["image"] == images[199]
+    assert far.metadata == {"classes": ["a", "b"], "license": "CC0"}
+    # Issue 34: there was no Python pull.
+    seen = []
+    files = zrecord.pull(url, tmp_path / "back", storage_options=s3, progress=lambda d, t: seen.append((d, t)))
+    assert files > 0 and seen and seen[-1][0] == seen[-1][1]
+    back = Dataset(tmp_path / "back")
+    assert back[:]["caption"] == captions and back[:]["image"] == images
+    assert back.metadata == far.metadata and back[:]["score"].tolist() == list(range(len(captions)))
+    assert zrecord.verify(tmp_path / "back" / "shard-000000" / "caption").ok
+    with pytest.raises(FileExistsError, match="not empty"):
+        zrecord.pull(url, tmp_path / "back", storage_options=s3)
+    with pytest.raises(zrecord.StoreIOError, match="remote.json"):
+        zrecord.pull(f"s3://{BUCKET}/typed/none", tmp_path / "none", storage_options=s3)

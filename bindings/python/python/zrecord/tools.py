@@ -316,8 +316,31 @@ def push(
     pushed, how many files this call uploaded and their bytes, the bytes the dataset takes
     in the object store, and the size its files claim on disk.
     """
-    with reporter(progress, "push") as report:
+    with reporter(progress, "push", "byte") as report:
         return _zrecord._push(os.fspath(local), str(url), storage_options, report)
+
+
+def pull(
+    url: str,
+    local: PathLike,
+    storage_options: "Optional[dict]" = None,
+    progress: Progress = False,
+) -> int:
+    """Download the dataset (or store) pushed to ``url`` into ``local`` (created if
+    missing; it must be empty), file for file as it was pushed: each file's bytes checked
+    against the hash the push recorded, so the copy opens and verifies as the original did
+    (a pulled loaderx store is one loaderx 0.5.4 reads). ``storage_options`` as for
+    :func:`push`. ``progress`` counts bytes. Returns the number of files.
+
+    Raises ``StoreIOError`` when ``url`` holds no pushed dataset (no ``remote.json``) or
+    a file's bytes do not match, and ``FileExistsError`` when ``local`` is not empty.
+    """
+    local = os.fspath(local)
+    os.makedirs(local, exist_ok=True)
+    if os.listdir(local):
+        raise FileExistsError(f"{local} is not empty: pull into a new or empty directory")
+    with reporter(progress, "pull", "byte") as report:
+        return _zrecord._pull(str(url), local, storage_options, report)
 
 
 LAYOUTS = ("dense", "sparse")

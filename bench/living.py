@@ -1,0 +1,98 @@
+"""Datasets that live: what changing a written dataset costs, against rewriting it.
+
+A dataset of three fields (64x64x3 images, an int64 label, ragged uint16 tokens; about
+1 GB, 40 MB with --quick) in shards of 2^16 samples, written once per round; then, each
+timed against that write in the same round:
+
+- appending 1% more rows (target: under 2% of the write);
+- adding one int64 field to every row with ``Dataset.add_field`` (target: under 5%);
+- deleting 1% of the rows, spread over the dataset (every shard copied), and the same
+  number from one shard, each beside the full rewrite (reported, no target: the spread
+  delete copies every shard, which is a rewrite without the encode of new input).
+
+Every figure is the median of three rounds; the spread is printed beside it.
+"""
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from measure import RESULTS, table
+
+
+def _fields(n, start, rng):
+    return {
+        "image": rng.integers(0, 256, (n, 64, 64, 3), dtype=np.uint8),
+        "label": np.arange(start, start + n, dtype=np.int64),
+        "tokens": [rng.integers(0, 50_000, int(k), dtype=np.uint16) for k in rng.integers(16, 512, n)],
+    }
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def bench_living(args):
+    """Append, add_field and delete against a full write of the same dataset."""
+    import zrecord
+
+    n = 3000 if args.quick else 80_000
+    shard = 1000 if args.quick else 1 << 16
+    rng = np.random.default_rng(7)
+    data = _fields(n, 0, rng)
+    extra = _fields(max(1, n // 100), n, rng)
+    scores = np.arange(n, dtype=np.int64)
+    spread = np.arange(0, n, 100)
+    bunched = np.arange(len(spread))
+    rounds = 1 if args.quick else 3
+    work = Path(tempfile.mkdtemp(prefix="zrecord-bench-living-", dir=args.workdir))
+    times = {k: [] for k in ("write", "append 1%", "add_field int64", "delete 1% spread", "delete 1% one shard")}
+    size = 0
+    try:
+        for r in range(rounds):
+            path = work / f"r{r}"
+            times["write"].append(_timed(lambda: zrecord.Dataset.write(path, data, shard_records=shard).close()))
+            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            times["append 1%"].append(_timed(lambda: zrecord.Dataset.write(path, extra, shard_records=shard).close()))
+            times["add_field int64"].append(
+                _timed(lambda: zrecord.Dataset.add_field(path, "score", np.append(scores, scores[: len(extra["label"])])).close())
+            )
+            ds = zrecord.Dataset(path)
+            times["delete 1% spread"].append(_timed(lambda: ds.delete(spread)))
+            times["delete 1% one shard"].append(_timed(lambda: ds.delete(bunched)))
+            ds.close()
+            shutil.rmtree(path, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    targets = {"append 1%": 0.02, "add_field int64": 0.05}
+    rows = []
+    for name, values in times.items():
+        share = med[name] / med["write"]
+        target = targets.get(name)
+        verdict = "" if target is None else ("met" if share < target else "**not met**")
+        rows.append([name, f"{med[name]:.3f} s", f"{min(values):.3f}-{max(values):.3f} s",
+                     "" if name == "write" else f"{share * 100:.1f}%",
+                     "" if target is None else f"< {target * 100:g}%", verdict])
+    table(f"Living datasets: changes against writing the dataset ({n:,} samples, {size / 1e6:,.0f} MB on disk, "
+          f"shards of {shard:,}; median of {rounds})",
+          ["change", "median", "spread", "share of the write", "target", ""], rows)
+    RESULTS[("living",)] = {k: med[k] / med["write"] for k in med if k != "write"}
+
+
+def summary_rows(row):
+    """The living section's targets, for the targets table."""
+    got = RESULTS.get(("living",))
+    if not got:
+        return
+    row("living: append 1% of rows vs writing the dataset", f"{got['append 1%'] * 100:.1f}%", "< 2%",
+        got["append 1%"] < 0.02)
+    row("living: add_field of one int64 column vs writing the dataset", f"{got['add_field int64'] * 100:.1f}%",
+        "< 5%", got["add_field int64"] < 0.05)
+    row("living: delete 1% of rows (spread) vs writing the dataset", f"{got['delete 1% spread'] * 100:.1f}%",
+        "reported", True, "every shard is copied: a rewrite without encoding new input")
