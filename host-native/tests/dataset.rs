@@ -786,3 +786,44 @@ fn deleted_samples_are_gone_from_every_field_and_every_file() {
         }
     }
 }
+
+#[test]
+fn concat_makes_one_dataset_of_two_by_linking_their_files() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, out) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("out"));
+    write(&a, 0, 250, 100, 64);
+    write(&b, 250, 400, 1000, 64);
+    let done = zrecord::dataset::concat(&[a.clone(), b.clone()], &out).unwrap();
+    assert_eq!((done.samples, done.shards, done.copied), (400, 4, 0));
+    let ds = Dataset::open(&out).unwrap();
+    let mut labels = vec![0u8; 8 * 400];
+    ds.gather_fixed(1, &(0..400).collect::<Vec<u64>>(), &mut labels, None, false).unwrap();
+    assert_eq!(labels, (0..400i64).flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>());
+    let (tokens_got, at) = ds.gather_ragged(2, &[399, 0]).unwrap();
+    let want: Vec<u8> = tokens(399).iter().chain(&tokens(0)).flat_map(|t| t.to_le_bytes()).collect();
+    assert_eq!(
+        (tokens_got, at),
+        (want, vec![0, 2 * tokens(399).len() as u64, 2 * (tokens(399).len() + tokens(0).len()) as u64])
+    );
+    // The records are the sources' bytes, not copies of them.
+    let chunk = |p: &Path| std::fs::metadata(p.join("image").join("0.zr")).unwrap();
+    assert_eq!(chunk(&out.join("shard-000003")).ino(), chunk(&b.join("shard-000000")).ino());
+    assert_eq!(chunk(&a.join("shard-000000")).nlink(), 2);
+    // Appending to the new dataset leaves the sources as they were.
+    drop(ds);
+    write(&out, 400, 410, 1000, 64);
+    assert_eq!((Dataset::open(&a).unwrap().len(), Dataset::open(&out).unwrap().len()), (250, 410));
+    // Refusals: an existing destination, and fields that differ, saying how.
+    let e = zrecord::dataset::concat(std::slice::from_ref(&a), &out).unwrap_err();
+    assert!(e.to_string().contains("exists"), "{e}");
+    let other = dir.path().join("other");
+    let mut w =
+        DatasetWriter::open(&other, vec![Field::fixed("label", "<i4", &[], Codec::Raw)], WriteOptions::default())
+            .unwrap();
+    w.write(&[Column::Fixed(&[0u8; 4])]).unwrap();
+    w.commit().unwrap();
+    let e = zrecord::dataset::concat(&[a.clone(), other], &dir.path().join("bad")).unwrap_err();
+    assert!(e.to_string().contains("missing image, tokens; label is <i8[] here, <i4[] there"), "{e}");
+    assert!(!dir.path().join("bad").exists());
+}

@@ -59,6 +59,29 @@ function serve(root, served) {
   return new Promise((ready) => server.listen(0, '127.0.0.1', () => ready({ server, result })));
 }
 
+/** Kills the process group `child` leads and waits until no process is left in it. */
+async function stopGroup(child) {
+  const exited = child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((r) => child.once('exit', r));
+  const alive = () => {
+    try {
+      process.kill(-child.pid, 0);
+      return true;
+    } catch (e) {
+      if (e.code === 'ESRCH') return false;
+      throw e;
+    }
+  };
+  if (alive()) process.kill(-child.pid, 'SIGKILL');
+  await exited;
+  const deadline = Date.now() + 30_000;
+  while (alive()) {
+    assert.ok(Date.now() < deadline, 'Chromium\'s processes outlived SIGKILL by 30 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 test('the browser example reads a store in headless Chromium as Node does', async () => {
   const browser = chromium();
   const site = join(work, 'site');
@@ -96,8 +119,9 @@ test('the browser example reads a store in headless Chromium as Node does', asyn
     '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--no-default-browser-check',
     `--user-data-dir=${join(work, 'profile')}`, '--disable-background-networking', '--disable-component-update',
     '--disable-sync', '--disable-default-apps',
+    '--disable-crash-reporter', '--disable-breakpad',
     '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1', url,
-  ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  ], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   let log = '';
   chrome.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
   let timer;
@@ -113,12 +137,11 @@ test('the browser example reads a store in headless Chromium as Node does', asyn
     assert.equal(refused.code, -3);
   } finally {
     clearTimeout(timer);
-    // Its profile directory is removed after the test: wait until it stops writing there.
-    if (chrome.exitCode === null && chrome.signalCode === null) {
-      const exited = new Promise((r) => chrome.once('exit', r));
-      chrome.kill();
-      await exited;
-    }
+    // Its profile directory is removed after the test: wait until no Chromium process
+    // writes there. The main process exiting is not enough (a CI run failed removing the
+    // profile, ENOTEMPTY, while a helper of it still wrote): Chromium runs in a process
+    // group of its own, which is killed whole and waited for until it is empty.
+    await stopGroup(chrome);
     server.closeAllConnections();
     server.close();
   }

@@ -557,6 +557,15 @@ pub fn delete_samples(
     Ok((done.samples, done.shards, done.remaining))
 }
 
+/// `zrecord.concat`: the dataset `out` made of the local datasets `sources`, in order;
+/// returns (samples, shards, files linked, files copied).
+#[pyfunction]
+#[pyo3(name = "_concat")]
+pub fn concat(py: Python<'_>, sources: Vec<PathBuf>, out: PathBuf) -> PyResult<(u64, usize, u64, u64)> {
+    let done = call(py, move || zrecord::dataset::concat(&sources, &out))?;
+    Ok((done.samples, done.shards, done.linked, done.copied))
+}
+
 /// `Dataset.drop_field`: removes field `name` from the local dataset at `path`.
 #[pyfunction]
 #[pyo3(name = "_drop_field")]

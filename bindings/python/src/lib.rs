@@ -56,6 +56,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyFieldAdder>()?;
     m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::delete_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::concat, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::open_dataset_store, m)?)?;
     m.add_class::<loader::Pipeline>()?;
     m.add_function(wrap_pyfunction!(loader::check_mixture_weights, m)?)?;

@@ -120,3 +120,17 @@ def test_appends_after_a_change_keep_every_field(tmp_path):
     with pytest.raises(ValueError, match="missing caption"):
         Dataset.write(path, {"image": np.zeros((1, 3, 4, 4), np.uint8), "label": np.arange(1),
                              "tokens": [np.ones(2, np.uint16)]})
+
+
+def test_concat_joins_datasets_by_reference_and_says_how_fields_differ(tmp_path):
+    a = Dataset.write(tmp_path / "a", {"text": ["x", "y"], "n": np.arange(2)}, metadata={"source": "a"})
+    b = Dataset.write(tmp_path / "b", {"text": ["z"], "n": np.arange(2, 3)})
+    a.close(), b.close()
+    done = zrecord.concat([tmp_path / "a", tmp_path / "b"], tmp_path / "ab")
+    assert done == {"samples": 3, "shards": 2, "linked": done["linked"], "copied": 0} and done["linked"] > 0
+    ab = Dataset(tmp_path / "ab")
+    assert ab[:]["text"] == ["x", "y", "z"] and ab.metadata == {"source": "a"}
+    Dataset.write(tmp_path / "c", {"text": [b"bytes"], "n": np.arange(1)}).close()
+    with pytest.raises(ValueError, match="text is string here, bytes there"):
+        zrecord.concat([tmp_path / "a", tmp_path / "c"], tmp_path / "ac")
+    assert not (tmp_path / "ac").exists()

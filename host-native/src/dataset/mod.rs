@@ -20,9 +20,10 @@
 //! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
 //! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
 //! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
-//! ([`delete_samples`]).
+//! ([`delete_samples`]); `concat.rs` one dataset of several ([`concat`]).
 
 mod columns;
+mod concat;
 mod convert;
 mod delete;
 mod error;
@@ -40,6 +41,7 @@ use zrecord_core::error::{DecodeError, Error};
 use zrecord_core::stream::DatasetId;
 
 pub use columns::{drop_field, FieldAdder};
+pub use concat::{concat, Concatenated};
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
 pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;

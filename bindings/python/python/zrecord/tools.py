@@ -343,6 +343,23 @@ def pull(
         return _zrecord._pull(str(url), local, storage_options, report)
 
 
+def concat(datasets: "list[PathLike]", out: PathLike) -> dict:
+    """Make the dataset ``out`` (which must not exist) of the samples of ``datasets`` (local
+    datasets of named fields with the same fields: names, kinds, dtypes and shapes), in
+    order, without copying a record: ``out``'s shards are the sources' shards, their files
+    hard links to the sources' files (copies when ``out`` is on another file system). The
+    first dataset's codecs and card carry over. The sources stay as they were and stay
+    independent: appends add shards, deletes copy the shards they change, so neither side
+    changes the other's samples (``set_layout`` on one does change the layout of the files
+    they share, never their records). ``out`` appears whole or not at all.
+
+    Returns ``{"samples", "shards", "linked", "copied"}``. A source whose fields differ is
+    a ``ValueError`` saying how.
+    """
+    samples, shards, linked, copied = _zrecord._concat([os.fspath(d) for d in datasets], os.fspath(out))
+    return {"samples": samples, "shards": shards, "linked": linked, "copied": copied}
+
+
 LAYOUTS = ("dense", "sparse")
 
 
