@@ -1,7 +1,6 @@
 """The README's Python quick start runs as printed, in an empty directory: it needs no file
 it does not write itself. docs/python.md's blocks continue it and run after it."""
 
-import os
 import re
 import subprocess
 import sys
@@ -30,28 +29,6 @@ def python_guide() -> str:
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "python.md").read_text(), re.S)
     assert len(blocks) == 3, "docs/python.md: expected the fields, typed fields and tools examples"
     return "\n".join(blocks)
-
-
-def object_storage() -> str:
-    """README's "Datasets in object storage" block."""
-    section = (REPO / "README.md").read_text().split("## Datasets in object storage", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    return block
-
-
-def test_readme_object_storage_block_runs_after_the_quick_start(tmp_path, s3):
-    # Issue 36: read top to bottom against an S3-compatible server at the printed endpoint,
-    # the block pushed "train_ds", which the README never writes, and failed.
-    from _support import BUCKET
-
-    block = object_storage()
-    assert "http://127.0.0.1:9000" in block and "s3://bucket/" in block
-    block = block.replace("http://127.0.0.1:9000", s3["aws_endpoint"]).replace("s3://bucket/", f"s3://{BUCKET}/readme/")
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
-    code = quick_start() + "\n" + block + "\nprint(len(ds), next(loader)['data'].shape)\n"
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
-    assert out.returncode == 0, out.stderr
-    assert "'requests':" in out.stdout and "1000 (64, 3, 16, 16)" in out.stdout, out.stdout
 
 
 def test_readme_quick_start(tmp_path):
