@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use zrecord_core::dataset::{Field, Manifest};
 use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
+use zrecord_core::stream::DatasetId;
 
 use super::write::{io_at, lock_existing, publish, FieldWrite};
 use super::{Column, Dataset, DatasetError, DatasetOptions, WriteOptions};
@@ -225,17 +226,20 @@ pub fn drop_field(path: impl AsRef<Path>, name: &str) -> Result<Field, DatasetEr
     Ok(field)
 }
 
-/// The identity generation of the stores of `fields` in shard folders `shards` (opened
-/// read-only), folded in order: what an append adds to a dataset's `rows`.
-pub(super) fn store_generations(path: &Path, shards: &[String], fields: &[Field]) -> Result<Vec<u64>, DatasetError> {
-    let mut out = Vec::new();
-    for shard in shards {
-        for f in fields {
+/// Folds the generations of the stores in shard folders `new` (opened read-only) into
+/// `manifest.rows`, when the dataset has a row identity: what an append or a delete does
+/// to it, as new stores would change the stores' identity.
+pub(super) fn fold_new_stores(path: &Path, manifest: &mut Manifest, new: &[String]) -> Result<(), DatasetError> {
+    let Some(rows) = manifest.rows else { return Ok(()) };
+    let mut generations = vec![rows];
+    for shard in new {
+        for f in &manifest.fields {
             let dir = path.join(shard).join(&f.name);
             let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
             let store = Zrecord::open_with(&dir, options).map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?;
-            out.push(store.generation().map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?);
+            generations.push(store.generation().map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?);
         }
     }
-    Ok(out)
+    manifest.rows = Some(DatasetId::of_stores(0, generations).generation);
+    Ok(())
 }

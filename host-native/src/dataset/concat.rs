@@ -38,9 +38,7 @@ fn read_manifest(path: &Path) -> Result<Manifest, DatasetError> {
             Error::InvalidArgument(format!("{} is not a dataset of named fields (no {MANIFEST_FILE})", path.display())),
         ));
     }
-    let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
-        .map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-    Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))
+    super::write::read_manifest(&manifest_path)
 }
 
 /// Makes the dataset `out` (which must not exist) of the samples of `sources`, in order:

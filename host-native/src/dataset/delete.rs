@@ -15,7 +15,6 @@ use std::path::Path;
 use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry};
 use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
-use zrecord_core::stream::DatasetId;
 
 use super::write::{lock_existing, publish, FieldWrite};
 use super::{DatasetError, WriteOptions};
@@ -98,13 +97,10 @@ pub fn delete_samples(
             after.shards[*s] = ShardEntry { dir: name, records: keep.len() as u64 };
         }
         after.shards.retain(|s| s.records > 0);
-        if let Some(rows) = after.rows {
-            // The rows changed: so does their identity (the new stores folded in).
-            let new: Vec<String> =
-                made.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(String::from)).collect();
-            let generations = super::columns::store_generations(path, &new, &after.fields)?;
-            after.rows = Some(DatasetId::of_stores(0, std::iter::once(rows).chain(generations)).generation);
-        }
+        // The rows changed: so does their identity, when it is kept as `rows`.
+        let new: Vec<String> =
+            made.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(String::from)).collect();
+        super::columns::fold_new_stores(path, &mut after, &new)?;
         publish(path, &after)
     })();
     if let Err(e) = result {

@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
-use zrecord_core::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
+use zrecord_core::dataset::MANIFEST_FILE;
 use zrecord_core::error::Error;
 use zrecord_core::format::{FileLayout, META_FILE};
 
 use super::write::WRITE_LOCK_FILE;
-use super::{read_meta_file, DatasetError};
+use super::DatasetError;
 use crate::{OpenOptions, Zrecord};
 
 /// What [`set_layout`] did.
@@ -56,9 +56,7 @@ pub fn set_layout(
             Error::Locked(format!("a writer is adding to {}; change its layout after it finished", path.display())),
         ));
     };
-    let bytes =
-        read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-    let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+    let manifest = super::write::read_manifest(&manifest_path)?;
     let total = (manifest.shards.len() * manifest.fields.len()) as u64;
     let mut done = LayoutChange::default();
     for shard in &manifest.shards {

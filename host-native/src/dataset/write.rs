@@ -23,7 +23,6 @@ use zrecord_core::dataset::{shard_dir, Field, FieldKind, Manifest, ShardEntry, M
 use zrecord_core::error::{Error, FormatError, IoError};
 use zrecord_core::format::FileLayout;
 use zrecord_core::schema::SCHEMA_FILE;
-use zrecord_core::stream::DatasetId;
 use zrecord_core::{CodecPolicy, MAX_RECORDS, MAX_RECORD_LEN};
 
 use super::{Dataset, DatasetError, DatasetOptions};
@@ -133,9 +132,7 @@ impl DatasetWriter {
         };
         let manifest_path = path.join(MANIFEST_FILE);
         let manifest = if manifest_path.exists() {
-            let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
-                .map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-            let existing = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+            let existing = read_manifest(&manifest_path)?;
             if !existing.accepts(&fresh.fields) {
                 return Err(bad(Error::InvalidArgument(format!(
                     "{} holds fields {}, cannot add samples of {} ({})",
@@ -345,14 +342,10 @@ impl DatasetWriter {
             ));
         }
         self.finish_shard()?;
-        if let Some(rows) = self.manifest.rows {
-            // A dataset whose identity is its rows' (a field was added or dropped): the
-            // new shards' stores change it, as they would change the stores' identity.
-            let new: Vec<String> = self.manifest.shards[self.listed..].iter().map(|s| s.dir.clone()).collect();
-            let generations = super::columns::store_generations(&self.path, &new, &self.manifest.fields)?;
-            let folded = DatasetId::of_stores(0, std::iter::once(rows).chain(generations)).generation;
-            self.manifest.rows = Some(folded);
-        }
+        // A dataset whose identity is its rows' (a field was added or dropped): the new
+        // shards' stores change it.
+        let new: Vec<String> = self.manifest.shards[self.listed..].iter().map(|s| s.dir.clone()).collect();
+        super::columns::fold_new_stores(&self.path, &mut self.manifest, &new)?;
         publish(&self.path, &self.manifest)?;
         self.done = true;
         let path = self.path.clone();
@@ -562,13 +555,18 @@ pub(super) fn lock_existing(path: &Path) -> Result<(File, Manifest), DatasetErro
     let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? else {
         return Err(bad(Error::Locked(format!("another writer is changing {}", path.display()))));
     };
-    let bytes = super::read_meta_file(&manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
-        .map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-    let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+    let manifest = read_manifest(&manifest_path)?;
     // What an interrupted change left (unlisted shard and field folders) goes first: a new
     // shard folder's name may be one of them.
     remove_unlisted(path, &manifest)?;
     Ok((lock, manifest))
+}
+
+/// Reads and checks the manifest at `manifest_path`; its errors name the file.
+pub(super) fn read_manifest(manifest_path: &Path) -> Result<Manifest, DatasetError> {
+    let bytes = super::read_meta_file(manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
+        .map_err(|e| DatasetError::in_metadata(manifest_path, e))?;
+    Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(manifest_path, e))
 }
 
 /// Writes `manifest` beside `dataset.json`, syncs it, renames it over `dataset.json` and
