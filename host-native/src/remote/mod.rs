@@ -350,11 +350,23 @@ impl Remote {
 }
 
 /// In-memory stores for tests, one per name, alive for the process.
+type MemoryStores = std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>;
+
+/// The stores behind `memory://NAME/...`, one per NAME, for the life of the process.
+fn memory_stores() -> std::sync::MutexGuard<'static, std::collections::HashMap<String, Arc<dyn ObjectStore>>> {
+    static STORES: OnceLock<MemoryStores> = OnceLock::new();
+    STORES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn memory_store(name: &str) -> Arc<dyn ObjectStore> {
-    static STORES: OnceLock<std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>> =
-        OnceLock::new();
-    let mut map = STORES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    map.entry(name.to_owned()).or_insert_with(|| Arc::new(object_store::memory::InMemory::new())).clone()
+    memory_stores().entry(name.to_owned()).or_insert_with(|| Arc::new(object_store::memory::InMemory::new())).clone()
+}
+
+/// Puts `store` behind `memory://NAME/...` for what opens it from now on: a test's own store
+/// (one that holds or fails requests) under the URLs the product opens.
+#[doc(hidden)]
+pub fn serve_memory(name: &str, store: Arc<dyn ObjectStore>) {
+    memory_stores().insert(name.to_owned(), store);
 }
 
 /// Whether a failure may pass if the request is sent again.
