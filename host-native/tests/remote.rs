@@ -2,6 +2,8 @@
 //! Python tests use a real S3-compatible server): the same samples and batches as the local
 //! dataset, dense uploads, resumable pushes, and objects rewritten under a reader refused.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -395,134 +397,6 @@ fn a_cache_that_holds_the_dataset_reads_a_first_epoch_in_few_large_requests() {
     assert!(counts.bytes <= 2 * n * record, "{} bytes fetched for {} bytes of records", counts.bytes, n * record);
 }
 
-/// An in-memory object store that holds every read until the test lets the reads that
-/// have arrived go together: a round trip the test counts instead of timing it.
-#[derive(Debug)]
-struct Rounds {
-    inner: Arc<object_store::memory::InMemory>,
-    /// Reads that arrived, in every round so far.
-    arrived: std::sync::Mutex<usize>,
-    came: std::sync::Condvar,
-    /// How many rounds were let go.
-    released: tokio::sync::watch::Sender<usize>,
-}
-
-impl std::fmt::Display for Rounds {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Rounds({})", self.inner)
-    }
-}
-
-impl Rounds {
-    fn new(inner: Arc<object_store::memory::InMemory>) -> Rounds {
-        let arrived = std::sync::Mutex::new(0);
-        Rounds { inner, arrived, came: std::sync::Condvar::new(), released: tokio::sync::watch::channel(0).0 }
-    }
-
-    /// A read arrives, and waits until the round it arrived in is let go.
-    async fn hold(&self) {
-        let round = *self.released.borrow();
-        *self.arrived.lock().unwrap() += 1;
-        self.came.notify_all();
-        if round == usize::MAX {
-            return;
-        }
-        let mut rx = self.released.subscribe();
-        rx.wait_for(|r| *r > round).await.unwrap();
-    }
-
-    /// Waits until `total` reads have arrived since the store opened, then lets them go.
-    fn release_when(&self, total: usize, what: &str) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let mut arrived = self.arrived.lock().unwrap();
-        while *arrived < total {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            assert!(
-                !left.is_zero(),
-                "{what}: {} reads of {total} came and no more: the rest wait on a reply",
-                *arrived
-            );
-            arrived = self.came.wait_timeout(arrived, left).unwrap().0;
-        }
-        assert_eq!(*arrived, total, "{what}: more reads than expected in this round");
-        drop(arrived);
-        self.released.send_modify(|r| *r += 1);
-    }
-
-    /// Lets every read go, now and from now on.
-    fn open_up(&self) {
-        self.released.send_replace(usize::MAX);
-    }
-}
-
-#[async_trait::async_trait]
-impl object_store::ObjectStore for Rounds {
-    async fn put_opts(
-        &self,
-        location: &object_store::path::Path,
-        payload: object_store::PutPayload,
-        opts: object_store::PutOptions,
-    ) -> object_store::Result<object_store::PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &object_store::path::Path,
-        opts: object_store::PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &object_store::path::Path,
-        options: object_store::GetOptions,
-    ) -> object_store::Result<object_store::GetResult> {
-        self.hold().await;
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(
-        &self,
-        location: &object_store::path::Path,
-        ranges: &[std::ops::Range<u64>],
-    ) -> object_store::Result<Vec<bytes::Bytes>> {
-        self.hold().await;
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>>,
-    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(
-        &self,
-        prefix: Option<&object_store::path::Path>,
-    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&object_store::path::Path>,
-    ) -> object_store::Result<object_store::ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &object_store::path::Path,
-        to: &object_store::path::Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
-
 #[test]
 fn a_dataset_opens_in_two_round_trips() {
     // The listing beside the manifest, then every store's table and checksums side by side.
@@ -531,7 +405,7 @@ fn a_dataset_opens_in_two_round_trips() {
     // so a read that waits on another's reply never comes, and no clock is involved.
     let inner = Arc::new(object_store::memory::InMemory::new());
     zrecord::remote::serve_memory("open-trips-plain", inner.clone());
-    let rounds = Arc::new(Rounds::new(inner));
+    let rounds = Arc::new(common::Rounds::new(inner, ""));
     zrecord::remote::serve_memory("open-trips", rounds.clone());
     let dir = tempfile::tempdir().unwrap();
     let local = write(&dir.path().join("ds"), 1200);

@@ -349,6 +349,13 @@ impl PyDatasetWriter {
     }
 }
 
+/// A fresh tag for the shards of a write that appends to a dataset in an object store.
+#[pyfunction]
+#[pyo3(name = "_write_tag")]
+pub fn write_tag() -> String {
+    zrecord::dataset::write_tag()
+}
+
 /// The folder, inside a local destination, that task `task` writes its part into.
 #[pyfunction]
 #[pyo3(name = "_part_dir")]
@@ -381,13 +388,14 @@ pub fn set_layout(
 /// `zrecord.ray`'s write task: finishes task `task`'s part, the dataset it wrote at
 /// `local` (uploading its shards when `dest` is a URL); returns the part as JSON.
 #[pyfunction]
-#[pyo3(name = "_finish_part", signature = (local, dest, task, storage_options = None))]
+#[pyo3(name = "_finish_part", signature = (local, dest, task, storage_options = None, tag = String::new()))]
 pub fn finish_part(
     py: Python<'_>,
     local: PathBuf,
     dest: String,
     task: u64,
     storage_options: Option<std::collections::HashMap<String, String>>,
+    tag: String,
 ) -> PyResult<String> {
     let opts = crate::remote::options(storage_options);
     call(py, move || {
@@ -396,19 +404,21 @@ pub fn finish_part(
         } else {
             None
         };
-        Ok(zrecord::dataset::finish_part(&local, remote.as_ref(), task)?.to_json())
+        Ok(zrecord::dataset::finish_part(&local, remote.as_ref(), task, &tag)?.to_json())
     })
 }
 
 /// `zrecord.ray`'s commit, on the driver: every task's part (JSON) into the dataset at
-/// `dest`, at once; returns the number of samples committed.
+/// `dest`, at once; in an object store, added to the dataset there only with `append`.
+/// Returns the number of samples committed.
 #[pyfunction]
-#[pyo3(name = "_commit_parts", signature = (dest, parts, storage_options = None))]
+#[pyo3(name = "_commit_parts", signature = (dest, parts, storage_options = None, append = false))]
 pub fn commit_parts(
     py: Python<'_>,
     dest: String,
     parts: Vec<String>,
     storage_options: Option<std::collections::HashMap<String, String>>,
+    append: bool,
 ) -> PyResult<u64> {
     let opts = crate::remote::options(storage_options);
     call(py, move || {
@@ -416,7 +426,7 @@ pub fn commit_parts(
         let added: u64 = parts.iter().map(|p| p.len()).sum();
         if zrecord::remote::is_url(&dest) {
             let remote = zrecord::remote::Remote::open(&dest, &opts).map_err(|e| at_url(&dest, e))?;
-            zrecord::dataset::commit_remote(&remote, &parts)
+            zrecord::dataset::commit_remote(&remote, &parts, append)
         } else {
             zrecord::dataset::commit_local(std::path::Path::new(&dest), &parts, WriteOptions::default())?;
             Ok(added)

@@ -68,6 +68,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote::pull, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::part_dir, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::finish_part, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::write_tag, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::set_layout, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::commit_parts, m)?)?;
     m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;

@@ -201,6 +201,48 @@ def test_a_failed_conversion_commits_nothing_and_a_rerun_uploads_only_the_rest(c
         source().write_datasink(zray.Datasink(dest, storage_options=s3))
 
 
+def test_an_append_to_an_object_store_dataset_lands_once_beside_its_readers(cluster, s3, tmp_path):
+    """Issue 34: `Datasink("s3://...")` into a pushed dataset said "a dataset is already
+    there (remote.json); write to a new prefix". With mode="append" the samples land, each
+    once although two workers die, and a reader opened before keeps what it opened."""
+    from ray.data._internal.savemode import SaveMode
+
+    dest = f"s3://{BUCKET}/ray/grown-{time.monotonic_ns()}"
+    first = ray.data.range(1000, override_num_blocks=2).map_batches(
+        lambda b: samples({"id": b["id"] + N}), batch_size=None
+    )
+    first.write_datasink(zray.Datasink(dest, storage_options=s3))
+    with pytest.raises(zrecord.ZrecordError, match='already there.*mode="append"'):
+        first.write_datasink(zray.Datasink(dest, storage_options=s3))
+    with pytest.raises(zrecord.ZrecordError, match="already there"):
+        first.write_datasink(zray.Datasink(dest, storage_options=s3, mode="create"))
+    with pytest.raises(ValueError, match="overwrite"):
+        zray.Datasink(dest, mode="overwrite")
+    before = zrecord.Dataset(dest, storage_options=s3)
+    assert len(before) == 1000
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    sink = failing_sink(zray.Datasink, str(marks))(dest, storage_options=s3, mode=SaveMode.APPEND)
+    source().write_datasink(sink, ray_remote_args={"max_retries": 3})
+    assert sorted(os.listdir(marks)) == ["task-3", "task-5"], "both workers should have died once"
+    assert sink.samples == N
+
+    grown = zrecord.Dataset(dest, storage_options=s3)
+    assert len(grown) == N + 1000 and grown.shards == 10
+    got = grown[:]["id"]
+    np.testing.assert_array_equal(got[:1000], np.arange(N, N + 1000), "the rows before keep their places")
+    np.testing.assert_array_equal(np.sort(got), np.arange(N + 1000))
+    assert len(before) == 1000
+    np.testing.assert_array_equal(np.sort(before[:]["id"]), np.arange(N, N + 1000))
+
+    # Samples of other columns are refused, naming the difference; nothing changes.
+    other = ray.data.from_items([{"id": 1, "score": 0.5}])
+    with pytest.raises(ValueError, match="missing image, tokens, caption; extra score"):
+        other.write_datasink(zray.Datasink(dest, storage_options=s3, mode="append"))
+    assert len(zrecord.Dataset(dest, storage_options=s3)) == N + 1000
+
+
 def test_tasks_whose_columns_disagree_are_refused_naming_them(cluster, tmp_path):
     def widths(batch):
         dtype = np.int32 if batch["id"][0] < N // 2 else np.int64

@@ -230,16 +230,32 @@ pub fn drop_field(path: impl AsRef<Path>, name: &str) -> Result<Field, DatasetEr
 /// `manifest.rows`, when the dataset has a row identity: what an append or a delete does
 /// to it, as new stores would change the stores' identity.
 pub(super) fn fold_new_stores(path: &Path, manifest: &mut Manifest, new: &[String]) -> Result<(), DatasetError> {
-    let Some(rows) = manifest.rows else { return Ok(()) };
-    let mut generations = vec![rows];
-    for shard in new {
-        for f in &manifest.fields {
+    if manifest.rows.is_some() {
+        let generations = store_generations(path, &manifest.fields, new)?;
+        fold_rows(manifest, &generations);
+    }
+    Ok(())
+}
+
+/// The generations of the stores of `fields` in shard folders `shards` under `path`, shard
+/// by shard, each shard's in field order.
+pub(super) fn store_generations(path: &Path, fields: &[Field], shards: &[String]) -> Result<Vec<u64>, DatasetError> {
+    let mut generations = Vec::with_capacity(shards.len() * fields.len());
+    for shard in shards {
+        for f in fields {
             let dir = path.join(shard).join(&f.name);
             let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
             let store = Zrecord::open_with(&dir, options).map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?;
             generations.push(store.generation().map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?);
         }
     }
-    manifest.rows = Some(DatasetId::of_stores(0, generations).generation);
-    Ok(())
+    Ok(generations)
+}
+
+/// Folds new stores' `generations` ([`store_generations`]) into `manifest.rows`, if set.
+pub(super) fn fold_rows(manifest: &mut Manifest, generations: &[u64]) {
+    if let Some(rows) = manifest.rows {
+        let all = std::iter::once(rows).chain(generations.iter().copied());
+        manifest.rows = Some(DatasetId::of_stores(0, all).generation);
+    }
 }

@@ -48,7 +48,7 @@ pub use error::DatasetError;
 pub use layout::{set_layout, LayoutChange};
 pub(crate) use open::read_meta_file;
 pub use open::{open_store, DatasetOptions, RemoteOptions};
-pub use parts::{commit_local, commit_remote, finish_part, part_dir, Part};
+pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 

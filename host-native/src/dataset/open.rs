@@ -158,8 +158,9 @@ impl Dataset {
         if listing.kind == "dataset" {
             let manifest_path = path.join(MANIFEST_FILE);
             let recorded = listing.objects.get(MANIFEST_FILE);
-            let bytes = match early {
-                Some((bytes, _, _)) if recorded.is_some_and(|o| objects::holds(o, &bytes)) => bytes,
+            let bytes = match (listing.manifest_bytes(), early) {
+                (Some(inline), _) => inline,
+                (None, Some((bytes, _, _))) if recorded.is_some_and(|o| objects::holds(o, &bytes)) => bytes,
                 _ => root.read_whole(MANIFEST_FILE).map_err(at)?.ok_or_else(|| {
                     at(IoError::new(IoErrorKind::NotFound, format!("open {}", manifest_path.display()), "not pushed"))
                 })?,

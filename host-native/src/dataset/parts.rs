@@ -16,6 +16,12 @@
 //!   failed conversion, sends only what changed. The commit writes `dataset.json`, then
 //!   `remote.json` listing every part's objects, created only if no listing is there: until
 //!   then the prefix is not a dataset (docs/format.md, "remote.json").
+//! - **Appending in an object store.** Each write has a random tag, and its parts' shards
+//!   go up as `shard-TASK-TAG`, so they never meet the dataset's shards or another write's.
+//!   The commit then replaces the listing alone with one that holds the grown manifest
+//!   (listing version 2), on the condition that the listing it read is still there; when
+//!   another writer's commit came first, it reads the new listing and tries again. Two
+//!   appenders both land, in some order, and a reader sees each write whole or not at all.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,11 +30,16 @@ use serde::{Deserialize, Serialize};
 use zrecord_core::dataset::{Field, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 
+use super::columns::{fold_rows, store_generations};
 use super::write::describe;
 use super::{Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
-use crate::remote::objects::{Object, Objects, LISTING, LISTING_VERSION};
-use crate::remote::push::{put_listing, put_small, read_listing, upload_tree};
+use crate::remote::objects::{Object, Objects, LISTING, LISTING_VERSION, LISTING_VERSION_INLINE};
+use crate::remote::push::{put_small, read_listed_manifest, read_listing, try_put_listing, upload_tree};
 use crate::remote::Remote;
+
+/// Commits that lose the race for the listing to another writer's this many times in a
+/// row give up.
+const COMMIT_ATTEMPTS: u32 = 32;
 
 /// What a finished part hands to the commit (as JSON, through the engine that ran it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +58,10 @@ pub struct Part {
     /// The uploaded objects, by name under the destination prefix (object stores only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub objects: BTreeMap<String, Object>,
+    /// The generations of its stores, shard by shard in field order (object stores only):
+    /// an append folds them into a dataset's row identity, as a local append does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generations: Vec<u64>,
 }
 
 impl Part {
@@ -78,13 +93,29 @@ pub fn part_dir(task: u64) -> String {
     format!(".zrecord-part-{task:06}")
 }
 
-/// The name of the `j`-th shard of task `task`'s part in an object store.
-fn uploaded_shard(task: u64, j: usize) -> String {
-    if j == 0 {
-        format!("shard-{task:06}")
-    } else {
-        format!("shard-{task:06}.{j}")
+/// The name of the `j`-th shard of task `task`'s part in an object store: `shard-TASK`
+/// (`.J` past the first), with `-TAG` for a write that appends ([`write_tag`]).
+fn uploaded_shard(task: u64, j: usize, tag: &str) -> String {
+    let mut name = format!("shard-{task:06}");
+    if !tag.is_empty() {
+        name = format!("{name}-{tag}");
     }
+    if j > 0 {
+        name = format!("{name}.{j}");
+    }
+    name
+}
+
+/// A fresh tag for a write that appends to a dataset in an object store: 16 hex digits
+/// from the process's random hasher keys, the clock and the process id, so two writers
+/// (two hosts, two processes, two writes) never name their shards alike.
+pub fn write_tag() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
 }
 
 /// The manifest of the committed part at `path`, after opening it (which checks every
@@ -101,9 +132,10 @@ pub(super) fn part_manifest(path: &Path) -> Result<Manifest, DatasetError> {
 }
 
 /// Finishes task `task`'s part once its dataset at `local` is committed: for an object
-/// store (`remote`), uploads its shards; for a local destination, `local` must be the
+/// store (`remote`), uploads its shards (named with `tag` when the write appends, see
+/// [`write_tag`]; empty otherwise); for a local destination, `local` must be the
 /// destination's [`part_dir`] and nothing moves until the commit.
-pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64) -> Result<Part, DatasetError> {
+pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64, tag: &str) -> Result<Part, DatasetError> {
     let manifest = part_manifest(local)?;
     let Some(remote) = remote else {
         let expected = part_dir(task);
@@ -120,18 +152,28 @@ pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64) -> Result<P
             shards: manifest.shards,
             dir: Some(expected),
             objects: BTreeMap::new(),
+            generations: Vec::new(),
         });
     };
+    if !tag.is_empty() && (tag.len() > 32 || !tag.bytes().all(|b| b.is_ascii_alphanumeric())) {
+        return Err(DatasetError::at(
+            local,
+            None,
+            Error::InvalidArgument(format!("write tag {tag:?}: at most 32 letters and digits")),
+        ));
+    }
+    let dirs: Vec<String> = manifest.shards.iter().map(|s| s.dir.clone()).collect();
+    let generations = store_generations(local, &manifest.fields, &dirs)?;
     let mut shards = Vec::with_capacity(manifest.shards.len());
     let mut objects = BTreeMap::new();
     for (j, shard) in manifest.shards.iter().enumerate() {
-        let name = uploaded_shard(task, j);
+        let name = uploaded_shard(task, j, tag);
         let up = upload_tree(&local.join(&shard.dir), remote, &name, &mut |_, _| {})
             .map_err(|e| DatasetError::at(&local.join(&shard.dir), None, e))?;
         objects.extend(up.objects);
         shards.push(ShardEntry { dir: name, records: shard.records });
     }
-    Ok(Part { task, fields: manifest.fields, shards, dir: None, objects })
+    Ok(Part { task, fields: manifest.fields, shards, dir: None, objects, generations })
 }
 
 /// The parts in task order, after checking that each task has one part and that all
@@ -191,41 +233,111 @@ pub fn commit_local(dest: &Path, parts: &[Part], options: WriteOptions) -> Resul
     Ok(dataset)
 }
 
-/// Commits `parts`, uploaded to `remote`, as one dataset: `dataset.json`, then the listing,
-/// created only if the prefix holds no dataset yet. Returns the number of samples.
-pub fn commit_remote(remote: &Remote, parts: &[Part]) -> Result<u64, DatasetError> {
+/// Commits `parts`, uploaded to `remote`, as one dataset: a new one (`dataset.json`, then
+/// the listing, created only if the prefix holds no dataset yet), or, with `append`, added
+/// to the dataset there when there is one (its fields must be the parts'): the listing
+/// replaced by one holding the grown manifest, conditionally, again after another writer's
+/// commit came first. Returns the number of samples committed.
+pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u64, DatasetError> {
     let at = Path::new(remote.url());
+    let fail = |e: IoError| DatasetError::at(at, None, Error::Io(e));
     let (sorted, fields) = in_order(at, parts)?;
-    if read_listing(remote).map_err(|e| DatasetError::at(at, None, e))?.is_some() {
+    if let Some(p) = sorted.iter().find(|p| p.dir.is_some()) {
         return Err(DatasetError::at(
             at,
             None,
-            Error::Io(IoError::new(
-                IoErrorKind::Other,
-                format!("write {}", remote.url()),
-                "a dataset is already there (remote.json); write to a new prefix",
-            )),
+            Error::InvalidArgument(format!("task {}'s part was written locally, not uploaded", p.task)),
         ));
     }
-    let mut manifest = Manifest::new(fields).map_err(|e| DatasetError::at(at, None, e))?;
-    let mut objects = BTreeMap::new();
-    for p in &sorted {
-        if p.dir.is_some() {
+    let added: u64 = sorted.iter().map(|p| p.len()).sum();
+    for _ in 0..COMMIT_ATTEMPTS {
+        let previous = read_listing(remote).map_err(fail)?;
+        let Some((bytes, _, _)) = &previous else {
+            // A new dataset: its manifest as dataset.json, then a version 1 listing.
+            let mut manifest = Manifest::new(fields.clone()).map_err(|e| DatasetError::at(at, None, e))?;
+            let mut objects = grow(at, &mut manifest, &sorted)?;
+            let entry = put_small(remote, MANIFEST_FILE, manifest.to_json().into_bytes()).map_err(fail)?;
+            objects.insert(MANIFEST_FILE.to_owned(), entry);
+            let listing = Objects { version: LISTING_VERSION, kind: "dataset".into(), objects, manifest: None };
+            if try_put_listing(remote, &listing, None).map_err(fail)? {
+                return Ok(added);
+            }
+            // Another writer created the dataset meanwhile.
+            continue;
+        };
+        if !append {
+            return Err(fail(IoError::new(
+                IoErrorKind::Other,
+                format!("write {}", remote.url()),
+                "a dataset is already there (remote.json); write to a new prefix, or add to it with mode=\"append\"",
+            )));
+        }
+        let listing = Objects::from_json(bytes, &remote.shown(LISTING)).map_err(fail)?;
+        if listing.kind != "dataset" {
+            return Err(fail(IoError::new(
+                IoErrorKind::Other,
+                format!("write {}", remote.url()),
+                "a single store (loaderx layout) is there, not a dataset of named fields: append to it locally and push",
+            )));
+        }
+        let text = read_listed_manifest(remote, &listing).map_err(fail)?;
+        let manifest_path = at.join(MANIFEST_FILE);
+        let mut manifest = Manifest::from_json(&text).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+        if !manifest.accepts(&fields) {
             return Err(DatasetError::at(
                 at,
                 None,
-                Error::InvalidArgument(format!("task {}'s part was written locally, not uploaded", p.task)),
+                Error::InvalidArgument(format!(
+                    "the dataset there has fields {}; the samples to append differ: {}",
+                    describe(&manifest.fields),
+                    manifest.field_differences(&fields)
+                )),
+            ));
+        }
+        let mut objects = listing.objects.clone();
+        let stale = objects.remove(MANIFEST_FILE).is_some();
+        objects.extend(grow(at, &mut manifest, &sorted)?);
+        let value = serde_json::from_str(&manifest.to_json())
+            .map_err(|e| DatasetError::at(at, None, Error::InvalidArgument(format!("the grown manifest: {e}"))))?;
+        let grown = Objects { version: LISTING_VERSION_INLINE, kind: "dataset".into(), objects, manifest: Some(value) };
+        if try_put_listing(remote, &grown, previous).map_err(fail)? {
+            if stale {
+                // The listing holds the manifest now: the dataset.json a push wrote is
+                // nobody's, and a copy made around zr pull must not find it.
+                remote.delete(MANIFEST_FILE).map_err(fail)?;
+            }
+            return Ok(added);
+        }
+    }
+    Err(fail(IoError::new(
+        IoErrorKind::Other,
+        format!("write {}", remote.url()),
+        format!(
+            "other writers' commits came first {COMMIT_ATTEMPTS} times in a row; the parts are uploaded, commit again"
+        ),
+    )))
+}
+
+/// Adds the parts' shards to `manifest` (their names must be new to it), folds their
+/// stores into its row identity, and returns their objects.
+fn grow(at: &Path, manifest: &mut Manifest, parts: &[&Part]) -> Result<BTreeMap<String, Object>, DatasetError> {
+    let mut objects = BTreeMap::new();
+    for p in parts {
+        if let Some(shard) = p.shards.iter().find(|s| manifest.shards.iter().any(|t| t.dir == s.dir)) {
+            return Err(DatasetError::at(
+                at,
+                None,
+                Error::InvalidArgument(format!(
+                    "task {}'s shard {} is in the dataset already: an append names its shards with a write tag",
+                    p.task, shard.dir
+                )),
             ));
         }
         manifest.shards.extend(p.shards.iter().cloned());
         objects.extend(p.objects.iter().map(|(k, v)| (k.clone(), v.clone())));
         manifest.next_shard = manifest.next_shard.max(p.task + 1);
+        fold_rows(manifest, &p.generations);
     }
     manifest.check().map_err(|e| DatasetError::at(at, None, e))?;
-    let entry =
-        put_small(remote, MANIFEST_FILE, manifest.to_json().into_bytes()).map_err(|e| DatasetError::at(at, None, e))?;
-    objects.insert(MANIFEST_FILE.to_owned(), entry);
-    let listing = Objects { version: LISTING_VERSION, kind: "dataset".into(), objects };
-    put_listing(remote, &listing, None).map_err(|e| DatasetError::at(Path::new(&remote.shown(LISTING)), None, e))?;
-    Ok(manifest.len())
+    Ok(objects)
 }

@@ -309,6 +309,20 @@ impl Remote {
         Ok(put.e_tag)
     }
 
+    /// Deletes object `name`; one that is not there counts as deleted.
+    pub fn delete(&self, name: &str) -> Result<(), IoError> {
+        let target = self.path(name);
+        self.block(self.retrying(&format!("delete {}", self.shown(name)), || {
+            let (client, target) = (self.store.clone(), target.clone());
+            async move {
+                match client.delete(&target).await {
+                    Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    other => other,
+                }
+            }
+        }))
+    }
+
     pub(crate) fn client(&self) -> &Arc<dyn ObjectStore> {
         &self.store
     }

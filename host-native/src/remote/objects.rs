@@ -12,6 +12,12 @@
 //! push skips an object whose stored bytes already match) and `etag` the object's ETag
 //! when it was pushed (every read is made with `If-Match` on it). Until `remote.json` exists
 //! the prefix is not a dataset, so a push cut short is never read as one.
+//!
+//! Version 2 holds the dataset's manifest itself, as `"manifest": {...}` (what `dataset.json`
+//! would hold), and lists no `dataset.json` object: an append to a pushed dataset
+//! (`zrecord.ray.Datasink(..., mode="append")`) uploads its shards under new names and then
+//! replaces the listing alone, conditionally, so the new shards and the manifest that lists
+//! them appear in one step and two appenders cannot interleave. A push writes version 1.
 
 use std::collections::BTreeMap;
 
@@ -20,8 +26,10 @@ use zrecord_core::error::{IoError, IoErrorKind};
 
 /// The listing's file name.
 pub const LISTING: &str = "remote.json";
-/// Its layout version.
+/// Its layout version, for a listing whose manifest is the object `dataset.json`.
 pub const LISTING_VERSION: u32 = 1;
+/// The layout version of a listing that holds its dataset's manifest.
+pub const LISTING_VERSION_INLINE: u32 = 2;
 
 /// One pushed file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +56,9 @@ pub struct Objects {
     pub kind: String,
     /// Every file, by its path relative to the root (`/`-separated).
     pub objects: BTreeMap<String, Object>,
+    /// The dataset's manifest, in a listing of [`LISTING_VERSION_INLINE`] (and only there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<serde_json::Value>,
 }
 
 impl Objects {
@@ -62,18 +73,34 @@ impl Objects {
         let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| bad(format!("not a zrecord remote listing: {e}")))?;
         match value.get("version").and_then(serde_json::Value::as_u64) {
-            Some(v) if v == u64::from(LISTING_VERSION) => {}
-            Some(v) => return Err(bad(format!("listing version {v} is not supported (this zrecord reads 1)"))),
+            Some(v) if v == u64::from(LISTING_VERSION) || v == u64::from(LISTING_VERSION_INLINE) => {}
+            Some(v) => return Err(bad(format!("listing version {v} is not supported (this zrecord reads 1 and 2)"))),
             None => return Err(bad("not a zrecord remote listing: no version".into())),
         }
         let objects: Objects = serde_json::from_value(value).map_err(|e| bad(format!("damaged listing: {e}")))?;
         if objects.kind != "dataset" && objects.kind != "store" {
             return Err(bad(format!("unknown kind {:?}", objects.kind)));
         }
+        let inline = objects.version == LISTING_VERSION_INLINE;
+        let listed = objects.objects.contains_key(zrecord_core::dataset::MANIFEST_FILE);
+        if inline != objects.manifest.is_some() || (inline && (objects.kind != "dataset" || listed)) {
+            return Err(bad(format!(
+                "damaged listing: a version {} listing of a {} that {} a manifest{}",
+                objects.version,
+                objects.kind,
+                if objects.manifest.is_some() { "holds" } else { "lacks" },
+                if listed { " and lists dataset.json" } else { "" }
+            )));
+        }
         if let Some((name, o)) = objects.objects.iter().find(|(_, o)| o.stored > o.size) {
             return Err(bad(format!("{name}: stored {} bytes of a {}-byte file", o.stored, o.size)));
         }
         Ok(objects)
+    }
+
+    /// The manifest a version 2 listing holds, as the bytes of a `dataset.json`.
+    pub fn manifest_bytes(&self) -> Option<Vec<u8>> {
+        self.manifest.as_ref().map(|m| serde_json::to_vec_pretty(m).unwrap_or_default())
     }
 
     /// The listing as JSON.

@@ -219,7 +219,7 @@ pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -
     let previous = read_listing(remote)?;
     let up = upload_tree(local, remote, "", progress)?;
     let files = up.objects.len();
-    let listing = Objects { version: LISTING_VERSION, kind: kind.into(), objects: up.objects };
+    let listing = Objects { version: LISTING_VERSION, kind: kind.into(), objects: up.objects, manifest: None };
     put_listing(remote, &listing, previous)?;
     Ok(Pushed {
         kind: kind.into(),
@@ -234,14 +234,27 @@ pub fn push(local: &Path, remote: &Remote, progress: &mut dyn FnMut(u64, u64)) -
 /// Writes `listing` as the prefix's `remote.json`, conditionally: created when `previous`
 /// is `None` (fails if one appeared meanwhile), else replacing exactly the listing read.
 pub fn put_listing(remote: &Remote, listing: &Objects, previous: Option<Listing>) -> Result<(), IoError> {
+    if try_put_listing(remote, listing, previous)? {
+        return Ok(());
+    }
+    Err(IoError::new(
+        IoErrorKind::Other,
+        format!("write {}", remote.shown(LISTING)),
+        "another push wrote this location's listing meanwhile; push again",
+    ))
+}
+
+/// [`put_listing`], but `false` when another writer's listing came first (the condition
+/// failed), so the caller can read it and try again.
+pub fn try_put_listing(remote: &Remote, listing: &Objects, previous: Option<Listing>) -> Result<bool, IoError> {
     let mode = match previous {
         None => PutMode::Create,
         Some((_, e_tag, version)) => PutMode::Update(UpdateVersion { e_tag, version }),
     };
     let target = remote.path(LISTING);
     let body = Bytes::from(listing.to_json());
-    remote
-        .block(
+    let put =
+        remote.block(
             remote.retrying(&format!("write {}", remote.shown(LISTING)), || {
                 let client = remote.client().clone();
                 let (target, body, mode) = (target.clone(), body.clone(), mode.clone());
@@ -249,22 +262,18 @@ pub fn put_listing(remote: &Remote, listing: &Objects, previous: Option<Listing>
                     client.put_opts(&target, PutPayload::from(body), PutOptions { mode, ..Default::default() }).await
                 }
             }),
-        )
-        .map_err(|e| {
+        );
+    match put {
+        Ok(_) => Ok(true),
+        Err(e)
             if e.message.contains("changed since")
                 || e.message.to_ascii_lowercase().contains("precondition")
-                || e.message.to_ascii_lowercase().contains("already exists")
-            {
-                IoError::new(
-                    e.kind,
-                    e.context.clone(),
-                    "another push wrote this location's listing meanwhile; push again",
-                )
-            } else {
-                e
-            }
-        })?;
-    Ok(())
+                || e.message.to_ascii_lowercase().contains("already exists") =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes the small object `name` with its XXH3-64 as metadata (as [`upload_tree`] does),
@@ -308,6 +317,18 @@ pub type Listing = (Vec<u8>, Option<String>, Option<String>);
 /// The listing at `remote`, if there is one.
 pub fn read_listing(remote: &Remote) -> Result<Option<Listing>, IoError> {
     read_object(remote, LISTING)
+}
+
+/// The manifest of the dataset `listing` lists: the one it holds (version 2), else its
+/// `dataset.json` object, read as the listing pinned it.
+pub fn read_listed_manifest(remote: &Remote, listing: &Objects) -> Result<Vec<u8>, IoError> {
+    if let Some(bytes) = listing.manifest_bytes() {
+        return Ok(bytes);
+    }
+    let name = zrecord_core::dataset::MANIFEST_FILE;
+    super::file::RemoteDir::new(remote, listing, "").read_whole(name)?.ok_or_else(|| {
+        IoError::new(IoErrorKind::NotFound, format!("open {}", remote.shown(name)), "the listing names no manifest")
+    })
 }
 
 /// The whole object `name` under `remote` as it is now (not pinned by a listing), if there
@@ -393,6 +414,13 @@ pub fn pull(remote: &Remote, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> 
     let total: u64 = listing.objects.values().map(|o| o.stored).sum();
     let mut done = 0u64;
     progress(0, total);
+    if let Some(manifest) = listing.manifest_bytes() {
+        // A listing that holds its manifest: the dataset's dataset.json.
+        let path = out.join(zrecord_core::dataset::MANIFEST_FILE);
+        let file = File::options().write(true).create_new(true).open(&path).map_err(io(&path, "create"))?;
+        file.write_all_at(&manifest, 0).map_err(io(&path, "write"))?;
+        file.sync_all().map_err(io(&path, "sync"))?;
+    }
     for (rel, object) in &listing.objects {
         if rel.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
             return Err(IoError::new(
@@ -436,5 +464,5 @@ pub fn pull(remote: &Remote, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> 
         }
         file.sync_all().map_err(io(&path, "sync"))?;
     }
-    Ok(listing.objects.len() as u64)
+    Ok(listing.objects.len() as u64 + u64::from(listing.manifest.is_some()))
 }

@@ -55,11 +55,18 @@ class Datasink(_RayDatasink):
     such as ``s3://bucket/prefix/train.zr`` with ``storage_options`` as for
     :class:`zrecord.Dataset`).
 
-    A local destination that holds a dataset of the same fields gains the samples (as
-    :meth:`zrecord.Dataset.write` appends); an object store prefix must not hold a dataset
-    yet. Nothing is visible until the driver commits, after every task succeeded; a job
-    that fails leaves the destination as it was (a local one keeps no part; an object
-    store keeps the uploaded objects unlisted, which a second run reuses).
+    ``mode`` says what happens when the destination holds a dataset already (Ray's
+    ``SaveMode`` names; the enum or its string): ``"append"`` adds the samples to it (its
+    fields must be the same; none there: it is created), ``"create"`` (or ``"error"``)
+    refuses. The default appends to a local dataset, as :meth:`zrecord.Dataset.write` does,
+    and refuses an object store prefix that holds one. An append to an object store uploads
+    its shards under names of its own and replaces the listing once, conditionally: readers
+    see every new sample at once, readers already open keep what they opened, and two jobs
+    appending at once both land (docs/remote.md, "Appending").
+
+    Nothing is visible until the driver commits, after every task succeeded; a job that
+    fails leaves the destination as it was (a local one keeps no part; an object store
+    keeps the uploaded objects unlisted, which a second run of a new dataset reuses).
 
     After ``write_datasink`` returns, ``samples`` is the number of samples committed.
     """
@@ -73,8 +80,10 @@ class Datasink(_RayDatasink):
         shard_records: "int | None" = None,
         min_savings: "float | None" = None,
         chunk_bytes: int = WRITE_CHUNK_BYTES,
+        mode: Any = None,
     ) -> None:
         _check_codec(codec)
+        self.mode = _save_mode(mode)
         self.remote = _is_url(path)
         if storage_options is not None and not self.remote:
             raise ValueError(f"storage_options apply to a URL (s3://, gs://, az://, https://), not to {path}")
@@ -91,6 +100,8 @@ class Datasink(_RayDatasink):
 
     def on_write_start(self, schema: Any = None) -> None:
         if not self.remote:
+            if self.mode == "create" and (Path(self.path) / "dataset.json").exists():
+                raise FileExistsError(f"{self.path}: a dataset is already there; mode='append' adds to it")
             Path(self.path).mkdir(parents=True, exist_ok=True)
             self._remove_parts()
 
@@ -132,7 +143,12 @@ class Datasink(_RayDatasink):
                 return None
             writer.commit()
             writer = None
-            return _zrecord._finish_part(part, self.path, task, self.storage_options)
+            # An append names its shards after the write (Ray's id for it, the same in a
+            # retried task), so they never meet the dataset's or another write's.
+            tag = ""
+            if self.remote and self.mode == "append":
+                tag = str(ctx.kwargs.get("write_uuid") or "")[:16] or _zrecord._write_tag()
+            return _zrecord._finish_part(part, self.path, task, self.storage_options, tag)
         finally:
             if writer is not None:
                 writer.discard()
@@ -144,11 +160,21 @@ class Datasink(_RayDatasink):
         if not parts:
             self.samples = 0
             return
-        self.samples = _zrecord._commit_parts(self.path, parts, self.storage_options)
+        self.samples = _zrecord._commit_parts(self.path, parts, self.storage_options, self.mode == "append")
 
     def on_write_failed(self, error: Exception) -> None:
         if not self.remote:
             self._remove_parts()
+
+
+def _save_mode(mode: Any) -> "str | None":
+    """``mode`` as "append", "create" or None (the default), from a string or Ray's SaveMode."""
+    if mode is None:
+        return None
+    name = str(getattr(mode, "value", mode)).lower()
+    if name in ("append", "create", "error"):
+        return "create" if name == "error" else name
+    raise ValueError(f"mode {mode!r}: zrecord's Datasink takes 'append' or 'create' ('error')")
 
 
 def _arrow_block(batch: dict) -> "pa.Table":
