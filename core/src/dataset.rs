@@ -32,11 +32,14 @@ pub const FORMAT: &str = "zrecord-dataset";
 /// The newest manifest version this build reads. A reader refuses a higher version (it
 /// could not know what changed) instead of misreading it. A writer writes the lowest
 /// version that holds what the manifest has ([`Manifest::needed_version`]): 1 without a
-/// dataset card, 2 with one, 3 with a bytes or string field, so datasets without them
-/// stay readable by earlier builds.
-pub const VERSION: u32 = 3;
+/// dataset card, 2 with one, 3 with a bytes or string field, 4 once it grew by an append
+/// (`grown_from`), so datasets without them stay readable by earlier builds.
+pub const VERSION: u32 = 4;
 /// The version of a manifest with no key past version 1's.
 pub const VERSION_1: u32 = 1;
+/// The most identities [`Manifest::grown_from`] keeps (the oldest go first): states saved
+/// more appends ago than this no longer resume.
+pub const MAX_GROWN_FROM: usize = 256;
 /// Upper bound on the dataset card ([`Manifest::metadata`]), as compact JSON.
 pub const MAX_METADATA_LEN: usize = 1 << 20;
 /// The most samples a dataset may hold (2^62): the stream's position limit.
@@ -281,6 +284,12 @@ pub struct Manifest {
     /// columns). Appends fold their new stores into it. `None`: the identity is the stores'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
+    /// The identities the dataset had before its appends, oldest first (version 4): the
+    /// rows of each are the first rows now, unchanged, so a loader state saved on any of
+    /// them resumes (`core/src/stream/eras.rs`). Emptied by whatever changes rows (a
+    /// delete, a rewrite); kept across added and dropped fields.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grown_from: Vec<crate::stream::DatasetId>,
 }
 
 impl Manifest {
@@ -294,6 +303,7 @@ impl Manifest {
             next_shard: 0,
             metadata: None,
             rows: None,
+            grown_from: Vec::new(),
         };
         m.check()?;
         Ok(m)
@@ -329,6 +339,9 @@ impl Manifest {
         let m: Manifest = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
         if version < 3 && m.rows.is_some() {
             return Err(bad(format!("a version {version} manifest holds \"rows\", which came with version 3")));
+        }
+        if version < 4 && !m.grown_from.is_empty() {
+            return Err(bad(format!("a version {version} manifest holds \"grown_from\", which came with version 4")));
         }
         if let Some(f) = m.fields.iter().find(|f| f.has_stop_byte()).filter(|_| version < 3) {
             return Err(bad(format!(
@@ -381,10 +394,12 @@ impl Manifest {
         Ok(())
     }
 
-    /// The lowest version that holds this manifest: 3 with a bytes or string field or a
-    /// row identity, 2 with a dataset card, else 1.
+    /// The lowest version that holds this manifest: 4 once it grew by an append, 3 with a
+    /// bytes or string field or a row identity, 2 with a dataset card, else 1.
     pub fn needed_version(&self) -> u32 {
-        if self.rows.is_some() || self.fields.iter().any(Field::has_stop_byte) {
+        if !self.grown_from.is_empty() {
+            4
+        } else if self.rows.is_some() || self.fields.iter().any(Field::has_stop_byte) {
             3
         } else if self.metadata.is_some() {
             2
@@ -407,6 +422,19 @@ impl Manifest {
         }
         self.metadata = Some(map);
         Ok(())
+    }
+
+    /// Records that the dataset, whose identity was `before`, grew by an append: a state
+    /// saved on `before` resumes on the grown dataset. Keeps the last [`MAX_GROWN_FROM`].
+    pub fn grew_from(&mut self, before: crate::stream::DatasetId) {
+        if before.length == 0 || self.grown_from.last() == Some(&before) {
+            return;
+        }
+        self.grown_from.push(before);
+        if self.grown_from.len() > MAX_GROWN_FROM {
+            let extra = self.grown_from.len() - MAX_GROWN_FROM;
+            self.grown_from.drain(..extra);
+        }
     }
 
     /// Adds `field` after the others; its stores, one per shard, are the caller's to
@@ -605,7 +633,7 @@ mod tests {
         let truncated = &text.as_bytes()[..text.len() / 2];
         let e = Manifest::from_json(truncated).unwrap_err().to_string();
         assert!(e.contains(MANIFEST_FILE), "{e}");
-        let newer = text.replace("\"version\": 1", "\"version\": 4");
+        let newer = text.replace("\"version\": 1", "\"version\": 5");
         let e = Manifest::from_json(newer.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("newer"), "{e}");
     }

@@ -378,7 +378,7 @@ proptest! {
         let datasets: Vec<_> = datasets.into_iter().map(|(length, generation)| DatasetId { length, generation }).collect();
         let weights = weights.map(|w| w[..datasets.len()].to_vec());
         let datasets = if weights.is_some() { datasets } else { datasets[..1].to_vec() };
-        let state = StreamState { version: 1, seed, mode, global_batch, step, datasets, weights, pack: None };
+        let state = StreamState { version: 1, seed, mode, global_batch, step, datasets, weights, pack: None, eras: Vec::new() };
         let text = state.encode();
         prop_assert!(text.len() < 1024, "{} bytes: {}", text.len(), text);
         let back = StreamState::decode(&text).unwrap();
@@ -448,9 +448,14 @@ fn decoding_rejects_what_is_not_a_state() {
     let ok = r#"{"version":1,"seed":42,"mode":2,"global_batch":8,"step":3,"datasets":[{"length":16,"generation":0}]}"#;
     assert!(StreamState::decode(ok).is_ok());
     assert_eq!(
-        StreamState::decode(&ok.replace(r#""version":1"#, r#""version":2"#)),
-        Err(StateError::UnsupportedVersion { found: 2, supported: 1 })
+        StreamState::decode(&ok.replace(r#""version":1"#, r#""version":3"#)),
+        Err(StateError::UnsupportedVersion { found: 3, supported: 2 })
     );
+    // Version 2 is version 1 with the eras of a dataset that grew; one without is no state.
+    assert!(matches!(
+        StreamState::decode(&ok.replace(r#""version":1"#, r#""version":2"#)),
+        Err(StateError::Malformed(_))
+    ));
     for bad in [
         "",
         "[]",
@@ -562,4 +567,84 @@ fn schedule_names_each_samples_next_position() {
     }
     let iid = Stream::new(DatasetId { length: 10, generation: 1 }, Mode::Iid, 5, 2).unwrap();
     assert_eq!(Schedule::new(iid).next_use(3, 0), None);
+}
+
+/// One global batch of `stream` at `step`, read by one rank.
+fn batch(stream: &Stream, step: u64) -> Vec<u64> {
+    let mut out = vec![0u64; stream.global_batch() as usize];
+    stream.batch_at(step, 0, 1, &mut out, None).unwrap();
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A state saved on a dataset of `n` samples resumes on it grown by appends to `n + more`:
+    /// the running pass reads exactly what it would have, the grown length takes over where
+    /// it ends (for SHUFFLE, the next epoch is the grown dataset's epoch of that number), and
+    /// the resumed stream's own states resume it again on any split.
+    #[test]
+    fn a_state_resumes_on_its_dataset_grown_by_appends(
+        mode in 0u8..3, n in 1u64..120, more in 1u64..150, g in 1u64..12, seed in any::<u64>(),
+        saved_at in 0u64..40, later in 0u64..30, world in 1u64..4,
+    ) {
+        let mode = mode_of(mode);
+        prop_assume!(mode != Mode::Shuffle || n >= g);
+        prop_assume!(g % world == 0);
+        let (before, after) = (id(n), DatasetId { length: n + more, generation: 8 });
+        let old = Stream::new(before, mode, seed, g).unwrap();
+        let fresh = Stream::new(after, mode, seed, g).unwrap();
+        let state = old.state(saved_at);
+        // Without the dataset's history the state is refused, as before.
+        prop_assert!(fresh.resumed(&state, &[]).is_err());
+        let (grown, step) = fresh.resumed(&state, &[id(3), before]).unwrap();
+        prop_assert_eq!(step, saved_at);
+        prop_assert_eq!(grown.datasets(), &[after]);
+        let eras = grown.eras().to_vec();
+        let takeover = eras.last().unwrap().position;
+        prop_assert!(takeover >= saved_at * g || eras.len() == 1 && saved_at == 0);
+        for t in saved_at..saved_at + 2 * n / g + 3 {
+            let got = batch(&grown, t);
+            if (t + 1) * g <= takeover {
+                prop_assert_eq!(&got, &batch(&old, t), "step {} of the running pass", t);
+            }
+            if t * g >= takeover {
+                match mode {
+                    Mode::Shuffle => {
+                        // Epoch e of the grown era is the grown dataset's epoch e.
+                        let (e, within) = grown.epoch_of(t).unwrap();
+                        let spe = fresh.steps_per_epoch().unwrap();
+                        prop_assert_eq!(&got, &batch(&fresh, e * spe + within));
+                    }
+                    Mode::Sequential => {
+                        let want: Vec<u64> = (0..g).map(|i| (t * g + i - takeover) % (n + more)).collect();
+                        prop_assert_eq!(&got, &want);
+                    }
+                    Mode::Iid => prop_assert_eq!(&got, &batch(&fresh, t)),
+                }
+            }
+            prop_assert!(got.iter().all(|&i| i < n + more));
+        }
+        // Saved again later (on another split) and resumed: the same stream.
+        let again = StreamState::decode(&grown.state(saved_at + later).encode()).unwrap();
+        let (resumed, at) = fresh.resumed(&again, &[before]).unwrap();
+        prop_assert_eq!(resumed.eras(), grown.eras());
+        prop_assert_eq!(read_split(&resumed, world, at, 3).0, read_split(&grown, 1, at, 3).0);
+    }
+}
+
+#[test]
+fn a_grown_state_needs_the_grown_stream() {
+    let (before, after) = (id(100), DatasetId { length: 150, generation: 8 });
+    let old = Stream::new(before, Mode::Shuffle, 1, 32).unwrap();
+    let fresh = Stream::new(after, Mode::Shuffle, 1, 32).unwrap();
+    let (grown, _) = fresh.resumed(&old.state(4), &[before]).unwrap();
+    let saved = StreamState::decode(&grown.state(5).encode()).unwrap();
+    assert_eq!(saved.version, 2);
+    // The plain resume cannot follow it; the grown dataset again grown can.
+    assert!(matches!(fresh.resume(&saved), Err(StateError::Grown { .. })));
+    let bigger = Stream::new(DatasetId { length: 400, generation: 9 }, Mode::Shuffle, 1, 32).unwrap();
+    let (twice, _) = bigger.resumed(&saved, &[before, after]).unwrap();
+    assert_eq!(twice.eras().len(), 2, "the second growth replaces the era nobody read yet");
+    assert_eq!(twice.eras()[1].length, 400);
 }

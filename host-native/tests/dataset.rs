@@ -827,3 +827,65 @@ fn concat_makes_one_dataset_of_two_by_linking_their_files() {
     assert!(e.to_string().contains("missing image, tokens; label is <i8[] here, <i4[] there"), "{e}");
     assert!(!dir.path().join("bad").exists());
 }
+
+/// Global batches `steps` of `loaders` (the ranks of one job), put back together.
+fn global_batches(loaders: &[Loader], steps: usize) -> Vec<Vec<u64>> {
+    (0..steps).map(|_| loaders.iter().flat_map(|l| batch_samples(&l.next().unwrap().unwrap())).collect()).collect()
+}
+
+#[test]
+fn a_state_resumes_on_the_dataset_grown_by_appends_locally_and_in_an_object_store() {
+    use zrecord::dataset::{commit_remote, finish_part, write_tag};
+    use zrecord::remote::{push::push, Remote};
+    // Issue 34: "dataset 0 has 1500 samples but the state was saved when it had 1000". Now
+    // the running epoch finishes over the 1000 samples exactly as it would have, and the
+    // grown dataset's epochs follow.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let ds = Arc::new(write(&path, 0, 1000, 300, 1000));
+    let url = "memory://grown-state/ds";
+    push(&path, &Remote::open(url, &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let whole = global_batches(&[shuffle_loader(&ds, 100, 0, 1, None)], 10);
+    let loader = shuffle_loader(&ds, 100, 0, 1, None);
+    global_batches(std::slice::from_ref(&loader), 4);
+    let saved = StreamState::decode(&loader.state().encode()).unwrap();
+    loader.close();
+    drop(ds);
+
+    // Grown locally by 500 samples (two shards), and in the object store by the same.
+    let grown = Arc::new(write(&path, 1000, 1500, 300, 500));
+    assert_eq!(grown.grown_from().len(), 1);
+    let remote = Remote::open(url, &[]).unwrap();
+    write(&dir.path().join("part"), 1000, 1500, 300, 500);
+    let part = finish_part(&dir.path().join("part"), Some(&remote), 0, &write_tag()).unwrap();
+    commit_remote(&remote, &[part], true).unwrap();
+    let far = Arc::new(Dataset::open_remote(url, &[], zrecord::Verify::Auto).unwrap());
+    assert_eq!(far.len(), 1500);
+
+    for ds in [&grown, &far] {
+        // Resumed on 2 ranks of 50: the rest of epoch 0 as before, over the first 1000.
+        let ranks: Vec<Loader> = (0..2).map(|r| shuffle_loader(ds, 100, r, 2, Some(&saved))).collect();
+        assert_eq!(ranks[0].steps_per_epoch(), Some(10));
+        assert_eq!(global_batches(&ranks, 6), whole[4..]);
+        // Epoch 1 is the grown dataset's: 15 batches, every sample once.
+        assert_eq!(ranks[0].steps_per_epoch(), Some(15));
+        let epoch1 = global_batches(&ranks, 15);
+        let seen: HashSet<u64> = epoch1.iter().flatten().copied().collect();
+        assert_eq!(seen.len(), 1500);
+        // Saved in epoch 1 and resumed on one rank: the same batches.
+        let again = StreamState::decode(&ranks[1].state().encode()).unwrap();
+        let more = global_batches(&ranks, 3);
+        let one = shuffle_loader(ds, 100, 0, 1, Some(&again));
+        assert_eq!(global_batches(std::slice::from_ref(&one), 3), more);
+    }
+
+    // A delete breaks the chain: the rows a state pointed at may be gone.
+    drop(grown);
+    zrecord::dataset::delete_samples(&path, &[3], &mut |_, _| {}).unwrap();
+    let after = Arc::new(Dataset::open(&path).unwrap());
+    assert!(after.grown_from().is_empty());
+    let source = Source::dataset(Arc::clone(&after)).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 7, 100).unwrap();
+    let e = Loader::resume(stream, vec![source], LoaderOptions::default(), &saved).err().unwrap();
+    assert!(e.to_string().contains("state was saved when it had 1000"), "{e}");
+}

@@ -122,6 +122,33 @@ def test_appends_after_a_change_keep_every_field(tmp_path):
                              "tokens": [np.ones(2, np.uint16)]})
 
 
+def test_a_state_saved_before_an_append_finishes_its_epoch_then_reads_the_new_rows(tmp_path):
+    """Issue 34: an append invalidated every saved loader state ("dataset 0 has 1500 samples
+    but the state was saved when it had 1000"), so a corpus could not grow under a job."""
+    path = tmp_path / "ds"
+    ds = written(path)
+    with DataLoader(ds, batch_size=50, mode=2, seed=4) as loader:
+        whole = [next(loader)["label"] for _ in range(20)]
+    with DataLoader(ds, batch_size=50, mode=2, seed=4) as loader:
+        [next(loader) for _ in range(7)]
+        state = loader.state_dict()
+    ds.close()
+    grown = Dataset.write(path, {
+        "image": np.zeros((500, 3, 4, 4), np.uint8), "label": np.arange(1000, 1500),
+        "tokens": [np.ones(2, np.uint16)] * 500,
+    })
+    assert json.loads((path / "dataset.json").read_text())["version"] == 4
+    with DataLoader(grown, batch_size=25, mode=2, seed=4, world_size=2, rank=0, state=state) as r0, \
+            DataLoader(grown, batch_size=25, mode=2, seed=4, world_size=2, rank=1, state=state) as r1:
+        assert (r0.epoch, r0.steps_per_epoch, r0.steps_left_in_epoch) == (0, 20, 13)
+        rest = [np.concatenate([next(r0)["label"], next(r1)["label"]]) for _ in range(13)]
+        for got, want in zip(rest, whole[7:]):
+            np.testing.assert_array_equal(got, want)
+        assert (r0.epoch, r0.steps_per_epoch) == (1, 30)
+        epoch1 = np.concatenate([np.concatenate([next(r0)["label"], next(r1)["label"]]) for _ in range(30)])
+    assert sorted(epoch1.tolist()) == list(range(1500)), "every row once, the new ones too"
+
+
 def test_concat_joins_datasets_by_reference_and_says_how_fields_differ(tmp_path):
     a = Dataset.write(tmp_path / "a", {"text": ["x", "y"], "n": np.arange(2)}, metadata={"source": "a"})
     b = Dataset.write(tmp_path / "b", {"text": ["z"], "n": np.arange(2, 3)})

@@ -220,6 +220,10 @@ def test_an_append_to_an_object_store_dataset_lands_once_beside_its_readers(clus
         zray.Datasink(dest, mode="overwrite")
     before = zrecord.Dataset(dest, storage_options=s3)
     assert len(before) == 1000
+    with zrecord.DataLoader(before, batch_size=100, mode=2, seed=3) as dl:
+        [next(dl) for _ in range(3)]
+        state = dl.state_dict()
+        expect = [next(dl)["id"] for _ in range(7)]
 
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -235,6 +239,12 @@ def test_an_append_to_an_object_store_dataset_lands_once_beside_its_readers(clus
     np.testing.assert_array_equal(np.sort(got), np.arange(N + 1000))
     assert len(before) == 1000
     np.testing.assert_array_equal(np.sort(before[:]["id"]), np.arange(N, N + 1000))
+    # A state saved before the append finishes its epoch as it would have; the next epoch
+    # is the grown dataset's.
+    with zrecord.DataLoader(grown, batch_size=100, mode=2, seed=3, state=state) as dl:
+        for want in expect:
+            np.testing.assert_array_equal(next(dl)["id"], want)
+        assert dl.epoch == 1 and dl.steps_per_epoch == (N + 1000) // 100
 
     # Samples of other columns are refused, naming the difference; nothing changes.
     other = ray.data.from_items([{"id": 1, "score": 0.5}])

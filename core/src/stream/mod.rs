@@ -46,6 +46,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod eras;
 mod jump;
 mod mixture;
 pub mod pack;
@@ -57,10 +58,11 @@ use alloc::vec::Vec;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+pub use eras::Era;
 pub use mixture::Mixture;
 pub use permutation::Permutation;
 
-pub use state::{PackedState, StateError, StreamState, STATE_VERSION};
+pub use state::{PackedState, StateError, StreamState, STATE_VERSION, STATE_VERSION_ERAS};
 
 use crate::sampler::Mode;
 
@@ -202,8 +204,9 @@ pub struct Stream {
     seed: u64,
     global_batch: u64,
     source: Source,
-    /// Global batches per epoch (SHUFFLE over one dataset); 0 for endless streams.
-    steps_per_epoch: u64,
+    /// A single dataset's lengths, from where each took over (`eras.rs`): one era from 0
+    /// unless the dataset grew under a resumed job. Empty for a mixture.
+    eras: Vec<Era>,
 }
 
 impl Stream {
@@ -219,17 +222,11 @@ impl Stream {
         if global_batch == 0 {
             return Err(StreamError::ZeroBatch);
         }
-        let steps_per_epoch = match mode {
-            Mode::Shuffle => {
-                let steps = dataset.length / global_batch;
-                if steps == 0 {
-                    return Err(StreamError::BatchLargerThanEpoch { length: dataset.length, global_batch });
-                }
-                steps
-            }
-            Mode::Sequential | Mode::Iid => 0,
-        };
-        Ok(Stream { seed, global_batch, source: Source::Single { dataset, mode }, steps_per_epoch })
+        if mode == Mode::Shuffle && dataset.length < global_batch {
+            return Err(StreamError::BatchLargerThanEpoch { length: dataset.length, global_batch });
+        }
+        let eras = alloc::vec![Era { position: 0, epoch: 0, length: dataset.length }];
+        Ok(Stream { seed, global_batch, source: Source::Single { dataset, mode }, eras })
     }
 
     /// The endless stream over a mixture, cut into global batches of `global_batch` samples.
@@ -238,7 +235,7 @@ impl Stream {
         if global_batch == 0 {
             return Err(StreamError::ZeroBatch);
         }
-        Ok(Stream { seed, global_batch, source: Source::Mixture(mixture), steps_per_epoch: 0 })
+        Ok(Stream { seed, global_batch, source: Source::Mixture(mixture), eras: Vec::new() })
     }
 
     /// The seed.
@@ -276,14 +273,41 @@ impl Stream {
     }
 
     /// Global batches per epoch: `Some(floor(N / global_batch))` in SHUFFLE mode over one
-    /// dataset, `None` for the endless SEQUENTIAL, IID and mixture streams.
+    /// dataset, `None` for the endless SEQUENTIAL, IID and mixture streams. For a dataset
+    /// that grew under the stream, `N` is its length now; [`Stream::steps_in_epoch_of`] gives
+    /// an earlier epoch's.
     pub fn steps_per_epoch(&self) -> Option<u64> {
-        (self.steps_per_epoch > 0).then_some(self.steps_per_epoch)
+        self.shuffled().map(|_| self.eras.last().map_or(0, |e| e.length / self.global_batch))
     }
 
     /// The epoch global batch `step` belongs to and its place in it (SHUFFLE only).
     pub fn epoch_of(&self, step: u64) -> Option<(u64, u64)> {
-        self.steps_per_epoch().map(|s| (step / s, step % s))
+        self.shuffle_place(step).map(|(epoch, within, _)| (epoch, within))
+    }
+
+    /// Global batches in the epoch global batch `step` belongs to (SHUFFLE only): the
+    /// dataset's length then over the global batch.
+    pub fn steps_in_epoch_of(&self, step: u64) -> Option<u64> {
+        self.shuffle_place(step).map(|(_, _, steps)| steps)
+    }
+
+    /// The stretches of one dataset length this stream reads (one unless the dataset grew
+    /// under a resumed job; none for a mixture).
+    pub fn eras(&self) -> &[Era] {
+        &self.eras
+    }
+
+    fn shuffled(&self) -> Option<DatasetId> {
+        match &self.source {
+            Source::Single { dataset, mode: Mode::Shuffle } => Some(*dataset),
+            _ => None,
+        }
+    }
+
+    fn shuffle_place(&self, step: u64) -> Option<(u64, u64, u64)> {
+        self.shuffled()?;
+        let p = step.checked_mul(self.global_batch)?;
+        Some(eras::shuffle_place(&self.eras, self.global_batch, p))
     }
 
     /// Rank `rank`'s reader of a job of `world_size` processes, positioned at global batch 0.
@@ -302,8 +326,8 @@ impl Stream {
             Source::Single { mode: Mode::Iid, .. } => {
                 Cursor::Iid { rng: Xoshiro256PlusPlus::seed_from_u64(self.seed), at: 0 }
             }
-            Source::Single { dataset, mode: Mode::Shuffle } => {
-                Cursor::Shuffle { perm: Permutation::new(dataset.length, self.seed, 0), epoch: 0 }
+            Source::Single { mode: Mode::Shuffle, .. } => {
+                Cursor::Shuffle { perm: Permutation::new(self.eras[0].length, self.seed, 0), epoch: 0 }
             }
             Source::Mixture(m) => Cursor::Mixture {
                 offset: mixture::offset(self.seed),
@@ -351,8 +375,9 @@ impl Stream {
 
     /// The resume state of a reader whose caller has consumed global batches `0..step`.
     pub fn state(&self, step: u64) -> StreamState {
+        let grown = self.eras.len() > 1;
         StreamState {
-            version: STATE_VERSION,
+            version: if grown { STATE_VERSION_ERAS } else { STATE_VERSION },
             seed: self.seed,
             mode: self.mode() as u8,
             global_batch: self.global_batch,
@@ -360,15 +385,50 @@ impl Stream {
             datasets: self.datasets().to_vec(),
             weights: self.mixture_sources().map(|m| m.weights().to_vec()),
             pack: None,
+            eras: if grown { self.eras.clone() } else { Vec::new() },
         }
     }
 
     /// Checks that `state` was saved from this very stream (same datasets and generations,
     /// seed, mode, weights and global batch size) and returns the global batch to read next.
-    /// Per-rank batch size and world size may differ from the saving job's.
+    /// Per-rank batch size and world size may differ from the saving job's. A state saved
+    /// on a dataset that has grown since needs [`Stream::resumed`].
     pub fn resume(&self, state: &StreamState) -> Result<u64, StateError> {
         state.check(self)?;
         Ok(state.step)
+    }
+
+    /// [`Stream::resume`] that also follows a dataset grown by appends: when this stream's
+    /// single dataset is longer than the state's and `grown_from` (the identities the
+    /// dataset had before its appends, oldest first, from its manifest) names the state's,
+    /// the stream to read is the saved one with the new length taking over where its running
+    /// pass ends (`eras.rs`). Returns the stream to read and the global batch to read next.
+    pub fn resumed(&self, state: &StreamState, grown_from: &[DatasetId]) -> Result<(Stream, u64), StateError> {
+        let Source::Single { dataset, mode } = self.source else {
+            state.check(self)?;
+            return Ok((self.clone(), state.step));
+        };
+        let mut saved = self.clone();
+        let grew = match state.datasets.as_slice() {
+            [before] if state.weights.is_none() && state.pack.is_none() => {
+                *before != dataset && before.length < dataset.length && grown_from.contains(before)
+            }
+            _ => false,
+        };
+        if grew {
+            saved.source = Source::Single { dataset: state.datasets[0], mode };
+            saved.eras = alloc::vec![Era { position: 0, epoch: 0, length: state.datasets[0].length }];
+        }
+        if !state.eras.is_empty() {
+            saved.eras = state.eras.clone();
+        }
+        state.check(&saved)?;
+        if grew {
+            let p = state.step.saturating_mul(self.global_batch);
+            saved.eras = eras::grow(&saved.eras, mode, self.global_batch, p, dataset.length);
+            saved.source = self.source.clone();
+        }
+        Ok((saved, state.step))
     }
 
     fn position(&self, step: u64) -> Result<u64, StreamError> {
@@ -397,17 +457,21 @@ impl Schedule {
     /// dataset in SEQUENTIAL or SHUFFLE mode. `None` for IID and mixtures (no position is
     /// known), or for an index past the dataset.
     pub fn next_use(&mut self, index: u64, from: u64) -> Option<u64> {
-        let Source::Single { dataset, mode } = &self.stream.source else { return None };
-        let n = dataset.length;
-        if index >= n {
+        let Source::Single { mode, .. } = &self.stream.source else { return None };
+        // Positions in the last era (the dataset's length now) are planned; before it, a
+        // grown dataset's, none are.
+        let era = *self.stream.eras.last()?;
+        let (n, base) = (era.length, era.position);
+        if index >= n || from < base {
             return None;
         }
+        let from = from - base;
         match mode {
-            Mode::Sequential => Some(from + (index + n - from % n) % n),
+            Mode::Sequential => Some(base + from + (index + n - from % n) % n),
             Mode::Iid => None,
             Mode::Shuffle => {
-                let per_epoch = self.stream.steps_per_epoch * self.stream.global_batch;
-                let first = from / per_epoch;
+                let per_epoch = (n / self.stream.global_batch) * self.stream.global_batch;
+                let first = era.epoch + from / per_epoch;
                 // An index in the dropped tail of an epoch's order waits for a later epoch;
                 // three tries cover all but a vanishing share of them.
                 for e in first..first + 3 {
@@ -423,8 +487,9 @@ impl Schedule {
                         }
                     };
                     let at = perm.position_of(index);
-                    if at < per_epoch && e * per_epoch + at >= from {
-                        return Some(e * per_epoch + at);
+                    let within_era = (e - era.epoch) * per_epoch + at;
+                    if at < per_epoch && within_era >= from {
+                        return Some(base + within_era);
                     }
                 }
                 None
@@ -543,10 +608,15 @@ impl Shard {
         let start = global + self.rank * self.batch_size;
         let seed = self.stream.seed;
         match (&mut self.cursor, &self.stream.source) {
-            (Cursor::Sequential, Source::Single { dataset, .. }) => {
-                let n = dataset.length;
-                let mut next = start % n;
-                for slot in indices.iter_mut() {
+            (Cursor::Sequential, Source::Single { .. }) => {
+                let eras = &self.stream.eras;
+                let (mut k, era) = eras::era_at(eras, start);
+                let (mut n, mut next) = (era.length, (start - era.position) % era.length);
+                for (i, slot) in indices.iter_mut().enumerate() {
+                    if eras.get(k + 1).is_some_and(|e| e.position == start + i as u64) {
+                        k += 1;
+                        (n, next) = (eras[k].length, 0);
+                    }
                     *slot = next;
                     next += 1;
                     if next == n {
@@ -554,7 +624,7 @@ impl Shard {
                     }
                 }
             }
-            (Cursor::Iid { rng, at }, Source::Single { dataset, .. }) => {
+            (Cursor::Iid { rng, at }, Source::Single { .. }) => {
                 if start < *at {
                     *rng = Xoshiro256PlusPlus::seed_from_u64(seed);
                     *at = 0;
@@ -568,20 +638,26 @@ impl Shard {
                     }
                 }
                 // The Sampler's mapping, so that world size 1 reproduces it draw for draw.
-                let n = u128::from(dataset.length);
-                for slot in indices.iter_mut() {
+                let eras = &self.stream.eras;
+                let (mut k, era) = eras::era_at(eras, start);
+                let mut n = u128::from(era.length);
+                for (i, slot) in indices.iter_mut().enumerate() {
+                    if eras.get(k + 1).is_some_and(|e| e.position == start + i as u64) {
+                        k += 1;
+                        n = u128::from(eras[k].length);
+                    }
                     *slot = ((u128::from(rng.next_u64()) * n) >> 64) as u64;
                 }
                 *at = start + self.batch_size;
             }
-            (Cursor::Shuffle { perm, epoch }, Source::Single { dataset, .. }) => {
-                let steps = self.stream.steps_per_epoch;
-                let e = step / steps;
-                if *epoch != e {
-                    *perm = Permutation::new(dataset.length, seed, e);
+            (Cursor::Shuffle { perm, epoch }, Source::Single { .. }) => {
+                let eras = &self.stream.eras;
+                let (e, within, _) = eras::shuffle_place(eras, self.stream.global_batch, global);
+                if *epoch != e || perm.len() != eras::era_at(eras, global).1.length {
+                    *perm = Permutation::new(eras::era_at(eras, global).1.length, seed, e);
                     *epoch = e;
                 }
-                let first = (step % steps) * self.stream.global_batch + self.rank * self.batch_size;
+                let first = within * self.stream.global_batch + self.rank * self.batch_size;
                 perm.fill(first, indices);
             }
             (Cursor::Mixture { offset, at, picks, counts }, Source::Mixture(m)) => {

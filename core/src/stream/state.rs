@@ -15,12 +15,16 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use super::eras::{self, Era};
 use super::pack::{self, PackCursor, PackMode, PackSpec};
 use super::{DatasetId, Mixture, Stream};
 use crate::sampler::Mode;
 
-/// The state layout this crate writes and reads.
+/// The state layout this crate writes for a stream over data that never grew under it.
 pub const STATE_VERSION: u32 = 1;
+/// The layout of a state that lists its stream's eras (a dataset grown under a resumed
+/// job, `eras.rs`): version 1 plus `eras`. Both are read.
+pub const STATE_VERSION_ERAS: u32 = 2;
 
 /// Where a reader's caller stands in a [`Stream`], and what that stream is.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +46,8 @@ pub struct StreamState {
     /// A packed loader's spec and cursor ([`super::pack`]); `None` for batches of samples.
     /// `global_batch` then counts rows, and `step` global batches of rows.
     pub pack: Option<PackedState>,
+    /// The stream's eras when its dataset grew under it (version 2); empty otherwise.
+    pub eras: Vec<Era>,
 }
 
 /// What a packed loader's state adds: the packing it did and where it stands.
@@ -83,6 +89,9 @@ struct Wire {
     weights: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pack: Option<PackWire>,
+    /// `[position, epoch, length]` per era.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    eras: Vec<[u64; 3]>,
 }
 
 /// Why a saved state cannot be loaded into a stream.
@@ -197,6 +206,16 @@ pub enum StateError {
         /// This loader's.
         current: String,
     },
+    /// The state was saved while reading a dataset that has grown since, and this
+    /// stream does not follow it.
+    #[error(
+        "the state was saved on the dataset as it was before an append ({saved:?}); resume it with \
+         Stream::resumed and the dataset's grown_from identities (a loader does)"
+    )]
+    Grown {
+        /// The eras the state lists.
+        saved: Vec<Era>,
+    },
     /// The saved step lies beyond the stream's last position.
     #[error("the saved step {step} lies beyond the stream's 2^62 samples")]
     Step {
@@ -237,6 +256,7 @@ impl StreamState {
                 tokens: p.cursor.tokens.clone(),
                 waiting: p.cursor.waiting.iter().flat_map(|&(s, pos, start)| [u64::from(s), pos, start]).collect(),
             }),
+            eras: self.eras.iter().map(|e| [e.position, e.epoch, e.length]).collect(),
         };
         // Plain integers, strings and arrays: serialising them cannot fail.
         serde_json::to_string(&wire).unwrap_or_default()
@@ -252,13 +272,28 @@ impl StreamState {
             Some(None) => return Err(StateError::Malformed("`version` is not a number".into())),
             None => return Err(StateError::Malformed("missing field `version`".into())),
         };
-        if version != u64::from(STATE_VERSION) {
+        if version != u64::from(STATE_VERSION) && version != u64::from(STATE_VERSION_ERAS) {
             return Err(StateError::UnsupportedVersion {
                 found: u32::try_from(version).unwrap_or(u32::MAX),
-                supported: STATE_VERSION,
+                supported: STATE_VERSION_ERAS,
             });
         }
         let wire: Wire = serde_json::from_value(value).map_err(malformed)?;
+        if (version == u64::from(STATE_VERSION_ERAS)) == wire.eras.is_empty() {
+            return Err(StateError::Malformed(
+                "eras belong to a version 2 state, and a version 2 state has them".into(),
+            ));
+        }
+        let eras: Vec<Era> =
+            wire.eras.iter().map(|&[position, epoch, length]| Era { position, epoch, length }).collect();
+        if !eras.is_empty() {
+            let mode = Mode::from_u8(wire.mode).filter(|_| wire.weights.is_none() && wire.pack.is_none());
+            let Some(mode) = mode else {
+                return Err(StateError::Malformed("eras belong to a stream over one dataset".into()));
+            };
+            let length = wire.datasets.first().map_or(0, |d| d.length);
+            eras::check(&eras, mode, wire.global_batch.max(1), length).map_err(StateError::Malformed)?;
+        }
         let weights = match wire.weights {
             None => None,
             Some(ws) => Some(
@@ -310,6 +345,7 @@ impl StreamState {
             datasets: wire.datasets,
             weights,
             pack,
+            eras,
         })
     }
 
@@ -339,8 +375,8 @@ impl StreamState {
 
     /// The checks of [`StreamState::check`] but the global batch, which is `global_batch`.
     fn check_with(&self, stream: &Stream, global_batch: u64) -> Result<(), StateError> {
-        if self.version != STATE_VERSION {
-            return Err(StateError::UnsupportedVersion { found: self.version, supported: STATE_VERSION });
+        if self.version != STATE_VERSION && self.version != STATE_VERSION_ERAS {
+            return Err(StateError::UnsupportedVersion { found: self.version, supported: STATE_VERSION_ERAS });
         }
         let kind = |mixture: bool| if mixture { "a mixture" } else { "a single dataset" };
         let current_mixture = stream.mixture_sources();
@@ -382,6 +418,9 @@ impl StreamState {
         }
         if self.global_batch != global_batch {
             return Err(StateError::GlobalBatch { saved: self.global_batch, current: global_batch });
+        }
+        if !self.eras.is_empty() && self.eras != stream.eras() {
+            return Err(StateError::Grown { saved: self.eras.clone() });
         }
         Ok(())
     }

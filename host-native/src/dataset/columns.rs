@@ -252,6 +252,18 @@ pub(super) fn store_generations(path: &Path, fields: &[Field], shards: &[String]
     Ok(generations)
 }
 
+/// The identity the dataset at `path` had when its manifest listed only the first `listed`
+/// of `manifest`'s shards (as [`Dataset::id`] computes it then).
+pub(super) fn prefix_identity(path: &Path, manifest: &Manifest, listed: usize) -> Result<DatasetId, DatasetError> {
+    let shards = &manifest.shards[..listed];
+    let length = shards.iter().map(|s| s.records).sum();
+    if let Some(rows) = manifest.rows {
+        return Ok(DatasetId { length, generation: rows });
+    }
+    let dirs: Vec<String> = shards.iter().map(|s| s.dir.clone()).collect();
+    Ok(DatasetId::of_stores(length, store_generations(path, &manifest.fields, &dirs)?))
+}
+
 /// Folds new stores' `generations` ([`store_generations`]) into `manifest.rows`, if set.
 pub(super) fn fold_rows(manifest: &mut Manifest, generations: &[u64]) {
     if let Some(rows) = manifest.rows {

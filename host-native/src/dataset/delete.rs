@@ -97,7 +97,9 @@ pub fn delete_samples(
             after.shards[*s] = ShardEntry { dir: name, records: keep.len() as u64 };
         }
         after.shards.retain(|s| s.records > 0);
-        // The rows changed: so does their identity, when it is kept as `rows`.
+        // The rows changed: so does their identity, when it is kept as `rows`, and no
+        // earlier identity is a prefix of them any more.
+        after.grown_from.clear();
         let new: Vec<String> =
             made.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(String::from)).collect();
         super::columns::fold_new_stores(path, &mut after, &new)?;

@@ -142,6 +142,12 @@ impl Dataset {
         self.manifest.as_ref()
     }
 
+    /// The identities this dataset had before its appends, oldest first (its manifest's
+    /// `grown_from`): a loader state saved on any of them resumes on it.
+    pub fn grown_from(&self) -> &[DatasetId] {
+        self.manifest.as_ref().map_or(&[], |m| m.grown_from.as_slice())
+    }
+
     /// True when this handle may not change the dataset.
     pub fn is_read_only(&self) -> bool {
         self.read_only

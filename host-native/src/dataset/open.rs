@@ -115,11 +115,19 @@ impl Dataset {
         options: &[(String, String)],
         opts: RemoteOptions,
     ) -> Result<Dataset, DatasetError> {
-        use crate::remote::file::{Cache, RemoteDir, CACHE_BYTES, DISK_CACHE_BYTES};
-        use crate::remote::push::{read_listing, read_object};
-        use crate::remote::{objects, Remote};
-        let verify = opts.verify;
         let path = PathBuf::from(url.trim_end_matches('/'));
+        let remote =
+            crate::remote::Remote::open(url, options).map_err(|e| DatasetError::at(&path, None, Error::Io(e)))?;
+        Self::open_remote_in(&remote, opts)
+    }
+
+    /// [`Dataset::open_remote_with`] at a location already configured.
+    pub(crate) fn open_remote_in(remote: &crate::remote::Remote, opts: RemoteOptions) -> Result<Dataset, DatasetError> {
+        use crate::remote::file::{Cache, RemoteDir, CACHE_BYTES, DISK_CACHE_BYTES};
+        use crate::remote::objects;
+        use crate::remote::push::{read_listing, read_object};
+        let verify = opts.verify;
+        let path = PathBuf::from(remote.url());
         let at = |e: IoError| DatasetError::at(&path, None, Error::Io(e));
         let cache = match &opts.cache_dir {
             Some(dir) => {
@@ -131,13 +139,12 @@ impl Dataset {
             }
             None => Cache::new(opts.cache_bytes.unwrap_or(CACHE_BYTES)),
         };
-        let remote = Remote::open(url, options).map_err(at)?;
         // The listing and a dataset's manifest side by side: one round trip, not two. The
         // manifest, read before the listing that pins it, counts only if its bytes are the
         // ones the listing recorded; otherwise it is read again, pinned.
         let (listing, early) = std::thread::scope(|scope| {
-            let early = scope.spawn(|| read_object(&remote, MANIFEST_FILE).ok().flatten());
-            (read_listing(&remote), early.join().ok().flatten())
+            let early = scope.spawn(|| read_object(remote, MANIFEST_FILE).ok().flatten());
+            (read_listing(remote), early.join().ok().flatten())
         });
         let Some((bytes, _, _)) = listing.map_err(at)? else {
             return Err(at(IoError::new(
@@ -148,9 +155,9 @@ impl Dataset {
         };
         let listing = objects::Objects::from_json(&bytes, &remote.shown(objects::LISTING)).map_err(at)?;
         cache.set_data(listing.stored_bytes());
-        let root = RemoteDir::cached(&remote, &listing, "", cache.clone(), 0);
+        let root = RemoteDir::cached(remote, &listing, "", cache.clone(), 0);
         let open_store = |dir: &str, codec, field: &str, base: u64| {
-            let store_dir = RemoteDir::cached(&remote, &listing, dir, cache.clone(), base);
+            let store_dir = RemoteDir::cached(remote, &listing, dir, cache.clone(), base);
             store_dir.start_metadata();
             let options = OpenOptions { create: false, read_only: true, codec, verify, ..OpenOptions::default() };
             Zrecord::open_remote(store_dir, options).map_err(|e| DatasetError::at(&path.join(dir), Some(field), e))

@@ -294,6 +294,12 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
                 )),
             ));
         }
+        // A state saved on the dataset as it is resumes on it grown (`Manifest::grown_from`).
+        let before = match manifest.rows {
+            Some(rows) => zrecord_core::stream::DatasetId { length: manifest.len(), generation: rows },
+            None => Dataset::open_remote_in(remote, super::RemoteOptions::default())?.id()?,
+        };
+        manifest.grew_from(before);
         let mut objects = listing.objects.clone();
         let stale = objects.remove(MANIFEST_FILE).is_some();
         objects.extend(grow(at, &mut manifest, &sorted)?);

@@ -345,6 +345,11 @@ impl DatasetWriter {
         // A dataset whose identity is its rows' (a field was added or dropped): the new
         // shards' stores change it.
         let new: Vec<String> = self.manifest.shards[self.listed..].iter().map(|s| s.dir.clone()).collect();
+        if self.listed > 0 && !new.is_empty() {
+            // An append: a state saved on the dataset as it was resumes on it grown.
+            let before = super::columns::prefix_identity(&self.path, &self.manifest, self.listed)?;
+            self.manifest.grew_from(before);
+        }
         super::columns::fold_new_stores(&self.path, &mut self.manifest, &new)?;
         publish(&self.path, &self.manifest)?;
         self.done = true;

@@ -278,13 +278,21 @@ impl Loader {
     /// stream (same datasets at the same generations, seed, mode, weights and global
     /// batch, else [`LoaderError::State`] says what differs); the rank, world size, number
     /// of workers and prefetch depth may differ. Costs no replay.
+    ///
+    /// A state saved on a dataset that has grown by appends since resumes too: the epoch
+    /// (SHUFFLE) or pass it was in finishes over the samples it began with, exactly as it
+    /// would have, and the new samples join from the next (`Stream::resumed`).
     pub fn resume(
         stream: Stream,
         sources: Vec<Source>,
         options: LoaderOptions,
         state: &StreamState,
     ) -> Result<Loader, LoaderError> {
-        let step = stream.resume(state)?;
+        let grown_from = match sources.as_slice() {
+            [one] => one.data().grown_from().to_vec(),
+            _ => Vec::new(),
+        };
+        let (stream, step) = stream.resumed(state, &grown_from)?;
         Self::start(stream, Feed::Sources(sources), options, step)
     }
 
@@ -664,12 +672,13 @@ impl Loader {
     }
 
     /// Batches per epoch of every rank (SHUFFLE over one dataset); `None` for the endless
-    /// SEQUENTIAL, IID and mixture streams.
+    /// SEQUENTIAL, IID and mixture streams. After a resume on a dataset grown since the
+    /// state was saved, the epoch the loader is in counts; later ones are longer.
     pub fn steps_per_epoch(&self) -> Option<u64> {
         if self.packing.is_some() {
             return None; // rows are endless; epochs are the documents'
         }
-        self.stream.steps_per_epoch()
+        self.stream.steps_in_epoch_of(self.step())
     }
 
     /// `(epoch, step within it)` of global batch `step` (SHUFFLE over one dataset); `None`
