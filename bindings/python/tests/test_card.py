@@ -72,7 +72,10 @@ def test_the_card_is_kept_shown_and_replaced(tmp_path):
 
     Dataset.write(path, fields(50, seed=1), metadata=CARD).close()
     m = manifest(path)
-    assert m["version"] == 2 and m["metadata"] == CARD
+    # The append also records the identity the dataset grew from (version 4).
+    assert m["version"] == 4 and m["metadata"] == CARD and len(m["grown_from"]) == 1
+    Dataset.write(tmp_path / "fresh", fields(50, seed=1), metadata=CARD).close()
+    assert manifest(tmp_path / "fresh")["version"] == 2  # a card alone: builds that know version 2 read it
     ds = Dataset(path)
     assert ds.metadata == CARD and len(ds) == 250
     ds.close()

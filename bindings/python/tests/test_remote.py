@@ -12,9 +12,11 @@ counted).
 import http.client
 import http.server
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -140,6 +142,34 @@ def test_an_object_rewritten_under_a_reader_is_an_error_naming_it(s3, local):
     assert "shard-000003/tokens/0.zr" in str(e.value)
 
 
+def assert_same_batches(far, local, seed, steps=10):
+    """The first `steps` SHUFFLE batches of `far` are those of `local`, field for field."""
+    with zrecord.DataLoader(far, batch_size=64, mode=2, seed=seed, num_workers=2) as a, \
+            zrecord.DataLoader(local, batch_size=64, mode=2, seed=seed, num_workers=2) as b:
+        for _ in range(steps):
+            x, y = next(a), next(b)
+            for k in y:
+                np.testing.assert_array_equal(x[k], y[k])
+
+
+def _relay(handler, body):
+    """Sends the request `handler` holds to the S3 server (`_Flaky.target`) and its answer back."""
+    conn = http.client.HTTPConnection(*_Flaky.target, timeout=30)
+    headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
+    headers["Host"] = f"{_Flaky.target[0]}:{_Flaky.target[1]}"
+    conn.request(handler.command, handler.path, body=body or None, headers=headers)
+    r = conn.getresponse()
+    data = r.read()
+    handler.send_response(r.status)
+    for k, v in r.getheaders():
+        if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+            handler.send_header(k, v)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+    conn.close()
+
+
 class _Flaky(http.server.BaseHTTPRequestHandler):
     """Forwards every request to the S3 server, but answers one in ten with a 503."""
 
@@ -157,20 +187,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        conn = http.client.HTTPConnection(*_Flaky.target, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-        headers["Host"] = f"{_Flaky.target[0]}:{_Flaky.target[1]}"
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        r = conn.getresponse()
-        data = r.read()
-        self.send_response(r.status)
-        for k, v in r.getheaders():
-            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        conn.close()
+        _relay(self, body)
 
     do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
 
@@ -186,12 +203,7 @@ def test_one_failed_request_in_ten_changes_no_batch(s3, local, pushed):
     try:
         flaky = {**s3, "aws_endpoint": f"http://127.0.0.1:{proxy.server_address[1]}"}
         far = zrecord.Dataset(pushed, storage_options=flaky)
-        with zrecord.DataLoader(far, batch_size=64, mode=2, seed=4, num_workers=2) as a, \
-                zrecord.DataLoader(local, batch_size=64, mode=2, seed=4, num_workers=2) as b:
-            for _ in range(10):
-                x, y = next(a), next(b)
-                for k in y:
-                    np.testing.assert_array_equal(x[k], y[k])
+        assert_same_batches(far, local, seed=4)
         stats = far.remote_stats()
         assert stats["retries"] >= 1 and _Flaky.count >= 10, stats
     finally:
@@ -199,6 +211,66 @@ def test_one_failed_request_in_ten_changes_no_batch(s3, local, pushed):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+class _Outage(http.server.BaseHTTPRequestHandler):
+    """Forwards every request to the S3 server, except while ``down_until`` (a
+    time.monotonic() value) is ahead: then it drops each connection unanswered, as an
+    endpoint that is down or failing over does."""
+
+    down_until = 0.0
+
+    def _forward(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if time.monotonic() < _Outage.down_until:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        _relay(self, body)
+
+    do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def outage(s3):
+    """A proxy to the S3 server that can be taken down: (storage options through it, the
+    handler class whose down_until sets the outage)."""
+    host, port = s3["aws_endpoint"].split("//")[1].split(":")
+    _Flaky.target = (host, int(port))
+    _Outage.down_until = 0.0
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Outage)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    yield {**s3, "aws_endpoint": f"http://127.0.0.1:{proxy.server_address[1]}"}, _Outage
+    _Outage.down_until = 0.0
+    proxy.shutdown()
+    proxy.server_close()
+
+
+def test_an_outage_longer_than_the_old_retries_is_ridden_out(s3, local, pushed, outage):
+    """Issue 36: with the endpoint down 3 s mid-epoch the loader raised "StoreIOError ...
+    error sending request" (six attempts gave up after about 1.5 s). Requests are now retried
+    for up to two minutes (the retry_deadline storage option), and every batch is the one
+    an undisturbed run reads."""
+    options, handler = outage
+    far = zrecord.Dataset(pushed, storage_options=options)
+    handler.down_until = time.monotonic() + 4.0  # nothing of the samples is cached yet
+    assert_same_batches(far, local, seed=9)
+    assert time.monotonic() >= handler.down_until, "the batches came through the outage"
+    assert far.remote_stats()["retries"] >= 1
+
+
+def test_an_outage_past_the_retry_deadline_fails_naming_the_object_and_the_deadline(s3, pushed, outage):
+    options, handler = outage
+    far = zrecord.Dataset(pushed, storage_options={**options, "retry_deadline": "1"})
+    handler.down_until = time.monotonic() + 3600
+    with pytest.raises(zrecord.ZrecordError) as e:
+        far[0]
+    text = str(e.value)
+    assert pushed in text and "gave up after" in text, text
+    assert "retry deadline is 1 s" in text and "retry_deadline" in text, text
+
+
 def test_a_remote_dataset_reads_in_a_forked_child(s3, local, pushed):
     """torch's DataLoader workers fork by default on Linux. A remote dataset read in the
     parent, then in a forked child, waited forever: the child had the parent's runtime and

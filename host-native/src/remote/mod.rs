@@ -33,10 +33,19 @@ use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme};
 use url::Url;
 use zrecord_core::error::{IoError, IoErrorKind};
 
-/// Attempts of a request that fails with a transient error (5xx, a reset, a timeout).
-const ATTEMPTS: u32 = 6;
-/// First backoff; it doubles per attempt, with jitter.
+/// How long a request that keeps failing with transient errors (5xx such as 503 SlowDown,
+/// 408, 429, resets, refused connections, timeouts) is retried before it fails, unless the
+/// `retry_deadline` storage option (seconds) says otherwise: long enough to ride out a
+/// throttling burst, a failover or a restarting endpoint.
+pub const RETRY_DEADLINE: Duration = Duration::from_secs(120);
+/// The storage option that sets the retry deadline, in seconds (zrecord's own key; the
+/// others are object_store's).
+pub const RETRY_DEADLINE_KEY: &str = "retry_deadline";
+/// First backoff; it doubles per attempt up to [`MAX_BACKOFF`], each wait drawn between
+/// half and all of it (jitter, so clients that failed together do not retry together).
 const BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The runtime every remote future runs on: two worker threads, started on first use in
 /// each process (a forked child starts its own: [`per_process`]).
@@ -143,6 +152,8 @@ pub struct Remote {
     /// Round-trip time and transfer rate as measured: `(seconds of the quickest recent
     /// request, bytes per second of the fastest)`.
     timing: Arc<std::sync::Mutex<(f64, f64)>>,
+    /// How long transient failures of one request are retried ([`RETRY_DEADLINE`]).
+    deadline: Duration,
 }
 
 /// Largest gap [`Remote::merge_gap`] ever spans.
@@ -165,6 +176,13 @@ impl Remote {
     /// `google_service_account`, `azure_storage_account_name`) over the usual environment
     /// variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`). An unknown key is an error.
     pub fn open(url: &str, options: &[(String, String)]) -> Result<Remote, IoError> {
+        let (deadline, options) = retry_deadline(url, options)?;
+        let mut remote = Self::open_store(url, &options)?;
+        remote.deadline = deadline;
+        Ok(remote)
+    }
+
+    fn open_store(url: &str, options: &[(String, String)]) -> Result<Remote, IoError> {
         let trimmed = url.trim_end_matches('/');
         let parsed = Url::parse(trimmed).map_err(|e| invalid(format!("{url} is not a URL: {e}")))?;
         if parsed.scheme() == "memory" {
@@ -233,6 +251,7 @@ impl Remote {
             url: url.to_owned(),
             stats: Arc::new(RemoteStats::default()),
             timing: Arc::new(std::sync::Mutex::new((f64::INFINITY, 0.0))),
+            deadline: RETRY_DEADLINE,
         }
     }
 
@@ -281,6 +300,7 @@ impl Remote {
             url: format!("{}/{name}", self.url),
             stats: self.stats.clone(),
             timing: self.timing.clone(),
+            deadline: self.deadline,
         }
     }
 
@@ -327,40 +347,81 @@ impl Remote {
         &self.store
     }
 
-    /// Runs `attempt` until it succeeds, fails for good, or [`ATTEMPTS`] transient
-    /// failures in a row; each retry waits a doubling backoff and is counted.
+    /// Runs `attempt` until it succeeds, fails for good (a failure that cannot pass: 4xx
+    /// but 408 and 429, a configuration error), or keeps failing transiently past the retry
+    /// deadline; each retry waits a jittered backoff (doubling from 50 ms up to 5 s) and is
+    /// counted. The caller waits meanwhile: a loader's place in its stream does not move.
     pub(crate) async fn retrying<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, IoError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
     {
+        let began = std::time::Instant::now();
         let mut wait = BACKOFF;
-        for n in 1..=ATTEMPTS {
+        for attempts in 1u64.. {
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             let now = self.stats.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
             self.stats.most_in_flight.fetch_max(now, Ordering::Relaxed);
             let answer = attempt().await;
             self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
-            match answer {
+            let e = match answer {
                 Ok(v) => return Ok(v),
-                Err(e) if n < ATTEMPTS && transient(&e) => {
-                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    let jitter = Duration::from_micros(
-                        u64::from(std::process::id() ^ n) % 1000 * wait.as_micros() as u64 / 1000,
-                    );
-                    tokio::time::sleep(wait + jitter / 2).await;
-                    wait *= 2;
-                }
+                Err(e) if transient(&e) => e,
                 Err(e) => return Err(io_error(e, what)),
+            };
+            let pause = jittered(wait);
+            if began.elapsed() + pause > self.deadline {
+                let mut err = io_error(e, what);
+                err.message = format!(
+                    "{} (gave up after {attempts} attempts over {:.1} s: the retry deadline is {} s; \
+                     set storage option {RETRY_DEADLINE_KEY} to wait longer)",
+                    err.message,
+                    began.elapsed().as_secs_f64(),
+                    self.deadline.as_secs_f64()
+                );
+                return Err(err);
             }
+            self.stats.retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(pause).await;
+            wait = (wait * 2).min(MAX_BACKOFF);
         }
-        unreachable!("the last attempt returns")
+        unreachable!("attempts never run out before the deadline does")
     }
 
     /// Blocks on `fut` on the remote runtime.
     pub(crate) fn block<T>(&self, fut: impl std::future::Future<Output = T>) -> T {
         runtime().block_on(fut)
     }
+}
+
+/// A wait drawn between half and all of `wait`.
+fn jittered(wait: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    let fraction = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    wait.mul_f64(0.5 + 0.5 * fraction)
+}
+
+/// The retry deadline `options` set ([`RETRY_DEADLINE_KEY`], seconds) and the options left
+/// for object_store.
+fn retry_deadline(url: &str, options: &[(String, String)]) -> Result<(Duration, Vec<(String, String)>), IoError> {
+    let mut deadline = RETRY_DEADLINE;
+    let mut rest = Vec::with_capacity(options.len());
+    for (k, v) in options {
+        if !k.eq_ignore_ascii_case(RETRY_DEADLINE_KEY) {
+            rest.push((k.clone(), v.clone()));
+            continue;
+        }
+        let seconds: f64 = v.trim().trim_end_matches('s').parse().map_err(|_| {
+            invalid(format!("{url}: storage option {RETRY_DEADLINE_KEY}={v:?} is not a number of seconds"))
+        })?;
+        if !(0.0..=86_400.0).contains(&seconds) {
+            return Err(invalid(format!("{url}: {RETRY_DEADLINE_KEY} must be 0 to 86400 seconds, got {v}")));
+        }
+        deadline = Duration::from_secs_f64(seconds);
+    }
+    Ok((deadline, rest))
 }
 
 /// In-memory stores for tests, one per name, alive for the process.
@@ -387,11 +448,21 @@ pub fn serve_memory(name: &str, store: Arc<dyn ObjectStore>) {
 fn transient(e: &object_store::Error) -> bool {
     match e {
         object_store::Error::Generic { source, .. } => {
-            let text = source.to_string().to_ascii_lowercase();
-            // 4xx answers (but 408 and 429) are the request's fault, and stay.
-            !(text.contains("status: 4") || text.contains("client error (4"))
-                || text.contains("408")
-                || text.contains("429")
+            let text = format!("{source:?} {source}").to_ascii_lowercase();
+            // A request the client could not build (an http:// endpoint without
+            // aws_allow_http, say) or a destination it refuses (the cloud metadata address,
+            // tried when no credentials are set) fails the same way every time.
+            if text.contains("builder error") || text.contains("denied destination") {
+                return false;
+            }
+            // 4xx answers (but 408 and 429) are the request's fault, and stay. The status is
+            // read where the client writes it, never from digits elsewhere (a port, a size).
+            let status = ["status code: ", "status: ", "client error ("]
+                .iter()
+                .find_map(|tag| text.find(tag).map(|at| &text[at + tag.len()..]))
+                .and_then(|rest| rest.get(..3))
+                .and_then(|digits| digits.parse::<u16>().ok());
+            !matches!(status, Some(code) if (400..500).contains(&code) && code != 408 && code != 429)
         }
         _ => false,
     }
@@ -416,4 +487,75 @@ pub(crate) fn io_error(e: object_store::Error, what: &str) -> IoError {
         other => other.to_string(),
     };
     IoError::new(kind, what, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic { store: "S3", source: text.to_owned().into() }
+    }
+
+    #[test]
+    fn failures_that_cannot_pass_are_not_retried() {
+        assert!(transient(&generic("Server returned non-2xx status code: 503 Service Unavailable: SlowDown")));
+        assert!(transient(&generic("Server returned non-2xx status code: 429 Too Many Requests")));
+        assert!(transient(&generic("error sending request for url (http://127.0.0.1:40812/b/k)")));
+        assert!(!transient(&generic("Server returned non-2xx status code: 400 Bad Request")));
+        assert!(!transient(&generic("HTTP error: builder error")));
+        assert!(!transient(&generic("resolve_deny: denied destination 169.254.169.254")));
+        // A port or a length that happens to hold 408 or 4xx digits says nothing.
+        assert!(transient(&generic("error sending request for url (http://127.0.0.1:40829/b/k): 4096 bytes")));
+    }
+
+    #[test]
+    fn the_retry_deadline_is_a_storage_option_in_seconds() {
+        let opts = |v: &str| vec![("RETRY_DEADLINE".to_owned(), v.to_owned()), ("aws_region".into(), "x".into())];
+        let (d, rest) = retry_deadline("s3://b", &opts("2.5")).unwrap();
+        assert_eq!((d, rest.len()), (Duration::from_millis(2500), 1));
+        assert_eq!(retry_deadline("s3://b", &opts("90s")).unwrap().0, Duration::from_secs(90));
+        assert_eq!(retry_deadline("s3://b", &[]).unwrap().0, RETRY_DEADLINE);
+        assert!(retry_deadline("s3://b", &opts("soon")).unwrap_err().to_string().contains("not a number of seconds"));
+        assert!(retry_deadline("s3://b", &opts("-1")).is_err());
+        for _ in 0..100 {
+            let w = jittered(Duration::from_millis(100));
+            assert!(w >= Duration::from_millis(50) && w <= Duration::from_millis(100), "{w:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_that_keeps_failing_gives_up_at_the_deadline_naming_it() {
+        let remote = Remote::open("memory://deadline/x", &[("retry_deadline".into(), "1".into())]).unwrap();
+        let began = std::time::Instant::now();
+        let calls = std::sync::atomic::AtomicU64::new(0);
+        let err = remote
+            .block(remote.retrying("read memory://deadline/x/0.zr", || {
+                calls.fetch_add(1, Ordering::Relaxed);
+                async { Err::<(), _>(generic("error sending request: connection refused")) }
+            }))
+            .unwrap_err();
+        let took = began.elapsed();
+        let n = calls.load(Ordering::Relaxed);
+        // Gave up rather than retrying for ever; tried more than once (the first wait,
+        // at most 50 ms, fits the deadline whatever the load).
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        assert!(n >= 2, "{n} attempts in {took:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("memory://deadline/x/0.zr") && text.contains(&format!("gave up after {n} attempts")),
+            "{text}"
+        );
+        assert!(text.contains("retry deadline is 1 s") && text.contains("retry_deadline"), "{text}");
+        assert_eq!(remote.stats().counts().retries, n - 1);
+        // A failure that cannot pass is not retried at all.
+        calls.store(0, Ordering::Relaxed);
+        let err = remote
+            .block(remote.retrying("read", || {
+                calls.fetch_add(1, Ordering::Relaxed);
+                async { Err::<(), _>(generic("HTTP error: builder error")) }
+            }))
+            .unwrap_err();
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "{err}");
+    }
 }
