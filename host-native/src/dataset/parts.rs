@@ -106,16 +106,11 @@ fn uploaded_shard(task: u64, j: usize, tag: &str) -> String {
     name
 }
 
-/// A fresh tag for a write that appends to a dataset in an object store: 16 hex digits
-/// from the process's random hasher keys, the clock and the process id, so two writers
-/// (two hosts, two processes, two writes) never name their shards alike.
+/// A fresh tag for a write that appends to a dataset in an object store: 16 random hex
+/// digits, so two writers (two hosts, two processes, two writes) never name their shards
+/// alike.
 pub fn write_tag() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    h.write_u128(now.as_nanos());
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
+    format!("{:016x}", crate::remote::random_u64())
 }
 
 /// The manifest of the committed part at `path`, after opening it (which checks every

@@ -396,11 +396,18 @@ impl Remote {
 
 /// A wait drawn between half and all of `wait`.
 fn jittered(wait: Duration) -> Duration {
+    let fraction = (random_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    wait.mul_f64(0.5 + 0.5 * fraction)
+}
+
+/// 64 unpredictable bits: the process's random hasher keys over the clock and the process
+/// id (jitter, write tags; nothing that needs a cryptographic source).
+pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    let fraction = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
-    wait.mul_f64(0.5 + 0.5 * fraction)
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 /// The retry deadline `options` set ([`RETRY_DEADLINE_KEY`], seconds) and the options left
