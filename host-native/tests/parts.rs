@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::ids;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -31,14 +33,6 @@ fn write(path: &Path, ids: std::ops::Range<i64>, shard_records: u64) {
     }
     w.write(&[Column::Fixed(&id), Column::Ragged { values: &values, offsets: &offsets }]).unwrap();
     w.commit().unwrap();
-}
-
-fn ids(ds: &Dataset) -> Vec<i64> {
-    let n = ds.len();
-    let idx: Vec<u64> = (0..n).collect();
-    let mut out = vec![0u8; n as usize * 8];
-    ds.gather_fixed(0, &idx, &mut out, None, false).unwrap();
-    out.chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 #[test]

@@ -549,20 +549,31 @@ impl PyFieldAdder {
 }
 
 /// `Dataset.delete` of a dataset of named fields: samples `indices` removed from the
-/// local dataset at `path` (`zrecord::dataset::delete_samples`); returns (samples
-/// deleted, shards copied, samples left).
+/// dataset at `path`, a local folder (`zrecord::dataset::delete_samples`) or a URL
+/// (`zrecord::dataset::delete_remote`); returns (samples deleted, shards copied, samples
+/// left).
 #[pyfunction]
-#[pyo3(name = "_delete_samples", signature = (path, indices, progress = None))]
+#[pyo3(name = "_delete_samples", signature = (path, indices, progress = None, storage_options = None))]
 pub fn delete_samples(
     py: Python<'_>,
-    path: PathBuf,
+    path: String,
     indices: &Bound<'_, PyAny>,
     progress: Option<Py<PyAny>>,
+    storage_options: Option<std::collections::HashMap<String, String>>,
 ) -> PyResult<(u64, usize, u64)> {
     let indices = buffers::offsets(indices, "indices")?;
+    let opts = crate::remote::options(storage_options);
     let mut reporter = crate::progress::Progress::new(progress);
     let bar = &mut reporter;
-    let done = call(py, move || zrecord::dataset::delete_samples(&path, &indices, &mut |d, t| bar.report(d, t)))?;
+    let done = call(py, move || {
+        let mut report = |d, t| bar.report(d, t);
+        if zrecord::remote::is_url(&path) {
+            let remote = zrecord::remote::Remote::open(&path, &opts).map_err(|e| at_url(&path, e))?;
+            zrecord::dataset::delete_remote(&remote, &indices, &mut report)
+        } else {
+            zrecord::dataset::delete_samples(&path, &indices, &mut report)
+        }
+    })?;
     reporter.finish()?;
     Ok((done.samples, done.shards, done.remaining))
 }
@@ -576,11 +587,25 @@ pub fn concat(py: Python<'_>, sources: Vec<PathBuf>, out: PathBuf) -> PyResult<(
     Ok((done.samples, done.shards, done.linked, done.copied))
 }
 
-/// `Dataset.drop_field`: removes field `name` from the local dataset at `path`.
+/// `Dataset.drop_field`: removes field `name` from the dataset at `path`, a local folder
+/// or a URL.
 #[pyfunction]
-#[pyo3(name = "_drop_field")]
-pub fn drop_field(py: Python<'_>, path: PathBuf, name: String) -> PyResult<()> {
-    call(py, move || zrecord::drop_field(&path, &name).map(drop))
+#[pyo3(name = "_drop_field", signature = (path, name, storage_options = None))]
+pub fn drop_field(
+    py: Python<'_>,
+    path: String,
+    name: String,
+    storage_options: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<()> {
+    let opts = crate::remote::options(storage_options);
+    call(py, move || {
+        if zrecord::remote::is_url(&path) {
+            let remote = zrecord::remote::Remote::open(&path, &opts).map_err(|e| at_url(&path, e))?;
+            zrecord::dataset::drop_field_remote(&remote, &name).map(drop)
+        } else {
+            zrecord::drop_field(&path, &name).map(drop)
+        }
+    })
 }
 
 /// A failure to open the location `url`, as a dataset error naming it.

@@ -19,6 +19,22 @@ CHUNK_LEN = 1 << 32
 BUCKET = "zrecord-test"
 
 
+def s3_client(s3):
+    """A boto3 client (moto[server]'s own dependency) of the `s3` fixture's server."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=s3["aws_endpoint"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def bucket_objects(s3, prefix):
+    """Every object under `prefix` in the test bucket: {key: bytes}."""
+    client = s3_client(s3)
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    keys = [o["Key"] for p in pages for o in p.get("Contents", [])]
+    return {k: client.get_object(Bucket=BUCKET, Key=k)["Body"].read() for k in keys}
+
+
 def images(n, seed=0, shape=(3, 8, 8)):
     """Mildly compressible uint8 samples, distinct per index."""
     rng = np.random.default_rng(seed)

@@ -23,7 +23,7 @@ import pytest
 
 import zrecord
 
-from _support import BUCKET
+from _support import BUCKET, bucket_objects, s3_client
 
 
 def docs(n, seed=0):
@@ -132,11 +132,7 @@ def test_an_object_rewritten_under_a_reader_is_an_error_naming_it(s3, local):
     far = zrecord.Dataset(url, storage_options=s3)
     far[0]
     # Another writer replaces one chunk object (a new version, same key).
-    import boto3  # moto[server]'s own dependency
-
-    client = boto3.client("s3", endpoint_url=s3["aws_endpoint"], region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.put_object(Bucket=BUCKET, Key="datasets/rewritten/shard-000003/tokens/0.zr", Body=b"\x00" * 4096)
+    s3_client(s3).put_object(Bucket=BUCKET, Key="datasets/rewritten/shard-000003/tokens/0.zr", Body=b"\x00" * 4096)
     with pytest.raises(zrecord.StoreIOError, match="changed since the dataset was pushed") as e:
         far[950]
     assert "shard-000003/tokens/0.zr" in str(e.value)
@@ -349,10 +345,7 @@ def test_the_readme_example_runs_as_printed(s3, local, tmp_path):
     [block] = re.findall(r"```python\n(.*?)```", section, re.S)
     assert "http://127.0.0.1:9000" in block
     block = quick_start() + "\n" + block.replace("http://127.0.0.1:9000", s3["aws_endpoint"])
-    import boto3
-
-    boto3.client("s3", endpoint_url=s3["aws_endpoint"], region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket="bucket")
+    s3_client(s3).create_bucket(Bucket="bucket")
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_REGION": "us-east-1"}
     p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300, cwd=tmp_path,
@@ -502,3 +495,47 @@ def test_worker_processes_that_evict_from_one_cache_directory_read_right_bytes(s
         listed += sum(end - start for start, (end, op) in ranges.items() if op == 1)
     assert 0 < listed <= 2 * 16_000, listed
     far.close()
+
+
+def test_samples_deleted_in_an_object_store_leave_every_object(s3, tmp_path):
+    n = 600
+    captions = [f"caption {i:05d} of a private photo" for i in range(n)]
+    path = tmp_path / "ds"
+    zrecord.Dataset.write(path, {"caption": captions, "label": np.arange(n)}, shard_records=200)
+    url = f"s3://{BUCKET}/edits/delete"
+    zrecord.push(path, url, storage_options=s3)
+    far = zrecord.Dataset(url, storage_options=s3)
+    with zrecord.DataLoader(far, batch_size=10, mode=2, seed=1) as loader:
+        next(loader)
+        state = loader.state_dict()
+
+    gone = {3, 250, 251, 599}
+    far.delete(sorted(gone, reverse=True))
+    kept = [i for i in range(n) if i not in gone]
+    assert len(far) == n - len(gone)
+    assert [far[i]["caption"] for i in (0, 3, 248)] == [captions[kept[i]] for i in (0, 3, 248)]
+    again = zrecord.Dataset(url, storage_options=s3)
+    assert list(again[np.arange(len(again))]["label"]) == kept
+    # No object in the bucket holds a deleted caption's bytes; the scan finds the others.
+    objects = bucket_objects(s3, "edits/delete/")
+    for i in gone:
+        holders = [k for k, body in objects.items() if captions[i].encode() in body]
+        assert not holders, f"deleted sample {i} is still in {holders}"
+    assert any(captions[kept[0]].encode() in body for body in objects.values())
+    # A state saved before the delete is refused (the rows changed).
+    with pytest.raises(ValueError, match="dataset 0 has 596 samples but the state was saved when it had 600"):
+        zrecord.DataLoader(again, batch_size=10, mode=2, seed=1, state=state)
+    with pytest.raises(zrecord.IndexOutOfRangeError, match="index 596 is out of range"):
+        again.delete([596])
+
+    # A field dropped in place: the stream's identity stays, so the state of now resumes.
+    with zrecord.DataLoader(again, batch_size=10, mode=2, seed=1) as loader:
+        next(loader)
+        state = loader.state_dict()
+        expect = next(loader)["label"]
+    narrow = zrecord.Dataset.drop_field(url, "caption", storage_options=s3)
+    assert [f.name for f in narrow.fields] == ["label"]
+    assert list(narrow[np.arange(len(narrow))]["label"]) == kept
+    with zrecord.DataLoader(narrow, batch_size=10, mode=2, seed=1, state=state) as loader:
+        np.testing.assert_array_equal(next(loader)["label"], expect)
+    assert not [k for k in bucket_objects(s3, "edits/delete/") if "/caption/" in k]

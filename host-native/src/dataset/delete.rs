@@ -46,17 +46,7 @@ pub fn delete_samples(
 ) -> Result<Deleted, DatasetError> {
     let path = path.as_ref();
     let (_lock, manifest) = lock_existing(path)?;
-    let len = manifest.len();
-    if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
-        return Err(DatasetError::at(
-            path,
-            None,
-            Error::InvalidArgument(format!("index {bad} is out of range for a dataset of {len} samples")),
-        ));
-    }
-    let mut sorted = indices.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
+    let sorted = sorted_in_range(path, indices, manifest.len())?;
     let layout = manifest.layout();
     let groups = layout.group(&sorted).expect("every index was checked to be in range");
     let store_layout = first_layout(path, &manifest)?;
@@ -117,6 +107,22 @@ pub fn delete_samples(
     }
     progress(total, total);
     Ok(Deleted { samples: sorted.len() as u64, shards: groups.len(), remaining: after.len() })
+}
+
+/// `indices` sorted, without repeats, after checking that each is below `len` (the error
+/// names the first that is not).
+pub(super) fn sorted_in_range(path: &Path, indices: &[u64], len: u64) -> Result<Vec<u64>, DatasetError> {
+    if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
+        return Err(DatasetError::at(
+            path,
+            None,
+            Error::InvalidArgument(format!("index {bad} is out of range for a dataset of {len} samples")),
+        ));
+    }
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    Ok(sorted)
 }
 
 /// The layout of the dataset's stores (dense when it has none).

@@ -20,7 +20,9 @@
 //! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
 //! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
 //! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
-//! ([`delete_samples`]); `concat.rs` one dataset of several ([`concat`]).
+//! ([`delete_samples`]); `remote_edit.rs` samples deleted and fields dropped in an object
+//! store ([`delete_remote`], [`drop_field_remote`]); `concat.rs` one dataset of several
+//! ([`concat`]).
 
 mod columns;
 mod concat;
@@ -30,6 +32,7 @@ mod error;
 mod layout;
 mod open;
 mod parts;
+mod remote_edit;
 mod tokens;
 mod write;
 
@@ -49,6 +52,7 @@ pub use layout::{set_layout, LayoutChange};
 pub(crate) use open::read_meta_file;
 pub use open::{open_store, DatasetOptions, RemoteOptions};
 pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};
+pub use remote_edit::{delete_remote, drop_field_remote};
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 

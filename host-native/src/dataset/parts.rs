@@ -31,10 +31,11 @@ use zrecord_core::dataset::{Field, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 
 use super::columns::{fold_rows, store_generations};
+use super::remote_edit::{inline_listing, parse_current};
 use super::write::describe;
 use super::{Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
-use crate::remote::objects::{Object, Objects, LISTING, LISTING_VERSION, LISTING_VERSION_INLINE};
-use crate::remote::push::{put_small, read_listed_manifest, read_listing, try_put_listing, upload_tree};
+use crate::remote::objects::{Object, Objects, LISTING_VERSION};
+use crate::remote::push::{put_small, read_listing, try_put_listing, upload_tree};
 use crate::remote::Remote;
 
 /// Commits that lose the race for the listing to another writer's this many times in a
@@ -247,7 +248,7 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
     let added: u64 = sorted.iter().map(|p| p.len()).sum();
     for _ in 0..COMMIT_ATTEMPTS {
         let previous = read_listing(remote).map_err(fail)?;
-        let Some((bytes, _, _)) = &previous else {
+        let Some(previous) = previous else {
             // A new dataset: its manifest as dataset.json, then a version 1 listing.
             let mut manifest = Manifest::new(fields.clone()).map_err(|e| DatasetError::at(at, None, e))?;
             let mut objects = grow(at, &mut manifest, &sorted)?;
@@ -267,17 +268,11 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
                 "a dataset is already there (remote.json); write to a new prefix, or add to it with mode=\"append\"",
             )));
         }
-        let listing = Objects::from_json(bytes, &remote.shown(LISTING)).map_err(fail)?;
-        if listing.kind != "dataset" {
-            return Err(fail(IoError::new(
-                IoErrorKind::Other,
-                format!("write {}", remote.url()),
-                "a single store (loaderx layout) is there, not a dataset of named fields: append to it locally and push",
-            )));
-        }
-        let text = read_listed_manifest(remote, &listing).map_err(fail)?;
-        let manifest_path = at.join(MANIFEST_FILE);
-        let mut manifest = Manifest::from_json(&text).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+        let Some(listed) = parse_current(remote, previous, "append to")? else {
+            // Another writer replaced the listing before its manifest was read.
+            continue;
+        };
+        let mut manifest = listed.manifest.clone();
         if !manifest.accepts(&fields) {
             return Err(DatasetError::at(
                 at,
@@ -295,13 +290,11 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
             None => Dataset::open_remote_in(remote, super::RemoteOptions::default())?.id()?,
         };
         manifest.grew_from(before);
-        let mut objects = listing.objects.clone();
+        let mut objects = listed.objects.objects.clone();
         let stale = objects.remove(MANIFEST_FILE).is_some();
         objects.extend(grow(at, &mut manifest, &sorted)?);
-        let value = serde_json::from_str(&manifest.to_json())
-            .map_err(|e| DatasetError::at(at, None, Error::InvalidArgument(format!("the grown manifest: {e}"))))?;
-        let grown = Objects { version: LISTING_VERSION_INLINE, kind: "dataset".into(), objects, manifest: Some(value) };
-        if try_put_listing(remote, &grown, previous).map_err(fail)? {
+        let grown = inline_listing(at, &manifest, objects)?;
+        if try_put_listing(remote, &grown, Some(listed.previous)).map_err(fail)? {
             if stale {
                 // The listing holds the manifest now: the dataset.json a push wrote is
                 // nobody's, and a copy made around zr pull must not find it.

@@ -422,47 +422,61 @@ pub fn pull(remote: &Remote, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> 
         file.sync_all().map_err(io(&path, "sync"))?;
     }
     for (rel, object) in &listing.objects {
-        if rel.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
-            return Err(IoError::new(
-                IoErrorKind::Other,
-                format!("pull {}", remote.url()),
-                format!("the listing names {rel:?}, which is not a plain relative path"),
-            ));
-        }
-        let path = out.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent, "create directory"))?;
-        }
-        let file = File::options().write(true).read(true).create_new(true).open(&path).map_err(io(&path, "create"))?;
-        file.set_len(object.size).map_err(io(&path, "resize"))?;
-        let mut at = 0u64;
-        let source = super::file::RemoteFile::new(
-            remote.clone(),
-            rel,
-            object.clone(),
-            false,
-            super::file::Cache::new(PART as u64 * 2),
-            0,
-        );
-        let mut buf = vec![0u8; PART.min(object.stored as usize).max(1)];
-        let mut hasher = twox_hash::XxHash3_64::new();
-        while at < object.stored {
-            let n = ((object.stored - at) as usize).min(buf.len());
-            zrecord_core::io::StorageFile::read_at(&source, at, &mut buf[..n])?;
-            hasher.write(&buf[..n]);
-            file.write_all_at(&buf[..n], at).map_err(io(&path, "write"))?;
-            at += n as u64;
-            done += n as u64;
+        fetch_object(remote, rel, object, &out.join(rel), &mut |n| {
+            done += n;
             progress(done, total);
-        }
-        if hash_text(hasher.finish()) != object.xxh3 {
-            return Err(IoError::new(
-                IoErrorKind::Other,
-                format!("pull {}", remote.shown(rel)),
-                "its bytes do not match the hash the push recorded",
-            ));
-        }
-        file.sync_all().map_err(io(&path, "sync"))?;
+        })?;
     }
     Ok(listing.objects.len() as u64 + u64::from(listing.manifest.is_some()))
+}
+
+/// Fetches the listed object `rel` into the new file `path` (its folders made as needed):
+/// the file at its full size, its stored bytes written and checked against the hash the
+/// push recorded, the rest left a hole. `fetched(bytes)` after each block.
+pub fn fetch_object(
+    remote: &Remote,
+    rel: &str,
+    object: &Object,
+    path: &Path,
+    fetched: &mut dyn FnMut(u64),
+) -> Result<(), IoError> {
+    if rel.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+        return Err(IoError::new(
+            IoErrorKind::Other,
+            format!("pull {}", remote.url()),
+            format!("the listing names {rel:?}, which is not a plain relative path"),
+        ));
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent, "create directory"))?;
+    }
+    let file = File::options().write(true).read(true).create_new(true).open(path).map_err(io(path, "create"))?;
+    file.set_len(object.size).map_err(io(path, "resize"))?;
+    let source = super::file::RemoteFile::new(
+        remote.clone(),
+        rel,
+        object.clone(),
+        false,
+        super::file::Cache::new(PART as u64 * 2),
+        0,
+    );
+    let mut buf = vec![0u8; PART.min(object.stored as usize).max(1)];
+    let mut hasher = twox_hash::XxHash3_64::new();
+    let mut at = 0u64;
+    while at < object.stored {
+        let n = ((object.stored - at) as usize).min(buf.len());
+        zrecord_core::io::StorageFile::read_at(&source, at, &mut buf[..n])?;
+        hasher.write(&buf[..n]);
+        file.write_all_at(&buf[..n], at).map_err(io(path, "write"))?;
+        at += n as u64;
+        fetched(n as u64);
+    }
+    if hash_text(hasher.finish()) != object.xxh3 {
+        return Err(IoError::new(
+            IoErrorKind::Other,
+            format!("pull {}", remote.shown(rel)),
+            "its bytes do not match the hash the push recorded",
+        ));
+    }
+    file.sync_all().map_err(io(path, "sync"))
 }

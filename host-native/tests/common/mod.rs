@@ -1,4 +1,5 @@
-//! What several test suites share: an object store that holds reads in rounds.
+//! What several test suites share: an object store that holds reads in rounds, and the
+//! ids of a dataset whose first field is an `<i8` id.
 
 #![allow(dead_code)]
 
@@ -141,4 +142,13 @@ impl object_store::ObjectStore for Rounds {
     ) -> object_store::Result<()> {
         self.inner.copy_opts(from, to, options).await
     }
+}
+
+/// Field 0 (`<i8`, one per sample) of every sample of `ds`, in order.
+pub fn ids(ds: &zrecord::Dataset) -> Vec<i64> {
+    let n = ds.len();
+    let idx: Vec<u64> = (0..n).collect();
+    let mut out = vec![0u8; n as usize * 8];
+    ds.gather_fixed(0, &idx, &mut out, None, false).unwrap();
+    out.chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
 }

@@ -617,13 +617,15 @@ class Dataset:
         return cls(path)
 
     @classmethod
-    def drop_field(cls, path: PathLike, name: str) -> "Dataset":
-        """Removes field ``name`` from the dataset of named fields at ``path``: the manifest
-        without it is published first, then its stores are deleted. The last field cannot
-        go. States saved before the change resume after it. Returns the dataset, opened
-        for reading."""
-        _zrecord._drop_field(Path(path), str(name))
-        return cls(path)
+    def drop_field(cls, path: PathLike, name: str, *, storage_options: "dict[str, str] | None" = None) -> "Dataset":
+        """Removes field ``name`` from the dataset of named fields at ``path`` (a folder, or
+        a URL with ``storage_options``): the manifest without it is published first (in an
+        object store, a new listing replaces the old one if no other writer's came
+        first), then its stores are deleted. The last field cannot go. States saved before
+        the change resume after it. Returns the dataset, opened for reading."""
+        remote = isinstance(path, str) and _zrecord._is_url(path)
+        _zrecord._drop_field(path if remote else os.fspath(path), str(name), storage_options=storage_options)
+        return cls(path, storage_options=storage_options) if remote else cls(path)
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -647,6 +649,13 @@ class Dataset:
         changed); see docs/stream.md. Needs the dataset's writer lock. ``progress`` counts
         records copied.
 
+        **A dataset in an object store** (opened from a URL) the same way: each shard
+        holding a deleted sample is fetched, copied without them and uploaded as a new
+        shard; a new listing replaces the old one if no other writer's came first (else
+        ``LockedError``, and nothing changed: run it again); then the old shards' objects
+        are deleted, so no object holds a deleted sample's bytes when ``delete`` returns.
+        Readers that opened the dataset before fail, naming the object, once it is gone.
+
         ``idxs`` are non-negative indices (a negative one is ``IndexOutOfRangeError``: a
         delete does not guess) or a boolean mask ``len(self)`` long (another length is an
         ``IndexError``, as in indexing).
@@ -660,16 +669,14 @@ class Dataset:
         if self._native is None:
             self.store.delete(idxs)
             return
-        if self.is_remote:
-            raise TypeError(f"{self.path}: deleting from a dataset in an object store is not supported yet; "
-                            "pull it, delete locally and push it again")
         idxs = idxs.reshape(-1)
         if idxs.size and idxs.dtype.kind == "i" and idxs.min() < 0:
             raise IndexOutOfRangeError(f"index {int(idxs.min())} is negative: a delete takes indices 0..{n - 1}")
         if idxs.size and int(idxs.max()) >= n:
             raise IndexOutOfRangeError(f"index {int(idxs.max())} is out of range for a dataset of {n} samples")
         with reporter(progress, "delete", "record") as report:
-            _zrecord._delete_samples(Path(self.path), idxs.astype(np.uint64), report)
+            _zrecord._delete_samples(str(self.path), idxs.astype(np.uint64), report,
+                                     storage_options=self._storage_options)
         # This handle reads the new dataset from now on.
         old, self._native = self._native, self._open_native()
         old.close()
