@@ -16,7 +16,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use zrecord::dataset::{commit_remote, delete_remote, drop_field_remote, finish_part, write_tag};
 use zrecord::remote::push::{pull, push};
 use zrecord::remote::Remote;
-use zrecord::{Codec, Column, Dataset, DatasetWriter, Field, Verify, WriteOptions};
+use zrecord::{Codec, Column, Dataset, DatasetWriter, Field, FieldAdder, Verify, WriteOptions};
 
 fn fields() -> Vec<Field> {
     vec![Field::fixed("id", "<i8", &[], Codec::Raw), Field::bytes("note", Codec::Raw)]
@@ -205,4 +205,76 @@ fn a_delete_that_another_writer_overtook_changes_nothing() {
     delete_remote(&remote, &[3, 60], &mut |_, _| {}).unwrap();
     let again: Vec<i64> = grown.iter().copied().filter(|&i| i != want[3] && i != want[60]).collect();
     assert_eq!(ids(&Dataset::open_remote(url, &[], Verify::Always).unwrap()), again);
+}
+
+#[test]
+fn a_field_added_in_an_object_store_goes_up_under_names_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = Arc::new(object_store::memory::InMemory::new());
+    zrecord::remote::serve_memory("edit-add", inner.clone());
+    let url = "memory://edit-add/ds";
+    let remote = Remote::open(url, &[]).unwrap();
+    write(&dir.path().join("ds"), 0..130, 50);
+    push(&dir.path().join("ds"), &remote, &mut |_, _| {}).unwrap();
+    let before = Dataset::open_remote(url, &[], Verify::Always).unwrap();
+    // Every object but the listing, and the manifest it replaces (the listing holds it).
+    let untouched: Vec<(String, Vec<u8>)> =
+        objects(&inner).into_iter().filter(|(k, _)| k != "ds/remote.json" && k != "ds/dataset.json").collect();
+
+    let score = Field::fixed("score", "<f4", &[], Codec::Raw);
+    let scores: Vec<u8> = (0..130).flat_map(|i| (i as f32 / 4.0).to_le_bytes()).collect();
+    let add = |field: Field| FieldAdder::open_remote(&remote, field, WriteOptions::default()).unwrap();
+    let mut adder = add(score.clone());
+    assert_eq!(adder.len(), 130);
+    adder.write(Column::Fixed(&scores[..70 * 4])).unwrap();
+    // A second adder of the same field, started before the first commits: its stores go
+    // up under its own names, and its commit finds the first's listing and changes nothing.
+    let mut rival = add(score.clone());
+    adder.write(Column::Fixed(&scores[70 * 4..])).unwrap();
+    let grown = adder.commit().unwrap();
+    rival.write(Column::Fixed(&vec![0u8; 130 * 4])).unwrap();
+    let err = rival.commit().unwrap_err();
+    assert!(matches!(err.source, zrecord::Error::Locked(_)), "{err}");
+
+    let far = Dataset::open_remote(url, &[], Verify::Always).unwrap();
+    assert_eq!(far.fields().len(), 3);
+    let mut got = vec![0u8; 130 * 4];
+    far.gather_fixed(2, &(0..130).collect::<Vec<_>>(), &mut got, None, false).unwrap();
+    assert_eq!(got, scores);
+    assert_eq!(grown.id().unwrap(), before.id().unwrap(), "a stream reads rows, not columns");
+    assert_eq!(ids(&far), (0..130).collect::<Vec<_>>());
+    // No object there before was written again, and every new one is the field's, stored
+    // under `SHARD/score.TAG/` (the rival's were deleted).
+    let now = objects(&inner);
+    for (name, bytes) in &untouched {
+        assert_eq!(now.iter().find(|(k, _)| k == name).map(|(_, b)| b), Some(bytes), "{name} kept");
+    }
+    let new: Vec<&String> = now
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| *k != "ds/remote.json" && !untouched.iter().any(|(u, _)| u == *k))
+        .collect();
+    assert!(!new.is_empty());
+    for name in &new {
+        let folder = name.split('/').nth(2).unwrap();
+        assert!(folder.starts_with("score.") && folder.len() == "score.".len() + 16, "{name}");
+    }
+    assert_eq!(new.len(), 3 * 5, "3 shards, 5 files a store, the rival's gone: {new:?}");
+
+    // Pulled, the field is at its own path; dropped, its objects go.
+    let copy = dir.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    pull(&remote, &copy, &mut |_, _| {}).unwrap();
+    assert!(copy.join("shard-000002/score").is_dir());
+    let local = Dataset::open(&copy).unwrap();
+    let mut pulled = vec![0u8; 130 * 4];
+    local.gather_fixed(2, &(0..130).collect::<Vec<_>>(), &mut pulled, None, false).unwrap();
+    assert_eq!(pulled, scores);
+    drop_field_remote(&remote, "score").unwrap();
+    assert!(objects(&inner).iter().all(|(k, _)| !k.contains("/score.")));
+    // A bad field is refused before anything is written.
+    let err = FieldAdder::open_remote(&remote, Field::fixed("id", "<i8", &[], Codec::Raw), WriteOptions::default())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("already has a field \"id\""), "{err}");
 }

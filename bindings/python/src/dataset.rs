@@ -500,7 +500,8 @@ fn column_of<'a>(region: &'a buffers::Region<'_>, offsets: &'a Option<Vec<u64>>)
 }
 
 /// `Dataset.add_field`'s native half: one field added to every sample of a local dataset
-/// (`zrecord::FieldAdder`), its columns written in index order, then committed.
+/// or one at a URL (`zrecord::FieldAdder`), its columns written in index order, then
+/// committed.
 #[pyclass(module = "zrecord", name = "_FieldAdder")]
 pub struct PyFieldAdder {
     inner: Option<zrecord::FieldAdder>,
@@ -512,12 +513,26 @@ pub struct PyFieldAdder {
 impl PyFieldAdder {
     /// `field`: a dict as `_DatasetWriter` takes.
     #[new]
-    #[pyo3(signature = (path, field, *, min_savings = None))]
-    fn new(py: Python<'_>, path: PathBuf, field: &Bound<'_, PyAny>, min_savings: Option<f64>) -> PyResult<Self> {
+    #[pyo3(signature = (path, field, *, min_savings = None, storage_options = None))]
+    fn new(
+        py: Python<'_>,
+        path: String,
+        field: &Bound<'_, PyAny>,
+        min_savings: Option<f64>,
+        storage_options: Option<std::collections::HashMap<String, String>>,
+    ) -> PyResult<Self> {
         let def = field_of(field)?;
         let options = write_options(None, min_savings, None)?;
         let (ragged, itemsize) = (def.is_ragged(), def.itemsize().unwrap_or(1) as usize);
-        let adder = call(py, move || zrecord::FieldAdder::open(path, def, options))?;
+        let opts = crate::remote::options(storage_options);
+        let adder = call(py, move || {
+            if zrecord::remote::is_url(&path) {
+                let remote = zrecord::remote::Remote::open(&path, &opts).map_err(|e| at_url(&path, e))?;
+                zrecord::FieldAdder::open_remote(&remote, def, options)
+            } else {
+                zrecord::FieldAdder::open(path, def, options)
+            }
+        })?;
         Ok(PyFieldAdder { inner: Some(adder), ragged, itemsize })
     }
 

@@ -539,3 +539,17 @@ def test_samples_deleted_in_an_object_store_leave_every_object(s3, tmp_path):
     with zrecord.DataLoader(narrow, batch_size=10, mode=2, seed=1, state=state) as loader:
         np.testing.assert_array_equal(next(loader)["label"], expect)
     assert not [k for k in bucket_objects(s3, "edits/delete/") if "/caption/" in k]
+
+    # A field added in place, from strings: no object there before is written again.
+    before = {k: body for k, body in bucket_objects(s3, "edits/delete/").items() if not k.endswith("remote.json")}
+    wide = zrecord.Dataset.add_field(url, "caption", (captions[i].upper() for i in kept), storage_options=s3)
+    assert [f.name for f in wide.fields] == ["label", "caption"]
+    assert wide[5]["caption"] == captions[kept[5]].upper()
+    after = bucket_objects(s3, "edits/delete/")
+    assert all(after[k] == body for k, body in before.items())
+    with zrecord.DataLoader(wide, batch_size=10, mode=2, seed=1, state=state) as loader:
+        batch = next(loader)
+    np.testing.assert_array_equal(batch["label"], expect)
+    assert batch["caption"] == [captions[i].upper() for i in expect]
+    with pytest.raises(ValueError, match="already has a field"):
+        zrecord.Dataset.add_field(url, "label", np.zeros(len(kept)), storage_options=s3)

@@ -1,5 +1,6 @@
 //! Columns added to and dropped from a dataset without rewriting the others
-//! ([`FieldAdder`], [`drop_field`]).
+//! ([`FieldAdder`], [`drop_field`]); in an object store, the adder's stores go up as
+//! `remote_edit.rs` describes ([`FieldAdder::open_remote`]).
 //!
 //! A new field is one new store per listed shard (`<shard>/<field>/`), filled in index
 //! order with exactly the shard's record count, committed, and published by the manifest
@@ -19,8 +20,11 @@ use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
 use zrecord_core::stream::DatasetId;
 
+use super::remote_edit::{read_dataset, replace, Listed, Scratch};
 use super::write::{io_at, lock_existing, publish, FieldWrite};
-use super::{Column, Dataset, DatasetError, DatasetOptions, WriteOptions};
+use super::{Column, Dataset, DatasetError, DatasetOptions, RemoteOptions, WriteOptions};
+use crate::remote::push::upload_tree;
+use crate::remote::Remote;
 use crate::{OpenOptions, Zrecord};
 
 /// Adds one field to every sample of an existing local dataset; see the module docs.
@@ -42,7 +46,18 @@ pub struct FieldAdder {
     /// Shard folders holding a store of the new field.
     made: Vec<PathBuf>,
     done: bool,
-    _lock: File,
+    /// The local dataset's writer lock, held until the adder is done.
+    _lock: Option<File>,
+    /// A dataset in an object store: where the stores go up on commit (`path` is then a
+    /// scratch folder).
+    remote: Option<RemoteTarget>,
+}
+
+/// The dataset in an object store a [`FieldAdder`] adds to, as it read it.
+struct RemoteTarget {
+    remote: Remote,
+    listed: Listed,
+    _scratch: Scratch,
 }
 
 /// The dataset's identity generation now (what a saved state holds), and the layout of
@@ -59,12 +74,7 @@ impl FieldAdder {
     /// `options.layout` and `shard_records` do not apply).
     pub fn open(path: impl AsRef<Path>, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
         let path = path.as_ref().to_path_buf();
-        let bad = |e: Error| DatasetError::at(&path, Some(&field.name), e);
         let (lock, manifest) = lock_existing(&path)?;
-        let mut after = manifest.clone();
-        // Fields the caller describes are arguments: a bad one is an invalid argument.
-        after.add_field(field.clone(), 0).map_err(|e| bad(Error::InvalidArgument(e.to_string())))?;
-        let write = FieldWrite::new(&field, &options).map_err(bad)?;
         // Folders of this name in listed shards are an interrupted add's: not listed, so
         // no reader uses them.
         for shard in &manifest.shards {
@@ -74,7 +84,42 @@ impl FieldAdder {
             }
         }
         let (rows, layout) = identity(&path)?;
-        let options = WriteOptions { layout, ..options };
+        Self::start(path, manifest, field, WriteOptions { layout, ..options }, rows, Some(lock), None)
+    }
+
+    /// An adder of `field` to the dataset of named fields in an object store at `remote`
+    /// (see `remote_edit.rs`): the stores are written in a scratch folder and, on commit,
+    /// uploaded under names of this write (each listed at its field's path with its
+    /// [`Object::key`](crate::remote::objects::Object::key)), then the listing that names
+    /// them replaces the one read here, if no other writer's came first.
+    pub fn open_remote(remote: &Remote, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
+        let listed = read_dataset(remote, "add a field to")?;
+        let ds = Dataset::open_remote_in(remote, RemoteOptions::default())?;
+        let rows = match listed.manifest.rows {
+            Some(rows) => rows,
+            None => ds.id()?.generation,
+        };
+        let layout = ds.stores().next().map_or(FileLayout::Dense, |s| s.layout());
+        let scratch = Scratch::new("add-field")?;
+        let manifest = listed.manifest.clone();
+        let target = RemoteTarget { remote: remote.clone(), listed, _scratch: scratch };
+        let path = target._scratch.path().to_path_buf();
+        Self::start(path, manifest, field, WriteOptions { layout, ..options }, rows, None, Some(target))
+    }
+
+    fn start(
+        path: PathBuf,
+        manifest: Manifest,
+        field: Field,
+        options: WriteOptions,
+        rows: u64,
+        lock: Option<File>,
+        remote: Option<RemoteTarget>,
+    ) -> Result<FieldAdder, DatasetError> {
+        let bad = |e: Error| DatasetError::at(&path, Some(&field.name), e);
+        // Fields the caller describes are arguments: a bad one is an invalid argument.
+        manifest.clone().add_field(field.clone(), 0).map_err(|e| bad(Error::InvalidArgument(e.to_string())))?;
+        let write = FieldWrite::new(&field, &options).map_err(bad)?;
         Ok(FieldAdder {
             path,
             manifest,
@@ -88,6 +133,7 @@ impl FieldAdder {
             made: Vec::new(),
             done: false,
             _lock: lock,
+            remote,
         })
     }
 
@@ -183,9 +229,42 @@ impl FieldAdder {
         manifest
             .add_field(field, self.rows)
             .map_err(|e| DatasetError::at(&self.path, None, Error::InvalidArgument(e.to_string())))?;
-        publish(&self.path, &manifest)?;
+        let Some(target) = self.remote.take() else {
+            publish(&self.path, &manifest)?;
+            self.done = true;
+            return Dataset::open_with(
+                &self.path,
+                DatasetOptions { read_only: Some(true), ..DatasetOptions::default() },
+            );
+        };
+        let remote = &target.remote;
+        let name = &self.write.field.name;
+        let tag = super::write_tag();
+        let mut objects = target.listed.objects.objects.clone();
+        let mut uploaded: Vec<String> = Vec::new();
+        for shard in &manifest.shards {
+            let listed_at = format!("{}/{name}", shard.dir);
+            let stored_at = format!("{listed_at}.{tag}");
+            let local = self.path.join(&shard.dir).join(name);
+            let up = match upload_tree(&local, remote, &stored_at, &mut |_, _| {}) {
+                Ok(up) => up,
+                Err(e) => {
+                    for key in &uploaded {
+                        let _ = remote.delete(key);
+                    }
+                    return Err(DatasetError::at(&local, Some(name), e));
+                }
+            };
+            for (key, mut object) in up.objects {
+                let file = key.strip_prefix(&stored_at).unwrap_or(&key).to_owned();
+                object.key = Some(key.clone());
+                uploaded.push(key);
+                objects.insert(format!("{listed_at}{file}"), object);
+            }
+        }
+        replace(remote, target.listed, &manifest, objects, &uploaded, "add_field")?;
         self.done = true;
-        Dataset::open_with(&self.path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })
+        Dataset::open_remote_in(remote, RemoteOptions::default())
     }
 
     /// Drops the new field's stores; the dataset is as it was.

@@ -20,9 +20,9 @@
 //! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
 //! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
 //! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
-//! ([`delete_samples`]); `remote_edit.rs` samples deleted and fields dropped in an object
-//! store ([`delete_remote`], [`drop_field_remote`]); `concat.rs` one dataset of several
-//! ([`concat`]).
+//! ([`delete_samples`]); `remote_edit.rs` samples deleted and fields dropped or added in
+//! an object store ([`delete_remote`], [`drop_field_remote`], [`FieldAdder::open_remote`]);
+//! `concat.rs` one dataset of several ([`concat`]).
 
 mod columns;
 mod concat;

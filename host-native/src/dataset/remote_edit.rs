@@ -1,5 +1,6 @@
 //! Changes to a dataset of named fields in an object store: samples deleted
-//! ([`delete_remote`]) and fields dropped ([`drop_field_remote`]).
+//! ([`delete_remote`]), fields dropped ([`drop_field_remote`]) and added
+//! ([`super::FieldAdder::open_remote`]).
 //!
 //! Pushed objects are never rewritten (a reader pins each one by its ETag), so a change
 //! works as an append does (`parts.rs`): what is new goes up under new names, then the
@@ -16,6 +17,10 @@
 //!   the dataset before read the objects they pinned until those go, then fail naming them.
 //! - **Drop a field.** The listing without the field (and its objects) replaces the old
 //!   one; then its objects are deleted.
+//! - **Add a field.** Its stores are written in a scratch folder (`columns.rs`), uploaded
+//!   under `SHARD/FIELD.TAG/`, and listed at `SHARD/FIELD/` with that name as their
+//!   [`Object::key`]: a second adder of the same name, or a re-run after a failure, uploads
+//!   under its own tag and never overwrites an object a listing names.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,7 +133,7 @@ fn identity(remote: &Remote, manifest: &Manifest) -> Result<u64, DatasetError> {
 /// Replaces the listing `listed` was read from with `manifest` over `objects`; on success
 /// deletes every object the old listing named and the new one does not. When another
 /// writer's listing came first, deletes `uploaded` and fails.
-fn replace(
+pub(super) fn replace(
     remote: &Remote,
     listed: Listed,
     manifest: &Manifest,
@@ -153,7 +158,10 @@ fn replace(
             )),
         ));
     }
-    let gone: Vec<&String> = listed.objects.objects.keys().filter(|k| !listing.objects.contains_key(*k)).collect();
+    // By where they are stored: a file listed anew may have kept its object.
+    let kept: std::collections::BTreeSet<&str> = listing.objects.iter().map(|(k, o)| o.stored_at(k)).collect();
+    let gone: Vec<&str> =
+        listed.objects.objects.iter().map(|(k, o)| o.stored_at(k)).filter(|k| !kept.contains(k)).collect();
     for name in gone {
         remote.delete(name).map_err(|e| {
             fail(IoError::new(
@@ -171,10 +179,15 @@ fn replace(
 }
 
 /// A scratch folder removed when dropped.
-struct Scratch(PathBuf);
+pub(super) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(doing: &str) -> Result<Scratch, DatasetError> {
+    /// The folder.
+    pub(super) fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub(super) fn new(doing: &str) -> Result<Scratch, DatasetError> {
         let dir = std::env::temp_dir().join(format!("zrecord-{doing}-{}", super::write_tag()));
         std::fs::create_dir(&dir).map_err(super::write::io_at(&dir, "create"))?;
         Ok(Scratch(dir))

@@ -507,6 +507,8 @@ fn read_only(what: &str) -> IoError {
 /// A pushed store directory: its files as the listing names them.
 pub struct RemoteDir {
     remote: Remote,
+    /// The dataset's root, where an object's [`Object::key`] is.
+    root: Remote,
     /// The directory's files, by name.
     files: HashMap<String, Object>,
     cache: Arc<Cache>,
@@ -529,8 +531,9 @@ impl RemoteDir {
     /// the dataset's sample `base + i`.
     pub fn cached(remote: &Remote, listing: &Objects, dir: &str, cache: Arc<Cache>, base: u64) -> RemoteDir {
         let files = listing.under(dir).into_iter().collect();
+        let root = remote.clone();
         let remote = if dir.is_empty() { remote.clone() } else { remote.child(dir) };
-        RemoteDir { remote, files, cache, base, early: Mutex::new(HashMap::new()) }
+        RemoteDir { remote, root, files, cache, base, early: Mutex::new(HashMap::new()) }
     }
 
     /// The directory's location.
@@ -569,9 +572,10 @@ impl RemoteDir {
     }
 
     fn new_file(&self, name: &str, metadata: bool) -> Option<RemoteFile> {
-        self.files
-            .get(name)
-            .map(|o| RemoteFile::new(self.remote.clone(), name, o.clone(), metadata, self.cache.clone(), self.base))
+        self.files.get(name).map(|o| match &o.key {
+            Some(key) => RemoteFile::new(self.root.clone(), key, o.clone(), metadata, self.cache.clone(), self.base),
+            None => RemoteFile::new(self.remote.clone(), name, o.clone(), metadata, self.cache.clone(), self.base),
+        })
     }
 
     /// Reads file `name` whole, if the directory holds it.
@@ -646,7 +650,7 @@ mod tests {
         let remote = Remote::open(&format!("memory://{name}/ds"), &[]).unwrap();
         let bytes: Vec<u8> = (0..1000u32).map(|i| (i / 10) as u8).collect();
         let etag = remote.put("0.zr", bytes).unwrap();
-        let object = Object { size: 1000, stored: 1000, xxh3: String::new(), etag };
+        let object = Object { size: 1000, stored: 1000, xxh3: String::new(), etag, key: None };
         let cache = Cache::new(limit);
         (RemoteFile::new(remote, "0.zr", object, false, cache.clone(), 0), cache)
     }

@@ -18,6 +18,8 @@
 //! (`zrecord.ray.Datasink(..., mode="append")`) uploads its shards under new names and then
 //! replaces the listing alone, conditionally, so the new shards and the manifest that lists
 //! them appear in one step and two appenders cannot interleave. A push writes version 1.
+//! An object of a version 2 listing may be stored under another name (`"key"`): a field
+//! added in an object store is uploaded under names of its own write.
 
 use std::collections::BTreeMap;
 
@@ -44,6 +46,18 @@ pub struct Object {
     /// The object's ETag after the upload, if the store gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etag: Option<String>,
+    /// Where the bytes are under the prefix, when not at the file's own path (a version 2
+    /// listing only): a field added in an object store goes up under a name of its own
+    /// write, so that no object a listing names is ever overwritten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl Object {
+    /// The object's name under the prefix: its [`Object::key`], else the file's path `rel`.
+    pub fn stored_at<'a>(&'a self, rel: &'a str) -> &'a str {
+        self.key.as_deref().unwrap_or(rel)
+    }
 }
 
 /// The listing.
@@ -94,6 +108,14 @@ impl Objects {
         }
         if let Some((name, o)) = objects.objects.iter().find(|(_, o)| o.stored > o.size) {
             return Err(bad(format!("{name}: stored {} bytes of a {}-byte file", o.stored, o.size)));
+        }
+        let plain = |p: &str| !p.split('/').any(|part| part.is_empty() || part == "." || part == "..");
+        if let Some((name, o)) = objects.objects.iter().find(|(k, o)| !plain(k) || !o.key.as_deref().is_none_or(plain))
+        {
+            return Err(bad(format!("{name:?} (stored at {:?}) is not a plain relative path", o.key)));
+        }
+        if !inline && objects.objects.values().any(|o| o.key.is_some()) {
+            return Err(bad("damaged listing: a version 1 listing names stored keys".into()));
         }
         Ok(objects)
     }

@@ -186,7 +186,7 @@ pub fn upload_tree(
         };
         done += stored;
         progress(done, total);
-        out.objects.insert(name.clone(), Object { size: *size, stored: *stored, xxh3: hash.clone(), etag });
+        out.objects.insert(name.clone(), Object { size: *size, stored: *stored, xxh3: hash.clone(), etag, key: None });
     }
     // The local files must not have changed while they went up.
     for (name, path, file, size, stored, hash) in &plan {
@@ -283,7 +283,7 @@ pub fn put_small(remote: &Remote, name: &str, bytes: Vec<u8>) -> Result<Object, 
     let size = bytes.len() as u64;
     let etag =
         put_hashed(remote, &remote.path(name), Bytes::from(bytes), &hash, &format!("write {}", remote.shown(name)))?;
-    Ok(Object { size, stored: size, xxh3: hash, etag })
+    Ok(Object { size, stored: size, xxh3: hash, etag, key: None })
 }
 
 /// The object's user metadata: its hash.
@@ -454,7 +454,7 @@ pub fn fetch_object(
     file.set_len(object.size).map_err(io(path, "resize"))?;
     let source = super::file::RemoteFile::new(
         remote.clone(),
-        rel,
+        object.stored_at(rel),
         object.clone(),
         false,
         super::file::Cache::new(PART as u64 * 2),

@@ -597,6 +597,7 @@ class Dataset:
         chunk_bytes: int = WRITE_CHUNK_BYTES,
         progress: Progress = False,
         min_savings: float | None = None,
+        storage_options: "dict[str, str] | None" = None,
     ) -> "Dataset":
         """Adds field ``name`` to every sample of the dataset of named fields at ``path``,
         without rewriting the others: ``values`` holds one sample per row, in index order
@@ -608,13 +609,20 @@ class Dataset:
         reads rows, not columns). ``dtype`` casts a numeric field as ``Dataset.write``'s
         ``dtype`` does. Needs the dataset's writer lock (``LockedError`` while another write
         holds it). Returns the dataset, opened for reading.
+
+        ``path`` may be a dataset's URL (with ``storage_options``): the field's stores are
+        written in a temporary folder, uploaded under names of this write, and a new
+        listing naming them replaces the old one if no other writer's came first (else
+        ``LockedError``, and nothing changed). No other object is read or written.
         """
         _check_codec(codec)
         source = _columns.column_blocks(str(name), values, chunk_bytes, dtype)
         spec = dict(source.specs[0], codec=codec)
-        adder = _zrecord._FieldAdder(Path(path), spec, min_savings=min_savings)
+        remote = isinstance(path, str) and _zrecord._is_url(path)
+        adder = _zrecord._FieldAdder(path if remote else os.fspath(path), spec, min_savings=min_savings,
+                                     storage_options=storage_options)
         _drive(adder, source, len(adder), progress, "add_field", lambda columns: adder.write(columns[0]))
-        return cls(path)
+        return cls(path, storage_options=storage_options) if remote else cls(path)
 
     @classmethod
     def drop_field(cls, path: PathLike, name: str, *, storage_options: "dict[str, str] | None" = None) -> "Dataset":
