@@ -187,7 +187,7 @@ def test_a_failed_conversion_commits_nothing_and_a_rerun_uploads_only_the_rest(c
         source().write_datasink(Fails(dest, storage_options=s3), ray_remote_args={"max_retries": 0})
     before = objects()
     assert before and not any(k.endswith("remote.json") or k.endswith("dataset.json") for k in before)
-    with pytest.raises(FileNotFoundError, match="remote.json is missing"):
+    with pytest.raises(FileNotFoundError, match="no remote.json lists them: a push or write that did not finish"):
         zrecord.Dataset(dest, storage_options=s3)
     time.sleep(1.1)  # LastModified has a resolution of seconds
     sink = zray.Datasink(dest, storage_options=s3)

@@ -116,7 +116,7 @@ def test_a_push_cut_short_completes_on_the_next_push(s3, local, tmp_path):
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 9, p.stderr
-    with pytest.raises(FileNotFoundError, match="remote.json is missing"):
+    with pytest.raises(FileNotFoundError, match="no remote.json lists them: a push or write that did not finish"):
         zrecord.Dataset(url, storage_options=s3)
     done = zrecord.push(local.path, url, storage_options=s3)
     assert 0 < done["uploaded"] < done["files"], done
@@ -133,7 +133,7 @@ def test_an_object_rewritten_under_a_reader_is_an_error_naming_it(s3, local):
     far[0]
     # Another writer replaces one chunk object (a new version, same key).
     s3_client(s3).put_object(Bucket=BUCKET, Key="datasets/rewritten/shard-000003/tokens/0.zr", Body=b"\x00" * 4096)
-    with pytest.raises(zrecord.StoreIOError, match="changed since the dataset was pushed") as e:
+    with pytest.raises(zrecord.StoreIOError, match="changed after the listing recorded it") as e:
         far[950]
     assert "shard-000003/tokens/0.zr" in str(e.value)
 
@@ -387,7 +387,7 @@ def test_zr_pushes_pulls_and_reads_urls(s3, local, tmp_path):
     p = run("pull", url, str(tmp_path / "copy"))
     assert p.returncode == 2 and "exists" in p.stderr
     p = run("pull", f"s3://{BUCKET}/cli/nothing", str(tmp_path / "none"))
-    assert p.returncode == 2 and "remote.json is missing" in p.stderr, p.stderr
+    assert p.returncode == 2 and "nothing is stored under this prefix" in p.stderr, p.stderr
     assert not (tmp_path / "none").exists()
 
     # A loaderx store: pushed, pulled, and read by the reference wheel.
@@ -553,3 +553,27 @@ def test_samples_deleted_in_an_object_store_leave_every_object(s3, tmp_path):
     assert batch["caption"] == [captions[i].upper() for i in expect]
     with pytest.raises(ValueError, match="already has a field"):
         zrecord.Dataset.add_field(url, "label", np.zeros(len(kept)), storage_options=s3)
+
+
+def test_messages_say_what_is_wrong_and_what_to_do(s3, pushed, monkeypatch):
+    """Issue 36, item 4: each of these said something else (a missing bucket was "remote.json
+    is missing"; no aws_allow_http was "builder error"; no credentials was "resolve_deny:
+    denied destination"; a rewritten object said to open the dataset again, which fails)."""
+    with pytest.raises(FileNotFoundError, match='the bucket "no-such-bucket" does not exist'):
+        zrecord.Dataset("s3://no-such-bucket/datasets/train", storage_options=s3)
+    with pytest.raises(FileNotFoundError, match=r"nothing is stored under this prefix.*check the URL"):
+        zrecord.Dataset(f"s3://{BUCKET}/datasets/trian", storage_options=s3)
+    plain = {k: v for k, v in s3.items() if k != "aws_allow_http"}
+    with pytest.raises(zrecord.StoreIOError, match='set the storage option aws_allow_http to "true"'):
+        zrecord.Dataset(pushed, storage_options=plain)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    # The instance metadata service the client then asks is a closed port here (the test
+    # reaches no address but 127.0.0.1).
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    anonymous = {k: v for k, v in s3.items() if k not in ("aws_access_key_id", "aws_secret_access_key")}
+    anonymous["aws_metadata_endpoint"] = f"http://127.0.0.1:{port}"
+    with pytest.raises(zrecord.StoreIOError, match="no credentials were found.*set aws_access_key_id"):
+        zrecord.Dataset(pushed, storage_options=anonymous)

@@ -147,11 +147,7 @@ impl Dataset {
             (read_listing(remote), early.join().ok().flatten())
         });
         let Some((bytes, _, _)) = listing.map_err(at)? else {
-            return Err(at(IoError::new(
-                IoErrorKind::NotFound,
-                format!("open {}", remote.shown(objects::LISTING)),
-                "no pushed dataset here (remote.json is missing: never pushed, or a push that did not finish)",
-            )));
+            return Err(at(crate::remote::push::missing_listing(remote, "open")));
         };
         let listing = objects::Objects::from_json(&bytes, &remote.shown(objects::LISTING)).map_err(at)?;
         cache.set_data(listing.stored_bytes());

@@ -32,7 +32,9 @@ use super::delete::{delete_samples, sorted_in_range, Deleted};
 use super::write::{publish, read_manifest};
 use super::{Dataset, DatasetError, RemoteOptions};
 use crate::remote::objects::{Object, Objects, LISTING, LISTING_VERSION_INLINE};
-use crate::remote::push::{fetch_object, read_listed_manifest, read_listing, try_put_listing, upload_tree, Listing};
+use crate::remote::push::{
+    fetch_object, missing_listing, read_listed_manifest, read_listing, try_put_listing, upload_tree, Listing,
+};
 use crate::remote::Remote;
 
 /// The dataset listed at a prefix as a change found it.
@@ -50,11 +52,7 @@ pub(super) fn read_dataset(remote: &Remote, doing: &str) -> Result<Listed, Datas
     let fail = |e: IoError| DatasetError::at(at, None, Error::Io(e));
     for _ in 0..READ_ATTEMPTS {
         let Some(previous) = read_listing(remote).map_err(fail)? else {
-            return Err(fail(IoError::new(
-                IoErrorKind::NotFound,
-                format!("{doing} {}", remote.url()),
-                "no pushed dataset here (remote.json is missing: never pushed, or a push that did not finish)",
-            )));
+            return Err(fail(missing_listing(remote, doing)));
         };
         if let Some(listed) = parse_current(remote, previous, doing)? {
             return Ok(listed);

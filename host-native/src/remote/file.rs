@@ -262,12 +262,7 @@ impl RemoteFile {
             // A store that ignores If-Match still says which version it sent.
             if let (Some(want), Some(got)) = (&etag, &tag) {
                 if want != got {
-                    return Err(IoError::new(
-                        IoErrorKind::Other,
-                        what,
-                        "the object changed since the dataset was pushed (its ETag differs): a running or resumed \
-                         job never mixes versions; open the dataset again",
-                    ));
+                    return Err(IoError::new(IoErrorKind::Other, what, super::CHANGED));
                 }
             }
             if bytes.len() as u64 != end - start {

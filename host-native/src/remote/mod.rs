@@ -459,7 +459,7 @@ fn transient(e: &object_store::Error) -> bool {
             // A request the client could not build (an http:// endpoint without
             // aws_allow_http, say) or a destination it refuses (the cloud metadata address,
             // tried when no credentials are set) fails the same way every time.
-            if text.contains("builder error") || text.contains("denied destination") {
+            if text.contains("builder error") || text.contains("denied destination") || instance_credentials(&text) {
                 return false;
             }
             // 4xx answers (but 408 and 429) are the request's fault, and stay. The status is
@@ -486,14 +486,38 @@ pub(crate) fn io_error(e: object_store::Error, what: &str) -> IoError {
         _ => IoErrorKind::Other,
     };
     let message = match &e {
-        object_store::Error::Precondition { .. } => {
-            "the object changed since the dataset was pushed (its ETag differs): a running or resumed job never \
-             mixes versions; open the dataset again"
-                .to_owned()
-        }
-        other => other.to_string(),
+        object_store::Error::Precondition { .. } => CHANGED.to_owned(),
+        other => with_hint(other.to_string()),
     };
     IoError::new(kind, what, message)
+}
+
+/// A read of an object whose ETag is not the one its listing recorded.
+pub(crate) const CHANGED: &str = "the object changed after the listing recorded it (its ETag differs), and a job \
+     never mixes versions: if zrecord changed the dataset meanwhile (a push, an append, a delete), open it again; if \
+     something else overwrote the object, push the dataset again to repair it";
+
+/// Whether `lower` (an error's text in lower case) is a failure to fetch credentials from the
+/// cloud's instance metadata service: what the client does when none are configured. It
+/// fails the same way on every retry off the cloud.
+fn instance_credentials(lower: &str) -> bool {
+    lower.contains("169.254.169.254") || lower.contains("/latest/api/token") || lower.contains("/latest/meta-data")
+}
+
+/// `message`, with what to do when it is one of the client's own failures that do not say
+/// (found by their words: object_store gives them no variant of their own).
+fn with_hint(message: String) -> String {
+    let lower = message.to_ascii_lowercase();
+    let hint = if lower.contains("builder error") && lower.contains("http://") {
+        "the endpoint is plain http: set the storage option aws_allow_http to \"true\" (or use https)"
+    } else if instance_credentials(&lower) || lower.contains("denied destination") {
+        "no credentials were found, so the client asked the cloud's instance metadata service, which is not \
+         reachable here: set aws_access_key_id and aws_secret_access_key in storage_options (or \
+         AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment)"
+    } else {
+        return message;
+    };
+    format!("{hint} ({message})")
 }
 
 #[cfg(test)]
@@ -512,6 +536,12 @@ mod tests {
         assert!(!transient(&generic("Server returned non-2xx status code: 400 Bad Request")));
         assert!(!transient(&generic("HTTP error: builder error")));
         assert!(!transient(&generic("resolve_deny: denied destination 169.254.169.254")));
+        // No credentials, off the cloud: the metadata service is not there, on every retry.
+        let imds = "Error performing PUT http://127.0.0.1:9/latest/api/token - error sending request";
+        assert!(!transient(&generic(imds)));
+        assert!(with_hint(imds.into()).starts_with("no credentials were found"));
+        assert!(with_hint("HTTP error: builder error for http://x".into()).contains("aws_allow_http"));
+        assert_eq!(with_hint("error sending request".into()), "error sending request");
         // A port or a length that happens to hold 408 or 4xx digits says nothing.
         assert!(transient(&generic("error sending request for url (http://127.0.0.1:40829/b/k): 4096 bytes")));
     }

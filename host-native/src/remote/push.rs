@@ -266,7 +266,7 @@ pub fn try_put_listing(remote: &Remote, listing: &Objects, previous: Option<List
     match put {
         Ok(_) => Ok(true),
         Err(e)
-            if e.message.contains("changed since")
+            if e.message == super::CHANGED
                 || e.message.to_ascii_lowercase().contains("precondition")
                 || e.message.to_ascii_lowercase().contains("already exists") =>
         {
@@ -309,6 +309,33 @@ fn put_hashed(
         async move { client.put_opts(&target, PutPayload::from(body), opts).await }
     }))?;
     Ok(put.e_tag)
+}
+
+/// The error for a location where `doing` found no listing, saying why as far as one
+/// more request can tell: the bucket does not exist, nothing is stored under the prefix,
+/// or objects are there without a listing (a push or write that did not finish).
+pub fn missing_listing(remote: &Remote, doing: &str) -> IoError {
+    let context = format!("{doing} {}", remote.shown(LISTING));
+    let prefix = remote.path("");
+    let listed = remote.block(remote.retrying(&format!("list {}", remote.url()), || {
+        let client = remote.client().clone();
+        let prefix = prefix.clone();
+        async move { client.list_with_delimiter(Some(&prefix)).await }
+    }));
+    let why = match listed {
+        Ok(found) if found.objects.is_empty() && found.common_prefixes.is_empty() => {
+            "nothing is stored under this prefix: no dataset was pushed or written here (check the URL)".to_owned()
+        }
+        Ok(_) => "objects are stored here but no remote.json lists them: a push or write that did not finish \
+                  (run it again)"
+            .to_owned(),
+        Err(e) if e.message.contains("NoSuchBucket") => {
+            let bucket = remote.url().split("://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("");
+            format!("the bucket {bucket:?} does not exist (the server said NoSuchBucket)")
+        }
+        Err(e) => format!("remote.json is missing, and listing the prefix failed: {}", e.message),
+    };
+    IoError::new(IoErrorKind::NotFound, context, format!("no pushed dataset here: {why}"))
 }
 
 /// A listing as read: its bytes, ETag and version.
@@ -404,11 +431,7 @@ fn upload(
 /// files.
 pub fn pull(remote: &Remote, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, IoError> {
     let Some((bytes, _, _)) = read_listing(remote)? else {
-        return Err(IoError::new(
-            IoErrorKind::NotFound,
-            format!("pull {}", remote.url()),
-            "no pushed dataset here (remote.json is missing: never pushed, or a push that did not finish)",
-        ));
+        return Err(missing_listing(remote, "pull"));
     };
     let listing = Objects::from_json(&bytes, &remote.shown(LISTING))?;
     let total: u64 = listing.objects.values().map(|o| o.stored).sum();
