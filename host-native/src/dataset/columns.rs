@@ -75,16 +75,18 @@ impl FieldAdder {
     pub fn open(path: impl AsRef<Path>, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
         let path = path.as_ref().to_path_buf();
         let (lock, manifest) = lock_existing(&path)?;
+        let (rows, layout) = identity(&path)?;
+        // Checks the field first: a field the dataset has is no leftover.
+        let adder = Self::start(path, manifest, field, WriteOptions { layout, ..options }, rows, Some(lock), None)?;
         // Folders of this name in listed shards are an interrupted add's: not listed, so
         // no reader uses them.
-        for shard in &manifest.shards {
-            let leftover = path.join(&shard.dir).join(&field.name);
+        for shard in &adder.manifest.shards {
+            let leftover = adder.path.join(&shard.dir).join(&adder.write.field.name);
             if leftover.exists() {
                 std::fs::remove_dir_all(&leftover).map_err(io_at(&leftover, "remove leftover field"))?;
             }
         }
-        let (rows, layout) = identity(&path)?;
-        Self::start(path, manifest, field, WriteOptions { layout, ..options }, rows, Some(lock), None)
+        Ok(adder)
     }
 
     /// An adder of `field` to the dataset of named fields in an object store at `remote`
