@@ -700,6 +700,11 @@ fn a_field_is_added_and_dropped_and_saved_states_still_resume() {
     let again =
         zrecord::FieldAdder::open(&path, Field::fixed("score", "<f8", &[], Codec::Raw), WriteOptions::default());
     assert!(again.err().unwrap().to_string().contains("already has a field \"score\""));
+    // ... and touches nothing of the field there.
+    let kept = Dataset::open(&path).unwrap();
+    let mut out = vec![0u8; 4 * 4];
+    kept.gather_fixed(3, &[0, 299, 300, 999], &mut out, None, false).unwrap();
+    assert_eq!(out, [0u64, 299, 300, 999].iter().flat_map(|&i| score(i)).collect::<Vec<u8>>());
     let mut half =
         zrecord::FieldAdder::open(&path, Field::string("note", Codec::Flate), WriteOptions::default()).unwrap();
     let text = b"abc";
