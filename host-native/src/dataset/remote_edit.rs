@@ -167,7 +167,7 @@ pub(super) fn replace(
                 e.context.clone(),
                 format!(
                     "{}; the {doing} is committed, but this object, no longer listed, is still there: delete it \
-                     (or run the {doing} again)",
+                     by hand (running the {doing} again would change the dataset again)",
                     e.message
                 ),
             ))
