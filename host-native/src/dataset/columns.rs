@@ -20,7 +20,7 @@ use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
 use zrecord_core::stream::DatasetId;
 
-use super::remote_edit::{read_dataset, replace, Listed, Scratch};
+use super::remote_edit::{discard_uploads, read_dataset, replace, Listed, Scratch};
 use super::write::{io_at, lock_existing, publish, FieldWrite};
 use super::{Column, Dataset, DatasetError, DatasetOptions, RemoteOptions, WriteOptions};
 use crate::remote::push::upload_tree;
@@ -97,10 +97,7 @@ impl FieldAdder {
     pub fn open_remote(remote: &Remote, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
         let listed = read_dataset(remote, "add a field to")?;
         let ds = Dataset::open_remote_in(remote, RemoteOptions::default())?;
-        let rows = match listed.manifest.rows {
-            Some(rows) => rows,
-            None => ds.id()?.generation,
-        };
+        let rows = super::remote_edit::identity(remote, &listed.manifest, Some(&ds))?.generation;
         let layout = ds.stores().next().map_or(FileLayout::Dense, |s| s.layout());
         let scratch = Scratch::new("add-field")?;
         let manifest = listed.manifest.clone();
@@ -251,9 +248,7 @@ impl FieldAdder {
             let up = match upload_tree(&local, remote, &stored_at, &mut |_, _| {}) {
                 Ok(up) => up,
                 Err(e) => {
-                    for key in &uploaded {
-                        let _ = remote.delete(key);
-                    }
+                    discard_uploads(remote, &uploaded);
                     return Err(DatasetError::at(&local, Some(name), e));
                 }
             };

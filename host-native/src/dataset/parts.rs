@@ -31,7 +31,7 @@ use zrecord_core::dataset::{Field, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 
 use super::columns::{fold_rows, store_generations};
-use super::remote_edit::{inline_listing, parse_current};
+use super::remote_edit::{identity, inline_listing, parse_current};
 use super::write::describe;
 use super::{Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
 use crate::remote::objects::{Object, Objects, LISTING_VERSION};
@@ -285,10 +285,7 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
             ));
         }
         // A state saved on the dataset as it is resumes on it grown (`Manifest::grown_from`).
-        let before = match manifest.rows {
-            Some(rows) => zrecord_core::stream::DatasetId { length: manifest.len(), generation: rows },
-            None => Dataset::open_remote_in(remote, super::RemoteOptions::default())?.id()?,
-        };
+        let before = identity(remote, &manifest, None)?;
         manifest.grew_from(before);
         let mut objects = listed.objects.objects.clone();
         let stale = objects.remove(MANIFEST_FILE).is_some();

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use zrecord_core::dataset::{Field, Manifest, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
+use zrecord_core::stream::DatasetId;
 
 use super::delete::{delete_samples, sorted_in_range, Deleted};
 use super::write::{publish, read_manifest};
@@ -119,12 +120,27 @@ pub(super) fn inline_listing(
     Ok(Objects { version: LISTING_VERSION_INLINE, kind: "dataset".into(), objects, manifest: Some(value) })
 }
 
-/// The dataset's row identity as a saved state holds it: its manifest's, else the one its
-/// stores give.
-fn identity(remote: &Remote, manifest: &Manifest) -> Result<u64, DatasetError> {
-    match manifest.rows {
-        Some(rows) => Ok(rows),
-        None => Ok(Dataset::open_remote_in(remote, RemoteOptions::default())?.id()?.generation),
+/// The dataset's row identity as a saved state holds it: [`Dataset::id`]'s rule (the
+/// manifest's rows when it records them, else the stores' generations), without opening
+/// the dataset at `remote` when the manifest answers or `opened` is that dataset already.
+/// Every remote change that records what it changed from asks here.
+pub(super) fn identity(
+    remote: &Remote,
+    manifest: &Manifest,
+    opened: Option<&Dataset>,
+) -> Result<DatasetId, DatasetError> {
+    match (manifest.rows, opened) {
+        (Some(rows), _) => Ok(DatasetId { length: manifest.len(), generation: rows }),
+        (None, Some(ds)) => ds.id(),
+        (None, None) => Dataset::open_remote_in(remote, RemoteOptions::default())?.id(),
+    }
+}
+
+/// Deletes the objects this change uploaded, when it fails or is overtaken: best effort
+/// (an object left behind is listed by no one and costs only its bytes).
+pub(super) fn discard_uploads(remote: &Remote, keys: &[String]) {
+    for key in keys {
+        let _ = remote.delete(key);
     }
 }
 
@@ -144,9 +160,7 @@ pub(super) fn replace(
     manifest.check().map_err(|e| DatasetError::at(at, None, e))?;
     let listing = inline_listing(at, manifest, objects)?;
     if !try_put_listing(remote, &listing, Some(listed.previous)).map_err(fail)? {
-        for name in uploaded {
-            let _ = remote.delete(name);
-        }
+        discard_uploads(remote, uploaded);
         return Err(DatasetError::at(
             at,
             None,
@@ -261,9 +275,7 @@ pub fn delete_remote(
         let up = match up {
             Ok(up) => up,
             Err(e) => {
-                for name in &uploaded {
-                    let _ = remote.delete(name);
-                }
+                discard_uploads(remote, &uploaded);
                 return Err(fail(e));
             }
         };
@@ -286,7 +298,7 @@ pub fn delete_remote(
 pub fn drop_field_remote(remote: &Remote, name: &str) -> Result<Field, DatasetError> {
     let at = Path::new(remote.url());
     let listed = read_dataset(remote, "drop a field of")?;
-    let rows = identity(remote, &listed.manifest)?;
+    let rows = identity(remote, &listed.manifest, None)?.generation;
     let mut changed = listed.manifest.clone();
     let field = changed
         .drop_field(name, rows)
