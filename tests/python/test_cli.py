@@ -101,6 +101,56 @@ def test_python_verify_finds_what_zr_verify_finds(zr, tmp_path):
         assert f"{bad.index}" in p.stdout
 
 
+def test_python_tools_report_a_dataset_of_named_fields_as_zr_does(zr, tmp_path):
+    """inspect, verify, stats and export of a dataset of named fields (dataset.json over
+    shards) give zr's figures store by store; before, each failed "meta.zr is missing"."""
+    n = 300
+    rng = np.random.default_rng(4)
+    ds = tmp_path / "ds"
+    zrecord.Dataset.write(
+        ds,
+        {"image": images(n, 3, noise=4), "label": np.arange(n), "caption": [f"sample {i}" * (i % 5 + 1) for i in range(n)],
+         "tokens": [rng.integers(0, 50000, int(k), dtype=np.uint32) for k in rng.integers(1, 40, n)]},
+        shard_records=128, metadata={"licence": "CC-BY-4.0"},
+    )
+    report = json.loads(run(zr, "inspect", "--json", ds).stdout)
+    got = zrecord.inspect(ds)
+    assert isinstance(got, zrecord.DatasetInspection)
+    assert (got.samples, got.shards, got.fields) == (n, 3, ("image", "label", "caption", "tokens"))
+    assert got.metadata == {"licence": "CC-BY-4.0"}
+    assert [{"shard": s.shard, "field": s.field, "inspection": as_json(s.inspection)} for s in got.stores] \
+        == report["stores"]
+    assert got.live_bytes == sum(s["inspection"]["live_bytes"] for s in report["stores"])
+    assert zrecord.stats(ds) == json.loads(run(zr, "stats", ds).stdout)
+    # A store inside the dataset is still a store.
+    assert as_json(zrecord.inspect(ds / "shard-000001" / "label")) == report["stores"][5]["inspection"]
+
+    run(zr, "export", ds, tmp_path / "zr.npz")
+    assert zrecord.export(ds, tmp_path / "py.npz") == n
+    assert (tmp_path / "zr.npz").read_bytes() == (tmp_path / "py.npz").read_bytes()
+
+    v = zrecord.verify(ds)
+    assert v.ok and v.checked == 4 * n and v.bad_count == 0
+    with open(ds / "shard-000001" / "image" / "0.zr", "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff" * 64)
+    p = run(zr, "verify", "--json", ds, ok=False)
+    v = zrecord.verify(ds)
+    assert p.returncode == 1 and not v.ok and v.bad_count == json.loads(p.stdout)["bad"] > 0
+    # zr has no `sealed` without --seal; Python's is None.
+    ours = [{"shard": s.shard, "field": s.field, "verification": as_json(s.verification)} for s in v.stores]
+    assert all(s["verification"].pop("sealed") is None for s in ours)
+    assert ours == json.loads(p.stdout)["stores"]
+    damaged = [s for s in v.stores if not s.verification.ok]
+    assert [(s.shard, s.field) for s in damaged] == [("shard-000001", "image")]
+    with pytest.raises(ValueError, match="one local store"):
+        zrecord.verify(ds, seal=True)
+    with pytest.raises(ValueError, match="storage_options apply to a URL"):
+        zrecord.inspect(ds, storage_options={"aws_region": "x"})
+
+    assert zrecord.list(tmp_path) == [str(ds)]
+
+
 def test_convert_min_savings(zr, tmp_path):
     """Records DEFLATE shrinks by about 4% are raw under the default min_savings (0.125)
     and compressed under --min-savings 0; both read back the same."""

@@ -39,7 +39,7 @@ pub fn to_py(py: Python<'_>, e: DatasetError) -> PyErr {
 }
 
 /// Runs a dataset call without the GIL, on the loader's rayon pool in forked children.
-fn call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, DatasetError> + Send) -> PyResult<T> {
+pub(crate) fn call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, DatasetError> + Send) -> PyResult<T> {
     match py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_pool(f)))) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(to_py(py, e)),

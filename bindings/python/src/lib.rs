@@ -64,6 +64,8 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::verify, m)?)?;
     m.add_function(wrap_pyfunction!(tools::convert, m)?)?;
     m.add_function(wrap_pyfunction!(tools::export, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::stats, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::find_datasets, m)?)?;
     m.add_function(wrap_pyfunction!(remote::push, m)?)?;
     m.add_function(wrap_pyfunction!(remote::pull, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::part_dir, m)?)?;

@@ -592,13 +592,7 @@ impl Zrecord {
         let sums = store.has_checksums();
         let s = store_call(py, move || store.stats())?;
         let d = PyDict::new(py);
-        d.set_item("records", s.records)?;
-        d.set_item("live_bytes", s.live_bytes)?;
-        d.set_item("chunk_bytes", s.chunk_bytes)?;
-        d.set_item("reclaimable", s.reclaimable)?;
-        if sums {
-            d.set_item("unchecked", s.unchecked)?;
-        }
+        stats_into(&d, &s, sums)?;
         Ok(d)
     }
 
@@ -620,4 +614,17 @@ impl Zrecord {
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) {
         self.close(py);
     }
+}
+
+/// A store's `stats()` keys into `d`: loaderx's four, and `unchecked` when the store keeps
+/// checksums (`sums`), as `zr stats` prints them.
+pub(crate) fn stats_into(d: &Bound<'_, PyDict>, s: &zrecord::Stats, sums: bool) -> PyResult<()> {
+    d.set_item("records", s.records)?;
+    d.set_item("live_bytes", s.live_bytes)?;
+    d.set_item("chunk_bytes", s.chunk_bytes)?;
+    d.set_item("reclaimable", s.reclaimable)?;
+    if sums {
+        d.set_item("unchecked", s.unchecked)?;
+    }
+    Ok(())
 }

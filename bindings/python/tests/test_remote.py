@@ -577,3 +577,34 @@ def test_messages_say_what_is_wrong_and_what_to_do(s3, pushed, monkeypatch):
     anonymous["aws_metadata_endpoint"] = f"http://127.0.0.1:{port}"
     with pytest.raises(zrecord.StoreIOError, match="no credentials were found.*set aws_access_key_id"):
         zrecord.Dataset(pushed, storage_options=anonymous)
+
+
+def test_the_python_tools_take_urls(s3, local, pushed, tmp_path):
+    """inspect, verify, stats and export read a pushed dataset by URL as they read the
+    local one, and list finds the datasets under a prefix (before: "no such directory",
+    and no storage_options)."""
+    far, near = zrecord.inspect(pushed, storage_options=s3), zrecord.inspect(local.path)
+    assert far.path == pushed and (far.samples, far.shards, far.fields) == (near.samples, near.shards, near.fields)
+    assert far.stores == near.stores and len(far.stores) == 12
+    assert zrecord.stats(pushed, storage_options=s3) == zrecord.stats(local.path)
+    v = zrecord.verify(pushed, storage_options=s3)
+    assert v.ok and v.checked == 3 * len(local)
+    zrecord.export(pushed, tmp_path / "far.npz", storage_options=s3)
+    zrecord.export(local.path, tmp_path / "near.npz")
+    assert (tmp_path / "far.npz").read_bytes() == (tmp_path / "near.npz").read_bytes()
+
+    # A pushed single store is inspected as one; a push that did not finish (objects, no
+    # remote.json) is not a dataset.
+    zrecord.Dataset.write(tmp_path / "store", np.arange(50, dtype=np.int32))
+    root = f"s3://{BUCKET}/tools"
+    zrecord.push(tmp_path / "store", f"{root}/nested/store", storage_options=s3)
+    zrecord.push(local.path, f"{root}/train", storage_options=s3)
+    s3_client(s3).put_object(Bucket=BUCKET, Key="tools/unfinished/shard-000000/label/meta.zr", Body=b"x")
+    assert zrecord.inspect(f"{root}/nested/store", storage_options=s3) == zrecord.inspect(tmp_path / "store")
+    assert zrecord.list(root, storage_options=s3) == [f"{root}/nested/store", f"{root}/train"]
+    assert zrecord.list(f"{root}/train/", storage_options=s3) == [f"{root}/train"]
+    assert zrecord.list(f"{root}/unfinished", storage_options=s3) == []
+    with pytest.raises(zrecord.StoreIOError, match='bucket "no-such-bucket" does not exist'):
+        zrecord.list("s3://no-such-bucket/x", storage_options=s3)
+    with pytest.raises(zrecord.StoreIOError, match="nothing is stored under this prefix"):
+        zrecord.inspect(f"{root}/missing", storage_options=s3)

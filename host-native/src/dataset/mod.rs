@@ -22,17 +22,22 @@
 //! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
 //! ([`delete_samples`]); `remote_edit.rs` samples deleted and fields dropped or added in
 //! an object store ([`delete_remote`], [`drop_field_remote`], [`FieldAdder::open_remote`]);
-//! `concat.rs` one dataset of several ([`concat`]).
+//! `concat.rs` one dataset of several ([`concat`]); `find.rs` the datasets under a folder
+//! or prefix ([`find_local`], [`find_remote`]); `report.rs` a whole dataset's
+//! inspect, verify and stats ([`Dataset::inspect_stores`], [`Dataset::verify_stores`],
+//! [`Dataset::stats`]).
 
 mod columns;
 mod concat;
 mod convert;
 mod delete;
 mod error;
+mod find;
 mod layout;
 mod open;
 mod parts;
 mod remote_edit;
+mod report;
 mod tokens;
 mod write;
 
@@ -48,11 +53,13 @@ pub use concat::{concat, Concatenated};
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
 pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;
+pub use find::{find_local, find_remote};
 pub use layout::{set_layout, LayoutChange};
 pub(crate) use open::read_meta_file;
 pub use open::{open_store, DatasetOptions, RemoteOptions};
 pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};
 pub use remote_edit::{delete_remote, drop_field_remote};
+pub use report::{DatasetStats, StoreReport};
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 

@@ -329,13 +329,20 @@ pub fn missing_listing(remote: &Remote, doing: &str) -> IoError {
         Ok(_) => "objects are stored here but no remote.json lists them: a push or write that did not finish \
                   (run it again)"
             .to_owned(),
-        Err(e) if e.message.contains("NoSuchBucket") => {
-            let bucket = remote.url().split("://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("");
-            format!("the bucket {bucket:?} does not exist (the server said NoSuchBucket)")
-        }
-        Err(e) => format!("remote.json is missing, and listing the prefix failed: {}", e.message),
+        Err(e) => match missing_bucket(remote, &e) {
+            Some(why) => why,
+            None => format!("remote.json is missing, and listing the prefix failed: {}", e.message),
+        },
     };
     IoError::new(IoErrorKind::NotFound, context, format!("no pushed dataset here: {why}"))
+}
+
+/// "The bucket does not exist", when that is why a request at `remote` failed with `e`.
+pub(crate) fn missing_bucket(remote: &Remote, e: &IoError) -> Option<String> {
+    e.message.contains("NoSuchBucket").then(|| {
+        let bucket = remote.url().split("://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("");
+        format!("the bucket {bucket:?} does not exist (the server said NoSuchBucket)")
+    })
 }
 
 /// A listing as read: its bytes, ETag and version.

@@ -19,9 +19,11 @@ Public names:
   :func:`save_state` / :func:`load_state`: a loader state saved on rank 0, atomically, and
   loaded on every rank from rank 0's copy.
 - :class:`Sampler`: the endless index generator behind the loader.
-- :func:`inspect`, :func:`verify`, :func:`convert`, :func:`export`: the ``zr`` tools,
-  returning the dataclasses of :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar
-  when tqdm is installed).
+- :func:`inspect`, :func:`verify`, :func:`stats`, :func:`convert`, :func:`export`,
+  :func:`push`, :func:`pull`, :func:`concat`, :func:`set_layout` and :func:`list` (the
+  datasets under a folder or prefix): the ``zr`` tools, returning the dataclasses of
+  :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar when tqdm is installed); the
+  reading ones take URLs and ``storage_options`` as :class:`Dataset` does.
 - :class:`ZrecordError` and its subclasses (see :mod:`zrecord.errors`).
 - :mod:`zrecord.torch` and :mod:`zrecord.jax`, imported only on request (``import
   zrecord.torch``; ``import zrecord`` imports neither torch nor jax): a DataLoader's batches
@@ -60,16 +62,22 @@ from .tools import (
     BadRecord,
     ChunkUse,
     Conversion,
+    DatasetInspection,
+    DatasetVerification,
     Inspection,
     Schema,
+    StoreInspection,
+    StoreVerification,
     Verification,
     concat,
     convert,
     export,
     inspect,
+    list,
     pull,
     push,
     set_layout,
+    stats,
     verify,
 )
 
@@ -83,6 +91,8 @@ __all__ = [
     "Conversion",
     "DataLoader",
     "Dataset",
+    "DatasetInspection",
+    "DatasetVerification",
     "Field",
     "DEFAULT_MIN_SAVINGS",
     "DecodeError",
@@ -104,6 +114,8 @@ __all__ = [
     "StoreClosedError",
     "StoreFullError",
     "StoreIOError",
+    "StoreInspection",
+    "StoreVerification",
     "Verification",
     "Zrecord",
     "ZrecordError",
@@ -112,11 +124,13 @@ __all__ = [
     "convert",
     "export",
     "inspect",
+    "list",
     "load_state",
     "pull",
     "push",
     "resolve_world",
     "save_state",
     "set_layout",
+    "stats",
     "verify",
 ]

@@ -171,11 +171,25 @@ class _Pipeline:
     def warm_progress(self) -> Optional[tuple[int, int]]: ...
 
 # The `zr` tools; `zrecord.tools` wraps these in dataclasses (use those).
-def inspect(path: str) -> dict[str, Any]:
-    """Header, codec mix, chunk use, sizes and schema (the store is opened read-only)."""
-def verify(path: str, progress: _Reporter = None, seal: bool = False) -> dict[str, Any]:
-    """``checked``, ``bad_count`` and ``bad`` (the first 1000 ``{index, error}``)."""
+def inspect(path: str, storage_options: Optional[dict[str, str]] = None) -> tuple[str, dict[str, Any]]:
+    """``("store", report)`` (header, codec mix, chunk use, sizes and schema) or
+    ``("dataset", report)`` with every store's under ``stores``; opened read-only."""
+def verify(
+    path: str, progress: _Reporter = None, seal: bool = False, storage_options: Optional[dict[str, str]] = None
+) -> tuple[str, dict[str, Any]]:
+    """``("store", {checked, bad_count, bad, ...})`` or ``("dataset", report)``."""
+def stats(path: str, storage_options: Optional[dict[str, str]] = None) -> dict[str, int]:
+    """What ``zr stats`` prints."""
+def find_datasets(path: str, storage_options: Optional[dict[str, str]] = None) -> list[str]:
+    """Datasets and stores at ``path`` or below it (directories or URLs), sorted."""
 def convert(npy: str, path: str, codec: str, chunk_bytes: int, progress: _Reporter = None) -> dict[str, Any]:
     """``appended``, ``first_index`` and ``schema``."""
-def export(path: str, npy: str, chunk_bytes: int, progress: _Reporter = None) -> int:
+def export(
+    path: str,
+    npy: str,
+    chunk_bytes: int,
+    progress: _Reporter = None,
+    verify: str = "auto",
+    storage_options: Optional[dict[str, str]] = None,
+) -> int:
     """Samples written to ``npy``."""

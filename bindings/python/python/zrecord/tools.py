@@ -1,15 +1,21 @@
-"""The ``zr`` command line's tools, for Python: inspect, verify, convert, export.
+"""The ``zr`` command line's tools, for Python: inspect, verify, stats, convert, export,
+push, pull, concat, set_layout, and :func:`list` of the datasets under a folder or prefix.
 
 Each runs zrecord-core's implementation (the one ``zr`` runs) with the GIL released and
 returns a frozen dataclass whose fields are the keys of ``zr inspect --json`` and friends;
-``dataclasses.asdict`` turns one into plain data. ``verify``, ``convert`` and ``export``
-take ``progress=`` (see :mod:`zrecord._progress`): ``True`` shows a tqdm bar when tqdm is
-installed.
+``dataclasses.asdict`` turns one into plain data. The reading tools (``inspect``,
+``verify``, ``stats``, ``export``, ``pull``, ``list``) take a local path or a URL
+(``s3://bucket/prefix``, ``gs://``, ``az://``) with ``storage_options``, as ``zr`` does;
+given a dataset of named fields they report every store of every shard. ``verify``,
+``convert`` and ``export`` take ``progress=`` (see :mod:`zrecord._progress`): ``True``
+shows a tqdm bar when tqdm is installed.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import json
 import os
 import shutil
 import threading
@@ -25,12 +31,18 @@ __all__ = [
     "BadRecord",
     "ChunkUse",
     "Conversion",
+    "DatasetInspection",
+    "DatasetVerification",
     "Inspection",
     "Schema",
+    "StoreInspection",
+    "StoreVerification",
     "Verification",
     "convert",
     "export",
     "inspect",
+    "list",
+    "stats",
     "verify",
 ]
 
@@ -147,6 +159,73 @@ class Verification:
 
 
 @dataclass(frozen=True)
+class StoreInspection:
+    """One store of a dataset of named fields: its shard's directory name
+    (``shard-000000``), its field, and what :func:`inspect` found in it."""
+
+    shard: str
+    field: str
+    inspection: Inspection
+
+
+@dataclass(frozen=True)
+class DatasetInspection:
+    """What :func:`inspect` reports for a dataset of named fields (``zr inspect --json``):
+    its ``samples``, ``shards`` and ``fields`` (names, in order), its card (``metadata``,
+    ``None`` without one), and every store of every shard, shard by shard, field by field.
+
+    ``live_bytes`` is the stored bytes of every store together.
+    """
+
+    path: str
+    samples: int
+    shards: int
+    fields: tuple[str, ...]
+    metadata: Optional[dict]
+    stores: tuple[StoreInspection, ...]
+
+    @property
+    def live_bytes(self) -> int:
+        return sum(s.inspection.live_bytes for s in self.stores)
+
+
+@dataclass(frozen=True)
+class StoreVerification:
+    """One store of a dataset of named fields and what :func:`verify` found in it (record
+    indices in :attr:`Verification.bad` are the shard's, as ``zr verify`` prints them)."""
+
+    shard: str
+    field: str
+    verification: Verification
+
+
+@dataclass(frozen=True)
+class DatasetVerification:
+    """What :func:`verify` found in a dataset of named fields: ``bad_count`` failures over
+    ``checked`` records of every store, and each store's :class:`Verification`."""
+
+    path: str
+    samples: int
+    shards: int
+    fields: tuple[str, ...]
+    metadata: Optional[dict]
+    stores: tuple[StoreVerification, ...]
+
+    @property
+    def checked(self) -> int:
+        return sum(s.verification.checked for s in self.stores)
+
+    @property
+    def bad_count(self) -> int:
+        return sum(s.verification.bad_count for s in self.stores)
+
+    @property
+    def ok(self) -> bool:
+        """True if every record of every store decoded and no store has a problem."""
+        return all(s.verification.ok for s in self.stores)
+
+
+@dataclass(frozen=True)
 class Conversion:
     """What :func:`convert` did: ``appended`` samples starting at index ``first_index``,
     into a dataset with ``schema`` (the existing one when it appended)."""
@@ -156,16 +235,7 @@ class Conversion:
     schema: Schema
 
 
-def inspect(path: PathLike) -> Inspection:
-    """Header, codec mix, chunk use, sizes and schema of the store at ``path``.
-
-    Opens the store read-only; nothing is created or changed.
-
-    Raises:
-        StoreIOError: ``path`` does not exist.
-        FormatError: ``path`` is not a zrecord store.
-    """
-    d = _zrecord.inspect(os.fspath(path))
+def _inspection(d: dict) -> Inspection:
     return Inspection(
         **{k: v for k, v in d.items() if k not in ("chunks", "schema", "problems")},
         chunks=tuple(ChunkUse(**c) for c in d["chunks"]),
@@ -174,22 +244,7 @@ def inspect(path: PathLike) -> Inspection:
     )
 
 
-def verify(path: PathLike, progress: Progress = False, seal: bool = False) -> Verification:
-    """Check every record's checksum (where it has one) and decode every record of the
-    store at ``path``; report those that fail.
-
-    Opens the store read-only. A damaged record is reported, not raised; only a store that
-    cannot be read at all raises.
-
-    Args:
-        path: store directory.
-        progress: ``True`` for a tqdm bar (if tqdm is installed), or a ``callable(done, total)``.
-        seal: first checksum the unchecked records (records a foreign writer such as loaderx
-            added or moved; every record of a store only loaderx wrote) that decode, opening
-            the store writable, as ``zr verify --seal`` does.
-    """
-    with reporter(progress, "verify") as report:
-        d = _zrecord.verify(os.fspath(path), report, seal)
+def _verification(d: dict) -> Verification:
     return Verification(
         d["checked"],
         d["bad_count"],
@@ -200,6 +255,99 @@ def verify(path: PathLike, progress: Progress = False, seal: bool = False) -> Ve
         tuple(d["problems"]),
         d["cut_off"],
     )
+
+
+def _dataset_parts(d: dict) -> dict:
+    metadata = d["metadata"]
+    return {
+        "path": d["path"],
+        "samples": d["samples"],
+        "shards": d["shards"],
+        "fields": tuple(d["fields"]),
+        "metadata": None if metadata is None else json.loads(metadata),
+    }
+
+
+def _location(path: "PathLike | str") -> str:
+    return path if isinstance(path, str) else os.fspath(path)
+
+
+def inspect(path: PathLike, storage_options: "Optional[dict]" = None) -> "Inspection | DatasetInspection":
+    """Header, codec mix, chunk use, sizes and schema of the store at ``path``, or of every
+    store of the dataset of named fields there (a :class:`DatasetInspection`).
+
+    ``path`` is a local directory or the URL of a pushed dataset or store (``s3://...``),
+    read with ``storage_options`` (object_store's keys, over the ``AWS_*``, ``GOOGLE_*``
+    and ``AZURE_*`` variables) as :class:`Dataset` reads it. Opens everything read-only;
+    nothing is created or changed.
+
+    Raises:
+        StoreIOError: ``path`` does not exist (for a URL, the message says whether the
+            bucket is missing or nothing was pushed there).
+        FormatError: ``path`` is not a zrecord store or dataset.
+    """
+    kind, d = _zrecord.inspect(_location(path), storage_options)
+    if kind == "store":
+        return _inspection(d)
+    return DatasetInspection(
+        **_dataset_parts(d),
+        stores=tuple(StoreInspection(s["shard"], s["field"], _inspection(s["inspection"])) for s in d["stores"]),
+    )
+
+
+def verify(
+    path: PathLike, progress: Progress = False, seal: bool = False, storage_options: "Optional[dict]" = None
+) -> "Verification | DatasetVerification":
+    """Check every record's checksum (where it has one) and decode every record of the
+    store at ``path``, or of every store of the dataset of named fields there (a
+    :class:`DatasetVerification`); report those that fail.
+
+    Opens everything read-only. A damaged record is reported, not raised; only a store that
+    cannot be read at all raises.
+
+    Args:
+        path: a store or dataset directory, or a URL as for :func:`inspect` (the records
+            are read from the object store: the whole dataset's bytes).
+        progress: ``True`` for a tqdm bar (if tqdm is installed), or a ``callable(done, total)``
+            (records, over every store).
+        seal: first checksum the unchecked records (records a foreign writer such as loaderx
+            added or moved; every record of a store only loaderx wrote) that decode, opening
+            the store writable, as ``zr verify --seal`` does: one local store only.
+        storage_options: for a URL, as for :func:`inspect`.
+    """
+    with reporter(progress, "verify") as report:
+        kind, d = _zrecord.verify(_location(path), report, seal, storage_options)
+    if kind == "store":
+        return _verification(d)
+    return DatasetVerification(
+        **_dataset_parts(d),
+        stores=tuple(
+            StoreVerification(s["shard"], s["field"], _verification(s["verification"])) for s in d["stores"]
+        ),
+    )
+
+
+def stats(path: PathLike, storage_options: "Optional[dict]" = None) -> dict:
+    """What ``zr stats`` prints, as a dict: for a store ``records``, ``live_bytes``,
+    ``chunk_bytes``, ``reclaimable`` (and ``unchecked`` when it keeps checksums); for a
+    dataset of named fields the same summed over every store, with ``samples``, ``shards``
+    and ``fields`` (counts). ``path`` is local or a URL, as for :func:`inspect`; nothing is
+    read but the stores' tables.
+    """
+    return _zrecord.stats(_location(path), storage_options)
+
+
+def list(path: PathLike, storage_options: "Optional[dict]" = None) -> "builtins.list[str]":  # noqa: A001
+    """The datasets and stores at ``path`` or below it, sorted: local directories holding
+    ``dataset.json`` or ``meta.zr``, or, for a URL prefix (``s3://bucket/some/prefix``),
+    the URL of every pushed dataset or store under it (a prefix holding ``remote.json``:
+    a push or remote write that did not finish is not listed). Neither search descends
+    into what it found, nor into hidden directories.
+
+    Raises:
+        StoreIOError: the directory cannot be read, or the bucket does not exist.
+    """
+    return _zrecord.find_datasets(_location(path), storage_options)
 
 
 def convert(
@@ -251,14 +399,23 @@ def convert(
 
 
 def export(
-    path: PathLike, npy: PathLike, chunk_bytes: int = CHUNK_BYTES, progress: Progress = False, verify: str = "auto"
+    path: PathLike,
+    npy: PathLike,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Progress = False,
+    verify: str = "auto",
+    storage_options: "Optional[dict]" = None,
 ) -> int:
-    """Write the dataset at ``path`` to the ``.npy`` file ``npy``; returns the sample count.
+    """Write the dataset at ``path`` to the ``.npy`` file ``npy`` (one store with a
+    ``schema.json``), or a dataset of named fields to the ``.npz`` file ``npy`` (one array
+    per field; a ragged field as ``NAME`` values and ``NAME_offsets``, as ``zr export``
+    writes them); returns the sample count.
 
-    The store is opened read-only; ``verify`` checks each record's checksum as ``zr export
-    --verify`` does: ``"auto"`` where it has one, ``"always"`` (a record without one fails
-    too) or ``"never"``. The file is written beside ``npy`` and renamed over it
-    at the end, so a failed export leaves ``npy`` as it was.
+    ``path`` is local or a URL, as for :func:`inspect`. Everything is opened read-only;
+    ``verify`` checks each record's checksum as ``zr export --verify`` does: ``"auto"``
+    where it has one, ``"always"`` (a record without one fails too) or ``"never"``. The
+    file is written beside ``npy`` and renamed over it at the end, so a failed export
+    leaves ``npy`` as it was.
 
     Raises:
         ValueError: the store has no ``schema.json`` (a plain record store).
@@ -270,7 +427,7 @@ def export(
     tmp = npy.with_name(f".{npy.name}.zr-partial-{os.getpid()}.{threading.get_ident()}")
     try:
         with reporter(progress, "export") as report:
-            rows = _zrecord.export(os.fspath(path), os.fspath(tmp), int(chunk_bytes), report, verify)
+            rows = _zrecord.export(_location(path), os.fspath(tmp), int(chunk_bytes), report, verify, storage_options)
         os.replace(tmp, npy)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
