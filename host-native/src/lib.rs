@@ -274,6 +274,12 @@ impl Zrecord {
         self.current().is_ok() && self.store.is_cold(index)
     }
 
+    /// Whether looking up record `index` would wait for its table entry
+    /// ([`zrecord_core::engine::Store::table_cold`]).
+    pub fn table_cold(&self, index: u64) -> bool {
+        self.current().is_ok() && self.store.table_cold(index)
+    }
+
     /// A read-ahead of records `idxs` (an object store starts fetching them now, a local
     /// store asks the kernel for those not in memory); reads nothing
     /// ([`zrecord_core::engine::Store::will_read`]).

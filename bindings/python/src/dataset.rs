@@ -126,6 +126,16 @@ impl PyDataset {
         self.handle(py)?.remote_stats().map(|c| crate::remote::counts_dict(py, c)).transpose()
     }
 
+    /// Starts every field's records of samples `idxs` on their way ([`zrecord::Dataset::will_read`]):
+    /// before a batch's fields are gathered one by one, so that an object store gets all of
+    /// the batch's requests at once (one round trip, not one per field and shard).
+    fn will_read(&self, py: Python<'_>, idxs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ds = self.handle(py)?;
+        let idxs = indices(idxs)?;
+        py.detach(move || ds.will_read(&idxs));
+        Ok(())
+    }
+
     /// Removes the read schedule a loader gave the remote cache (it falls back to
     /// oldest-first): the benchmark's baseline.
     fn _clear_read_plan(&self, py: Python<'_>) -> PyResult<()> {

@@ -74,5 +74,6 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::set_layout, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::commit_parts, m)?)?;
     m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::traffic_total, m)?)?;
     Ok(())
 }

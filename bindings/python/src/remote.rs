@@ -34,6 +34,19 @@ pub fn counts_dict<'py>(py: Python<'py>, c: RemoteCounts) -> PyResult<Bound<'py,
     Ok(d)
 }
 
+/// What every process that read through the cache directory `dir` fetched, summed, with
+/// `processes`: how many ([`zrecord::remote::traffic`]).
+#[pyfunction]
+#[pyo3(name = "_traffic_total")]
+pub fn traffic_total(py: Python<'_>, dir: PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    let (counts, processes) =
+        zrecord::remote::traffic::total(&dir).map_err(|e| error::to_py(py, zrecord::Error::Io(e)))?;
+    let d = counts_dict(py, counts)?;
+    d.del_item("most_in_flight")?;
+    d.set_item("processes", processes)?;
+    Ok(d)
+}
+
 /// True when `path` names an object store location (`s3://`, `gs://`, `az://`,
 /// `https://`, ...), by the native host's own rule.
 #[pyfunction]

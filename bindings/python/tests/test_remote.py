@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -336,7 +337,6 @@ def test_the_readme_example_runs_as_printed(s3, local, tmp_path):
     swapped for the test server's, credentials from AWS_* variables. (Issue 36: the block
     pushed "train_ds", which the README never writes; this test made one of its own.)"""
     import re
-    from pathlib import Path
 
     from test_readme import quick_start
 
@@ -358,7 +358,6 @@ def test_zr_pushes_pulls_and_reads_urls(s3, local, tmp_path):
     """`zr push`, `zr inspect|verify|export URL` and `zr pull`, with the endpoint and
     credentials in AWS_* variables; the pulled copy is the dataset, and a pushed loaderx
     store pulls into a store loaderx 0.5.4 reads."""
-    from pathlib import Path
 
     zr = os.environ.get("ZR") or str(Path(__file__).resolve().parents[3] / "target" / "release" / "zr")
     env = {**os.environ, "AWS_ENDPOINT": s3["aws_endpoint"], "AWS_ALLOW_HTTP": "true",
@@ -454,6 +453,13 @@ def test_worker_processes_share_one_cache_directory(s3, local, pushed, tmp_path,
         want = local[np.asarray(idxs)]
         for k in batch:
             np.testing.assert_array_equal(batch[k], want[k])
+    # The parent's counts hold none of the workers' requests; the directory's sum holds
+    # all three processes': every record once, and the tables each process fetched before
+    # another had put them on disk.
+    mine, total = far.remote_stats(), zrecord.remote_stats(cache)
+    assert total["processes"] == 3 and total["requests"] > mine["requests"] > 0, (mine, total)
+    stored = sum(f.stat().st_size for f in Path(local.path).rglob("*") if f.is_file())
+    assert stored * 0.75 <= total["bytes"] <= stored * 2, (stored, total)
     far.close()
     # Everything the workers fetched is on disk for the next run: nothing over the network.
     again = zrecord.Dataset(pushed, storage_options=s3, cache_dir=cache)
@@ -461,6 +467,9 @@ def test_worker_processes_share_one_cache_directory(s3, local, pushed, tmp_path,
         again[np.asarray(idxs)]
     stats = again.remote_stats()
     assert stats["bytes"] == 0 and stats["disk_hits"] > 0, stats
+    after = zrecord.remote_stats(cache)
+    assert after["processes"] == 4 and after["bytes"] == total["bytes"], (total, after)
+    assert after["disk_hits"] - total["disk_hits"] == stats["disk_hits"], (total, after, stats)
     again.close()
 
 

@@ -99,12 +99,11 @@ impl Dataset {
 
     /// What reading this dataset from an object store cost so far (`None` when local).
     pub fn remote_stats(&self) -> Option<crate::remote::RemoteCounts> {
-        let mut counts = self.shards.first()?.stores.first()?.remote_stats()?;
-        if let Some(disk) = self.cache.as_ref().and_then(|c| c.disk()) {
-            counts.disk_hits = disk.hits.load(std::sync::atomic::Ordering::Relaxed);
-            counts.disk_bytes = disk.hit_bytes.load(std::sync::atomic::Ordering::Relaxed);
-        }
-        Some(counts)
+        let counts = self.shards.first()?.stores.first()?.remote_stats()?;
+        Some(match self.cache.as_ref().and_then(|c| c.disk()) {
+            Some(disk) => disk.with_hits(counts),
+            None => counts,
+        })
     }
 
     /// The dataset directory.
@@ -307,14 +306,31 @@ impl Dataset {
                 per_shard[s].push(index);
             }
         }
-        for (shard, local) in self.shards.iter().zip(&per_shard) {
-            if local.is_empty() {
-                continue;
-            }
-            for store in &shard.stores {
+        let touched: Vec<(&Arc<Zrecord>, &Vec<u64>)> = self
+            .shards
+            .iter()
+            .zip(&per_shard)
+            .filter(|(_, local)| !local.is_empty())
+            .flat_map(|(shard, local)| shard.stores.iter().map(move |store| (store, local)))
+            .collect();
+        // In an object store each store fetches its table's block before it can send its
+        // records' requests: one round trip each while the blocks are not held. Side by
+        // side, a cold batch over many shards and fields waits about two round trips, not
+        // two per store; a warm one (the usual case) sends its requests from here.
+        let cold = self.cache.is_some() && touched.len() > 1 && touched.iter().any(|(z, local)| z.table_cold(local[0]));
+        if !cold {
+            for (store, local) in touched {
                 let _ = store.will_read(local);
             }
+            return;
         }
+        std::thread::scope(|scope| {
+            for (store, local) in touched {
+                scope.spawn(move || {
+                    let _ = store.will_read(local);
+                });
+            }
+        });
     }
 
     /// Where each of `indices` lives: its shard and record there, and the destination

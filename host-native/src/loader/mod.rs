@@ -209,6 +209,8 @@ pub struct Loader {
     warm: Warm,
     /// Set when the threads start and the stores are to be warmed.
     warming: Mutex<Option<Arc<WarmProgress>>>,
+    /// Each remote source's cache told that this loader streams it (dropped at shutdown).
+    streaming: Mutex<Vec<crate::remote::file::Streaming>>,
     /// The warming thread, apart from `threads` ([`Loader::threads_alive`] counts the
     /// sampler and the workers); joined by `shutdown` like them.
     warmer: Mutex<Option<JoinHandle<()>>>,
@@ -453,6 +455,7 @@ impl Loader {
             owner_pid: std::process::id(),
             warm: options.warm,
             warming: Mutex::new(None),
+            streaming: Mutex::new(Vec::new()),
             warmer: Mutex::new(None),
             skips,
         };
@@ -463,6 +466,10 @@ impl Loader {
         }
         lock(&loader.consumer).queues = Some(Vec::new());
         loader.plan_remote_reads();
+        if let Some(shared) = lock(&loader.shared).clone() {
+            *lock(&loader.streaming) =
+                shared.sources.iter().filter_map(|s| s.data().cache()).map(|cache| cache.streaming()).collect();
+        }
         Ok(loader)
     }
 
@@ -523,6 +530,7 @@ impl Loader {
                 cache.set_plan(None);
             }
         }
+        lock(&self.streaming).clear();
         // Waits at most one CONSUMER_POLL for a `next()` running in another thread.
         lock(&self.consumer).queues = None;
         let mut threads = std::mem::take(&mut *lock(&self.threads));

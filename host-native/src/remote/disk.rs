@@ -46,7 +46,8 @@ use zrecord_core::error::{IoError, IoErrorKind};
 
 use super::file::ReadPlan;
 use super::objects::Object;
-use super::{io, lock};
+use super::traffic::Traffic;
+use super::{io, lock, RemoteCounts, RemoteStats};
 use zrecord_core::format::sums::checksum;
 
 /// The lock file inside a cache directory.
@@ -97,6 +98,8 @@ pub struct DiskCache {
     pub hits: AtomicU64,
     /// Bytes served from disk.
     pub hit_bytes: AtomicU64,
+    /// This process's counts as the other processes see them ([`super::traffic`]).
+    traffic: Traffic,
 }
 
 impl DiskCache {
@@ -115,6 +118,7 @@ impl DiskCache {
             evicting: Mutex::new(()),
             hits: AtomicU64::new(0),
             hit_bytes: AtomicU64::new(0),
+            traffic: Traffic::claim(dir)?,
         });
         // Load every object's log now, so the budget counts what earlier runs left.
         let entries = std::fs::read_dir(dir).map_err(io(dir, "list"))?;
@@ -126,6 +130,19 @@ impl DiskCache {
         }
         cache.evict(None);
         Ok(cache)
+    }
+
+    /// `counts` (a remote location's) with this process's reads from the directory.
+    pub fn with_hits(&self, mut counts: RemoteCounts) -> RemoteCounts {
+        counts.disk_hits = self.hits.load(Ordering::Relaxed);
+        counts.disk_bytes = self.hit_bytes.load(Ordering::Relaxed);
+        counts
+    }
+
+    /// Writes this process's counts where other processes add them up
+    /// ([`super::traffic::total`]): after each request and each read from disk.
+    pub fn publish(&self, stats: &RemoteStats) {
+        self.traffic.publish(&self.with_hits(stats.counts()));
     }
 
     /// The budget, in bytes.

@@ -7,9 +7,12 @@
 //! engine announces a batch's records ([`StorageFile::will_need`]) before it reads them,
 //! and the first read sends them all at once, neighbours merged into one request when the
 //! gap between them costs less than a round trip (measured: [`Remote::merge_gap`]) and each request capped
-//! at [`MAX_SPAN`]. A cache that holds the whole dataset bridges any gap up to [`MAX_GAP`]
-//! instead: every byte brought along is a byte it keeps and a later read would have
-//! fetched with a request of its own. Fetched ranges are kept in the dataset's [`Cache`],
+//! at [`MAX_SPAN`]. While a loader streams the dataset ([`Cache::streaming`]), a cache that
+//! holds the whole dataset bridges any gap up to [`MAX_GAP`] instead: every byte brought
+//! along is a byte it keeps and the stream's later reads would have fetched with requests
+//! of their own. Direct reads (`ds[i]`, `ds[list]`, a torch `Dataset` in worker processes)
+//! have no such future: they fetch what they ask for, so a random sample costs its own
+//! bytes and not the megabytes around it. Fetched ranges are kept in the dataset's [`Cache`],
 //! up to a byte budget, evicted by the plan of the loader reading them.
 
 use std::collections::{BTreeMap, HashMap};
@@ -30,6 +33,10 @@ use super::{lock, Remote, MAX_GAP};
 pub const META_BLOCK: u64 = 1 << 20;
 /// Largest single request.
 pub const MAX_SPAN: u64 = 16 << 20;
+/// A gap between two wanted ranges always bridged: fewer bytes than a request's own
+/// headers and round trip cost, however small the records around it (a batch's labels,
+/// 8 bytes each, come in one request per shard rather than one each).
+pub const TINY_GAP: u64 = 4 << 10;
 /// Bytes of record data a dataset keeps in memory by default ([`Cache`]).
 pub const CACHE_BYTES: u64 = 1 << 30;
 /// Bytes of record data a cache directory keeps by default ([`super::disk::DiskCache`]).
@@ -57,6 +64,18 @@ pub struct Cache {
     evicting: Mutex<()>,
     /// The cache directory below this cache, if the dataset was given one.
     disk: RwLock<Option<Arc<DiskCache>>>,
+    /// Loaders streaming the dataset now ([`Cache::streaming`]).
+    streams: AtomicU64,
+}
+
+/// A loader streaming a dataset through its [`Cache`], from [`Cache::streaming`] until
+/// dropped.
+pub struct Streaming(Arc<Cache>);
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Cache {
@@ -71,7 +90,22 @@ impl Cache {
             plan: RwLock::new(None),
             evicting: Mutex::new(()),
             disk: RwLock::new(None),
+            streams: AtomicU64::new(0),
         })
+    }
+
+    /// Says that a loader streams the dataset until the guard is dropped: it will read
+    /// every sample, so while the whole dataset fits, requests bring neighbouring records
+    /// along (see the module docs). Without a loader, reads fetch what they ask for.
+    pub fn streaming(self: &Arc<Self>) -> Streaming {
+        self.streams.fetch_add(1, Ordering::Relaxed);
+        Streaming(Arc::clone(self))
+    }
+
+    /// Whether requests may bring records along that were not asked for: a loader streams
+    /// the dataset and the cache holds all of it.
+    pub(crate) fn brings_along(&self) -> bool {
+        self.streams.load(Ordering::Relaxed) > 0 && self.holds_everything()
     }
 
     /// Keeps fetched record ranges in `disk` too, and reads them from there before the
@@ -226,7 +260,8 @@ impl RemoteFile {
     fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>) -> Fetch {
         // Bytes on disk from an earlier fetch (this run's or another's) are read there.
         let disk = self.cache.disk().map(|d| (d, DiskCache::key(&self.object)));
-        if let Some(bytes) = disk.as_ref().and_then(|(d, key)| d.get(key, start, end)) {
+        if let Some((d, bytes)) = disk.as_ref().and_then(|(d, key)| Some((d, d.get(key, start, end)?))) {
+            d.publish(self.remote.stats());
             let fetch: Fetch = futures::future::ready(Ok(bytes)).boxed().shared();
             return self.keep(spans, start, end, indices, fetch);
         }
@@ -275,6 +310,7 @@ impl RemoteFile {
             remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             remote.observe(bytes.len() as u64, began.elapsed());
             if let Some((disk, key, samples)) = kept {
+                disk.publish(remote.stats());
                 disk.put(&key, start, &bytes, samples, metadata, plan.as_ref());
             }
             Ok(bytes)
@@ -316,11 +352,12 @@ impl RemoteFile {
         // (Against a store that answers at memory speed the measured gap is the 4 MiB cap:
         // without these bounds a batch of 256 random 12 KiB records fetched whole 16 MiB
         // spans and a cache of half the dataset took in 4x the dataset per epoch.) A cache
-        // that holds everything keeps every byte it brings along, so it bridges the largest
+        // that holds everything, under a loader that will read everything, keeps every byte
+        // it brings along and uses it, so it bridges the largest
         // gap whatever was measured: measured from the small requests of records read one
         // by one, the gap stayed small, and a first epoch at 20 ms a request made one
         // request per record (4,917 for 8,000 records of 4 KiB; 10 now).
-        let roomy = self.cache.holds_everything();
+        let roomy = self.cache.brings_along();
         let span_cap = if roomy { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
         let mut run: Option<(u64, u64, Vec<u32>)> = None;
         for (s, e, index) in wanted {
@@ -339,7 +376,7 @@ impl RemoteFile {
                 // A gap is bridged only where no kept range lies: bytes held already are
                 // not fetched again.
                 Some((rs, re, mut ix))
-                    if s <= re + if roomy { MAX_GAP } else { gap.min(e - s) }
+                    if s <= re + if roomy { MAX_GAP } else { gap.min(e - s).max(TINY_GAP) }
                         && e.max(re) - rs <= span_cap
                         && (s <= re || spans.map.range(re..s).next().is_none()) =>
                 {

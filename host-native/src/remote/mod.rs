@@ -19,6 +19,7 @@ pub mod objects;
 mod per_process;
 mod permits;
 pub mod push;
+pub mod traffic;
 
 use per_process::PerProcess;
 pub(crate) use permits::read_permit;

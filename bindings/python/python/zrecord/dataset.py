@@ -384,6 +384,8 @@ class Dataset:
         if idxs.dtype.kind not in "iu":
             raise IndexError(f"arrays used as indices must be of integer (or boolean) type, not {idxs.dtype}")
         idxs = _wrap_negative(idxs.reshape(-1), n)
+        if native.is_remote:
+            native.will_read(idxs)  # every field's requests at once: one round trip
         out: dict = {}
         for i, f in enumerate(self.fields):
             if f.kind in ("bytes", "string"):

@@ -42,6 +42,7 @@ __all__ = [
     "export",
     "inspect",
     "list",
+    "remote_stats",
     "stats",
     "verify",
 ]
@@ -335,6 +336,20 @@ def stats(path: PathLike, storage_options: "Optional[dict]" = None) -> dict:
     read but the stores' tables.
     """
     return _zrecord.stats(_location(path), storage_options)
+
+
+def remote_stats(cache_dir: PathLike) -> dict:
+    """What every process that read a remote dataset through the cache directory
+    ``cache_dir`` fetched, summed: the keys of :meth:`Dataset.remote_stats` (without
+    ``most_in_flight``) and ``processes``, how many processes the sums cover.
+
+    The worker processes of torch's ``DataLoader`` each open the dataset again, so the
+    parent's ``Dataset.remote_stats()`` counts none of their requests; given one
+    ``cache_dir``, every process writes its counts there (64 bytes each) after each request.
+    The sums run from the directory's creation: take the difference of two calls for one
+    epoch or run.
+    """
+    return _zrecord._traffic_total(os.fspath(cache_dir))
 
 
 def list(path: PathLike, storage_options: "Optional[dict]" = None) -> "builtins.list[str]":  # noqa: A001
