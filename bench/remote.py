@@ -16,6 +16,9 @@
   from the page cache (target: >= 0.5x) and against MosaicML Streaming reading the same
   samples from the same server (target: ahead).
 
+- per-sample reads without a loader: 300 random ``ds[i]`` and 20 ``ds[list]`` of 64 random
+  samples, bytes fetched over bytes returned (target: <= 1.5x) and the latency of a call.
+
 MosaicML Streaming (the peer with an LRU shard cache, bench/mosaic.py) is run where it
 installs (beside torch); otherwise the tables say so.
 """
@@ -141,6 +144,35 @@ def bench_remote(args):
               + ([] if peer is not None else [["MosaicML Streaming", "not installed here", "-", "-"]]))
         out["cold_first"] = medians
 
+        # 3. Per-sample reads: ds[i] and ds[list] of random samples, nothing cached
+        # before; bytes fetched against bytes returned (metadata blocks included), and
+        # the latency of each call.
+        far = zrecord.Dataset("s3://bench/ds", storage_options=s3)
+        far[0]  # the tables, as any first read
+        rng = np.random.default_rng(11)
+        singles, batches = rng.integers(0, n, 300), [rng.choice(n, 64, replace=False) for _ in range(20)]
+        rows = []
+        for name, calls in (("ds[i], 300 random", [int(i) for i in singles]),
+                            ("ds[list of 64 random], 20 batches", batches)):
+            before, returned, took = far.remote_stats(), 0, []
+            for c in calls:
+                began = time.perf_counter()
+                got = far[c]
+                took.append(time.perf_counter() - began)
+                returned += sum(np.asarray(v).nbytes for v in got.values())
+            after = far.remote_stats()
+            amp = (after["bytes"] - before["bytes"]) / returned
+            per = (after["requests"] - before["requests"]) / len(calls)
+            rows.append([name, f"{amp:.2f}x", "<= 1.5x", f"{np.median(took) * 1e3:.2f} ms",
+                         f"{np.percentile(took, 90) * 1e3:.2f} ms", f"{per:.1f}"])
+            out.setdefault("per_sample", {})[name] = {"amplification": amp, "median_ms": np.median(took) * 1e3}
+            print(f"  remote per-sample, {name}: {amp:.2f}x, {np.median(took) * 1e3:.2f} ms", file=sys.stderr,
+                  flush=True)
+        far.close()
+        table(f"Remote: per-sample reads ({desc}, local S3 server, default cache, no loader)",
+              ["reads", "bytes fetched / returned", "target", "median latency", "p90 latency", "requests per call"],
+              rows)
+
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -227,6 +259,9 @@ def summary_rows(row):
         if peer:
             row("remote: cold first epoch from the S3 server vs MosaicML Streaming", f"{far / peer:.2f}x", "> 1x",
                 far > peer, f"{far:,.0f} vs {peer:,.0f} samples/s")
+    for name, p in r.get("per_sample", {}).items():
+        row(f"remote: read amplification of {name} (no loader)", f"{p['amplification']:.2f}x", "<= 1.5x",
+            p["amplification"] <= 1.5, f"median {p['median_ms']:.2f} ms per call")
     r = RESULTS.get(("remote-latency",), {})
     for size, lat in r.get("latency", {}).items():
         ratio = lat[20] / lat[0]

@@ -486,3 +486,54 @@ fn direct_reads_fetch_what_they_return_in_one_round_trip() {
     eprintln!("64 direct samples: {fetched} bytes fetched for {returned} returned");
     assert!(fetched * 2 <= returned * 3, "{fetched} bytes fetched for {returned} bytes returned (over 1.5x)");
 }
+
+#[test]
+fn a_batch_over_tables_not_held_waits_two_round_trips() {
+    // Stores past 65,536 records have tables of more than one 1 MiB block, and opening
+    // reads the first. A batch in the second blocks: every store's block is fetched side by
+    // side (round 1), then every store's records (round 2). Before, each store fetched its
+    // block and sent its records before the next store began: a round trip per store.
+    let per_shard = 70_000u64;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let fields = vec![Field::fixed("id", "<i8", &[], Codec::Raw), Field::fixed("x", "<i4", &[], Codec::Raw)];
+    let options = WriteOptions { shard_records: per_shard, ..WriteOptions::default() };
+    let mut w = DatasetWriter::open(&path, fields, options).unwrap();
+    let ids: Vec<u8> = (0..2 * per_shard).flat_map(|i| (i as i64).to_le_bytes()).collect();
+    let xs: Vec<u8> = (0..2 * per_shard).flat_map(|i| (i as i32 * 3).to_le_bytes()).collect();
+    w.write(&[Column::Fixed(&ids), Column::Fixed(&xs)]).unwrap();
+    w.commit().unwrap();
+    let inner = Arc::new(object_store::memory::InMemory::new());
+    zrecord::remote::serve_memory("cold-tables-plain", inner.clone());
+    let rounds = Arc::new(common::Rounds::new(inner, ""));
+    zrecord::remote::serve_memory("cold-tables", rounds.clone());
+    push(&path, &Remote::open("memory://cold-tables-plain/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+
+    let opening = std::thread::spawn(|| Dataset::open_remote("memory://cold-tables/ds", &[], zrecord::Verify::Auto));
+    rounds.release_when(2, "open: remote.json and dataset.json");
+    let opened = 2 + 2 * 2 * 2; // each store's first table block and its checksums
+    rounds.release_when(opened, "open: the stores' tables and checksums");
+    let far = Arc::new(opening.join().unwrap().unwrap());
+
+    let picked: Vec<u64> = (66_000..66_010).chain(per_shard + 66_000..per_shard + 66_010).collect();
+    let reader = {
+        let (far, picked) = (far.clone(), picked.clone());
+        std::thread::spawn(move || {
+            far.will_read(&picked);
+            let mut id = vec![0u8; picked.len() * 8];
+            far.gather_fixed(0, &picked, &mut id, None, true).unwrap();
+            let mut x = vec![0u8; picked.len() * 4];
+            far.gather_fixed(1, &picked, &mut x, None, true).unwrap();
+            (id, x)
+        })
+    };
+    rounds.release_when(opened + 8, "round 1: every store's second table and checksum blocks");
+    rounds.release_when(opened + 12, "round 2: every store's records");
+    rounds.open_up();
+    let (id, x) = reader.join().unwrap();
+    assert_eq!(*rounds.arrived.lock().unwrap(), opened + 12, "requests after the second round trip");
+    let id: Vec<u64> = id.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u64).collect();
+    assert_eq!(id, picked);
+    let x: Vec<i32> = x.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+    assert_eq!(x, picked.iter().map(|&i| i as i32 * 3).collect::<Vec<_>>());
+}

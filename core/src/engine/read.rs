@@ -324,9 +324,10 @@ impl<B: Backend> Store<B> {
 
     /// Whether looking up record `index` would wait for its table entry (a local page not in
     /// memory, an object store's table block not fetched yet): [`Store::will_read`] then
-    /// waits for it before it can announce the records.
+    /// waits for it before it can announce the records. Unlike the hints' own test, asked
+    /// of a file that takes hints too (an object store's).
     pub fn table_cold(&self, index: u64) -> bool {
-        self.entries_cold(index)
+        !self.meta.resident(entry_offset(index.min(u64::from(u32::MAX)) as u32))
     }
 
     /// A read-ahead: announces records `idxs` to their chunk files and lets the host start
@@ -342,7 +343,7 @@ impl<B: Backend> Store<B> {
         let (length, header) = (self.len(), self.header());
         let Some(&first) = idxs.first() else { return Ok(()) };
         self.hint_entries(idxs, length);
-        if first < u64::from(length) && self.slots_cold(first as u32) {
+        if first < u64::from(length) && self.slots_absent(first as u32) {
             self.will_need_slots(idxs.iter().filter(|&&i| i < u64::from(length)).map(|&i| i as u32));
         }
         if let Ok((loc, _)) = self.locate(first, length, &header) {

@@ -130,11 +130,19 @@ impl<B: Backend> Store<B> {
         self.verify != Verify::Never && self.sums.get().is_some_and(|f| cold(f, slot_offset(index)))
     }
 
-    /// Starts reading the checksum slots of records `idxs` all at once ([`will_need_all`]).
+    /// Starts reading the checksum slots of records `idxs` all at once ([`will_need_all`]);
+    /// an object store sends the requests now.
     pub(super) fn will_need_slots(&self, idxs: impl Iterator<Item = u32>) {
         if let Some(f) = self.sums.get() {
             will_need_all(f, idxs.map(slot_offset), SLOT_LEN as u64);
+            f.start_reads();
         }
+    }
+
+    /// Whether reads check checksum slots and the slot of record `index` is not in memory
+    /// (not [`cold`]'s test: asked of an object store's file too, for a read-ahead).
+    pub(super) fn slots_absent(&self, index: u32) -> bool {
+        self.verify != Verify::Never && self.sums.get().is_some_and(|f| !f.resident(slot_offset(index)))
     }
 
     /// The checked entry of every index of `idxs`, in order, as [`Store::locate`] finds each
