@@ -227,7 +227,10 @@ fn merged_requests_fit_a_small_cache() {
     loader.close();
     let fetched = far.remote_stats().unwrap().bytes as f64 / total as f64;
     eprintln!("one epoch fetched {fetched:.2}x the dataset");
-    assert!(fetched <= 1.6, "one epoch fetched {fetched:.2}x the dataset through a cache of half of it");
+    // What stays in a cache while batches are in flight depends on timing: 30 runs alone
+    // gave 1.23-1.50x, and one of 40 beside a CI run 1.60x (over the 1.6 this held before,
+    // 2026-12-04). Unbounded spans gave 4-12x.
+    assert!(fetched <= 2.0, "one epoch fetched {fetched:.2}x the dataset through a cache of half of it");
 }
 
 fn epoch(far: &Arc<Dataset>) -> (Vec<Vec<Vec<u8>>>, u64) {
