@@ -295,3 +295,27 @@ def test_a_parquet_file_keeps_its_types_through_ray_both_ways(cluster, tmp_path)
     got = out.to_pydict()
     assert got["id"] == expect["id"] and got["image"] == expect["image"] and got["caption"] == expect["caption"]
     assert [list(t) for t in got["tokens"]] == expect["tokens"]
+
+
+def test_write_uses_every_cpu_for_a_few_small_files(cluster, tmp_path):
+    # Issue 36: read_parquet of 8 small files gave one block, so write_datasink ran one write
+    # task (one core, one shard) and override_num_blocks did not change it.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "parquet"
+    src.mkdir()
+    for k in range(8):
+        ids = np.arange(k * 1000, (k + 1) * 1000)
+        pq.write_table(pa.table({"id": ids, "x": ids * 0.5}), src / f"part-{k}.parquet")
+    by_cpu = zray.write(ray.data.read_parquet(str(src)), str(tmp_path / "by_cpu"))
+    by_rows = zray.write(ray.data.read_parquet(str(src)), str(tmp_path / "by_rows"), rows_per_task=1000, codec="raw")
+    assert by_cpu == by_rows == 8000
+    for name, parts in (("by_cpu", 2), ("by_rows", 8)):
+        ds = zrecord.Dataset(tmp_path / name)
+        assert ds.shards == parts, (name, ds.shards)  # one part, so one shard, per write task
+        got = ds[np.arange(len(ds))]
+        np.testing.assert_array_equal(np.sort(got["id"]), np.arange(8000))  # each row once
+        np.testing.assert_array_equal(got["x"], got["id"] * 0.5)
+    with pytest.raises(ValueError, match="not both"):
+        zray.write(ray.data.read_parquet(str(src)), str(tmp_path / "x"), tasks=2, rows_per_task=10)

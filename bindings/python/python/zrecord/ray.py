@@ -1,6 +1,8 @@
 """Ray Data as the engine that writes and reads zrecord datasets.
 
-``ray_dataset.write_datasink(zrecord.ray.Datasink(path_or_url))`` writes one part per write
+``zrecord.ray.write(ray_dataset, path_or_url)`` writes with one task per CPU of the cluster
+(:func:`write`); ``ray_dataset.write_datasink(zrecord.ray.Datasink(path_or_url))`` writes
+with as many tasks as the dataset has blocks. Either writes one part per write
 task (each its own small dataset: on a local destination in ``.zrecord-part-TASK``, for an
 object store uploaded as ``shard-TASK``) and commits them all once, on the driver, as one
 dataset. A task Ray runs again replaces its own part, so each sample is committed once;
@@ -43,7 +45,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without ray installed
     raise ImportError("zrecord.ray needs Ray Data: pip install 'ray[data]'") from e
 
-__all__ = ["Datasink", "read"]
+__all__ = ["Datasink", "read", "write"]
 
 
 def _is_url(path: Any) -> bool:
@@ -165,6 +167,46 @@ class Datasink(_RayDatasink):
     def on_write_failed(self, error: Exception) -> None:
         if not self.remote:
             self._remove_parts()
+
+
+def write(
+    dataset: "ray.data.Dataset",
+    path: "str | Path",
+    *,
+    tasks: "int | None" = None,
+    rows_per_task: "int | None" = None,
+    **options: Any,
+) -> int:
+    """Write the Ray dataset ``dataset`` as a zrecord dataset at ``path`` with write tasks in
+    parallel; returns the number of samples committed. ``options`` are :class:`Datasink`'s
+    (``storage_options``, ``codec``, ``shard_records``, ``mode``, ...).
+
+    Ray runs one write task per block, and a read merges small inputs into few blocks:
+    ``ray.data.read_parquet`` of eight small files gives one block, so
+    ``write_datasink(Datasink(...))`` writes with one task on one core, and
+    ``override_num_blocks`` does not change it. Here the blocks are first redistributed
+    into ``tasks`` of about equal size (default: the cluster's CPUs; Ray's
+    ``repartition(tasks)``, which holds the blocks in Ray's object store, spilling to disk,
+    until they are split), or, with ``rows_per_task``, cut as they stream by into blocks of
+    that many rows (``repartition(target_num_rows_per_block=...)``; nothing is held, for
+    inputs larger than the object store). Each task writes one part, and the parts are
+    committed in task order: the samples come in the order Ray handed out the blocks (the
+    input's order only with Ray's ``DataContext.execution_options.preserve_order``).
+    """
+    if tasks is not None and rows_per_task is not None:
+        raise ValueError("give tasks or rows_per_task, not both")
+    if rows_per_task is not None:
+        if int(rows_per_task) < 1:
+            raise ValueError(f"rows_per_task must be >= 1, got {rows_per_task}")
+        dataset = dataset.repartition(target_num_rows_per_block=int(rows_per_task))
+    else:
+        count = int(tasks) if tasks is not None else int(ray.cluster_resources().get("CPU", 1))
+        if count < 1:
+            raise ValueError(f"tasks must be >= 1, got {tasks}")
+        dataset = dataset.repartition(count)
+    sink = Datasink(path, **options)
+    dataset.write_datasink(sink)
+    return int(sink.samples or 0)
 
 
 def _save_mode(mode: Any) -> "str | None":
