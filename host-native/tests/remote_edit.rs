@@ -278,3 +278,44 @@ fn a_field_added_in_an_object_store_goes_up_under_names_of_its_own() {
         .unwrap();
     assert!(err.to_string().contains("already has a field \"id\""), "{err}");
 }
+
+#[test]
+fn datasets_in_an_object_store_concatenate_by_server_side_copies() {
+    // zrecord.concat took local folders only; in an object store each object is copied by
+    // the server under the new prefix (nothing comes down), and the listing comes last.
+    let store = Arc::new(object_store::memory::InMemory::new());
+    zrecord::remote::serve_memory("concat", store.clone());
+    zrecord::remote::serve_memory("concat-other", Arc::new(object_store::memory::InMemory::new()));
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("a"), 0..300, 128);
+    write(&dir.path().join("b"), 300..500, 128);
+    let open = |url: &str| Remote::open(url, &[]).unwrap();
+    push(&dir.path().join("a"), &open("memory://concat/a"), &mut |_, _| {}).unwrap();
+    push(&dir.path().join("b"), &open("memory://concat/b"), &mut |_, _| {}).unwrap();
+    // b gains a field-level change first: its listing holds keyed objects (version 2).
+    delete_remote(&open("memory://concat/b"), &[299 - 100], &mut |_, _| {}).unwrap();
+
+    let out = open("memory://concat/out");
+    let sources = [open("memory://concat/a"), open("memory://concat/b")];
+    let done = zrecord::dataset::concat_remote(&sources, &out).unwrap();
+    let far = Dataset::open_remote("memory://concat/out", &[], Verify::Always).unwrap();
+    let mut want: Vec<i64> = (0..500).collect();
+    want.remove(300 + 199);
+    assert_eq!(ids(&far), want);
+    assert_eq!((done.samples, done.shards, done.linked), (499, 3 + 2, 0));
+    assert!(done.copied >= 5 * 2 * 3, "{done:?}");
+    // The new dataset holds its own objects: the sources can go.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for (name, _) in objects(&store) {
+        if !name.starts_with("out/") {
+            runtime.block_on(store.delete(&object_store::path::Path::from(name.as_str()))).unwrap();
+        }
+    }
+    let again = Dataset::open_remote("memory://concat/out", &[], Verify::Always).unwrap();
+    assert_eq!(ids(&again), want);
+
+    let refused = zrecord::dataset::concat_remote(&[open("memory://concat/out")], &out).unwrap_err();
+    assert!(refused.to_string().contains("a dataset is already at memory://concat/out"), "{refused}");
+    let elsewhere = zrecord::dataset::concat_remote(&[open("memory://concat/out")], &open("memory://concat-other/x"));
+    assert!(elsewhere.unwrap_err().to_string().contains("within one bucket"));
+}

@@ -617,3 +617,30 @@ def test_the_python_tools_take_urls(s3, local, pushed, tmp_path):
         zrecord.list("s3://no-such-bucket/x", storage_options=s3)
     with pytest.raises(zrecord.StoreIOError, match="nothing is stored under this prefix"):
         zrecord.inspect(f"{root}/missing", storage_options=s3)
+
+
+def test_datasets_in_an_object_store_concatenate(s3, local, pushed, tmp_path):
+    """zrecord.concat of two pushed datasets into a new prefix of the bucket: the server
+    copies each object (before: local folders only), the new dataset reads as the two in
+    order, and it stands alone once the sources are gone."""
+    more = tmp_path / "more"
+    rng = np.random.default_rng(9)
+    zrecord.Dataset.write(more, {"image": rng.integers(0, 255, (100, 3, 8, 8), dtype=np.uint8),
+                                 "label": np.arange(1000, 1100), "tokens": docs(100, 3)})
+    zrecord.push(more, f"s3://{BUCKET}/concat/more", storage_options=s3)
+    out = f"s3://{BUCKET}/concat/both"
+    done = zrecord.concat([pushed, f"s3://{BUCKET}/concat/more"], out, storage_options=s3)
+    assert done["samples"] == len(local) + 100 and done["shards"] == local.shards + 1 and done["linked"] == 0
+    both = zrecord.Dataset(out, storage_options=s3, verify="always")
+    labels = both[np.arange(len(both))]["label"]
+    np.testing.assert_array_equal(labels, np.concatenate([np.arange(len(local)), np.arange(1000, 1100)]))
+    np.testing.assert_array_equal(both[len(local) + 5]["image"], zrecord.Dataset(more)[5]["image"])
+    client = s3_client(s3)
+    for key in bucket_objects(s3, "concat/more/"):
+        client.delete_object(Bucket=BUCKET, Key=key)
+    again = zrecord.Dataset(out, storage_options=s3)
+    np.testing.assert_array_equal(again[len(local) + 99]["tokens"], zrecord.Dataset(more)[99]["tokens"])
+    with pytest.raises(ValueError, match="already at"):
+        zrecord.concat([pushed], out, storage_options=s3)
+    with pytest.raises(ValueError, match="local datasets into a local folder"):
+        zrecord.concat([pushed, local.path], out, storage_options=s3)

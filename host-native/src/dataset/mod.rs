@@ -49,7 +49,7 @@ use zrecord_core::error::{DecodeError, Error};
 use zrecord_core::stream::DatasetId;
 
 pub use columns::{drop_field, FieldAdder};
-pub use concat::{concat, Concatenated};
+pub use concat::{concat, concat_remote, Concatenated};
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
 pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;

@@ -515,7 +515,7 @@ def pull(
         return _zrecord._pull(str(url), local, storage_options, report)
 
 
-def concat(datasets: "list[PathLike]", out: PathLike) -> dict:
+def concat(datasets: "list[PathLike]", out: PathLike, storage_options: "Optional[dict]" = None) -> dict:
     """Make the dataset ``out`` (which must not exist) of the samples of ``datasets`` (local
     datasets of named fields with the same fields: names, kinds, dtypes and shapes), in
     order, without copying a record: ``out``'s shards are the sources' shards, their files
@@ -525,10 +525,16 @@ def concat(datasets: "list[PathLike]", out: PathLike) -> dict:
     changes the other's samples (``set_layout`` on one does change the layout of the files
     they share, never their records). ``out`` appears whole or not at all.
 
-    Returns ``{"samples", "shards", "linked", "copied"}``. A source whose fields differ is
-    a ``ValueError`` saying how.
+    In an object store (every dataset and ``out`` URLs in one bucket, with
+    ``storage_options``), each object is copied by the server under ``out`` (its bytes do
+    not pass through this process), then ``out``'s listing is put, if no dataset is there.
+
+    Returns ``{"samples", "shards", "linked", "copied"}`` (objects copied, in an object
+    store). A source whose fields differ is a ``ValueError`` saying how.
     """
-    samples, shards, linked, copied = _zrecord._concat([os.fspath(d) for d in datasets], os.fspath(out))
+    samples, shards, linked, copied = _zrecord._concat(
+        [_location(d) for d in datasets], _location(out), storage_options
+    )
     return {"samples": samples, "shards": shards, "linked": linked, "copied": copied}
 
 
