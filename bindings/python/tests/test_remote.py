@@ -564,12 +564,15 @@ def test_samples_deleted_in_an_object_store_leave_every_object(s3, tmp_path):
         zrecord.Dataset.add_field(url, "label", np.zeros(len(kept)), storage_options=s3)
 
 
-def test_messages_say_what_is_wrong_and_what_to_do(s3, pushed, monkeypatch):
+def test_messages_say_what_is_wrong_and_what_to_do(s3, local, pushed, monkeypatch):
     """Issue 36, item 4: each of these said something else (a missing bucket was "remote.json
     is missing"; no aws_allow_http was "builder error"; no credentials was "resolve_deny:
-    denied destination"; a rewritten object said to open the dataset again, which fails)."""
+    denied destination"; a rewritten object said to open the dataset again, which fails; a
+    push into a missing bucket was the server's XML)."""
     with pytest.raises(FileNotFoundError, match='the bucket "no-such-bucket" does not exist'):
         zrecord.Dataset("s3://no-such-bucket/datasets/train", storage_options=s3)
+    with pytest.raises(zrecord.StoreIOError, match='the bucket "no-such-bucket" does not exist .*: create it'):
+        zrecord.push(local.path, "s3://no-such-bucket/datasets/train", storage_options=s3)
     with pytest.raises(FileNotFoundError, match=r"nothing is stored under this prefix.*check the URL"):
         zrecord.Dataset(f"s3://{BUCKET}/datasets/trian", storage_options=s3)
     plain = {k: v for k, v in s3.items() if k != "aws_allow_http"}

@@ -509,6 +509,13 @@ fn instance_credentials(lower: &str) -> bool {
 /// (found by their words: object_store gives them no variant of their own).
 fn with_hint(message: String) -> String {
     let lower = message.to_ascii_lowercase();
+    if lower.contains("nosuchbucket") {
+        // S3 names it: <BucketName>NAME</BucketName>.
+        let name = message.split("<BucketName>").nth(1).and_then(|rest| rest.split('<').next()).unwrap_or("");
+        return format!(
+            "the bucket {name:?} does not exist (the server said NoSuchBucket): create it, or check the URL ({message})"
+        );
+    }
     let hint = if lower.contains("builder error") && lower.contains("http://") {
         "the endpoint is plain http: set the storage option aws_allow_http to \"true\" (or use https)"
     } else if instance_credentials(&lower) || lower.contains("denied destination") {
@@ -527,6 +534,15 @@ mod tests {
 
     fn generic(text: &str) -> object_store::Error {
         object_store::Error::Generic { store: "S3", source: text.to_owned().into() }
+    }
+
+    #[test]
+    fn a_missing_bucket_is_named() {
+        let raw = "Server returned non-2xx status code: 404 Not Found: <?xml version=\"1.0\"?><Error>\
+                   <Code>NoSuchBucket</Code><BucketName>raw-data</BucketName></Error>";
+        let message = with_hint(raw.to_owned());
+        assert!(message.starts_with("the bucket \"raw-data\" does not exist"), "{message}");
+        assert!(message.ends_with(&format!("({raw})")));
     }
 
     #[test]
