@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|remote|latency|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|remote|latency|smallcache|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -52,6 +52,7 @@ SECTIONS = {
     "packing": packing.bench_packing,
     "remote": remote.bench_remote,
     "latency": remote.bench_latency,
+    "smallcache": remote.bench_small_cache,
     "pool": store.bench_pool,
     "policy": store.bench_policy,
     "threads": loader.bench_threads,
