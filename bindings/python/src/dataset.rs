@@ -100,12 +100,7 @@ impl PyDataset {
                 let remote = zrecord::dataset::RemoteOptions { verify, cache_bytes, cache_dir };
                 call(py, move || zrecord::Dataset::open_remote_with(&url, &opts, remote))?
             }
-            None if storage_options.is_some() => {
-                return Err(PyValueError::new_err(format!(
-                    "storage_options apply to a URL (s3://, gs://, az://, https://), not to the local path {}",
-                    path.display()
-                )))
-            }
+            None if storage_options.is_some() => return Err(crate::remote::options_on_local_path(path.display())),
             None if cache_bytes.is_some() || cache_dir.is_some() => {
                 return Err(PyValueError::new_err(
                     "cache_bytes and cache_dir apply to a dataset read from an object store (a URL)",
@@ -617,9 +612,7 @@ pub fn concat(
     let is_url = zrecord::remote::is_url;
     let urls = sources.iter().filter(|s| is_url(s)).count() + usize::from(is_url(&out));
     if urls == 0 && storage_options.is_some() {
-        return Err(PyValueError::new_err(format!(
-            "storage_options apply to URLs (s3://, gs://, az://, https://), not to the local path {out}"
-        )));
+        return Err(crate::remote::options_on_local_path(&out));
     }
     if urls != 0 && urls != sources.len() + 1 {
         return Err(PyValueError::new_err(

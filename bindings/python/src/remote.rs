@@ -20,6 +20,14 @@ pub fn options(storage_options: Option<HashMap<String, String>>) -> Vec<(String,
     v
 }
 
+/// The error for `storage_options` given with the local path `path`: they configure an
+/// object store client, and a local path has none.
+pub fn options_on_local_path(path: impl std::fmt::Display) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(format!(
+        "storage_options apply to a URL (s3://, gs://, az://, https://), not to the local path {path}"
+    ))
+}
+
 /// The counts as a dict.
 pub fn counts_dict<'py>(py: Python<'py>, c: RemoteCounts) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);

@@ -40,9 +40,7 @@ fn open_target(
 ) -> PyResult<Target> {
     let url = zrecord::remote::is_url(path);
     if !url && storage_options.is_some() {
-        return Err(PyValueError::new_err(format!(
-            "storage_options apply to a URL (s3://, gs://, az://, https://), not to the local path {path}"
-        )));
+        return Err(crate::remote::options_on_local_path(path));
     }
     let path = path.to_owned();
     let local_dataset = !url && std::path::Path::new(&path).join(zrecord_core::dataset::MANIFEST_FILE).is_file();
@@ -351,9 +349,7 @@ pub fn find_datasets(
         });
     }
     if storage_options.is_some() {
-        return Err(PyValueError::new_err(format!(
-            "storage_options apply to a URL (s3://, gs://, az://, https://), not to the local path {path}"
-        )));
+        return Err(crate::remote::options_on_local_path(path));
     }
     let dir = PathBuf::from(path);
     let found = store_call(py, move || zrecord::dataset::find_local(&dir))?;

@@ -322,14 +322,6 @@ impl<B: Backend> Store<B> {
             .is_ok_and(|(loc, _)| self.chunk(loc.chunk_id).is_ok_and(|f| table::cold(f, u64::from(loc.offset))))
     }
 
-    /// Whether looking up record `index` would wait for its table entry (a local page not in
-    /// memory, an object store's table block not fetched yet): [`Store::will_read`] then
-    /// waits for it before it can announce the records. Unlike the hints' own test, asked
-    /// of a file that takes hints too (an object store's).
-    pub fn table_cold(&self, index: u64) -> bool {
-        !self.meta.resident(entry_offset(index.min(u64::from(u32::MAX)) as u32))
-    }
-
     /// A read-ahead: announces records `idxs` to their chunk files and lets the host start
     /// fetching them ([`crate::io::StorageFile::start_reads`]: an object store sends the
     /// requests now), reading and decoding nothing. An index out of range or a bad entry is

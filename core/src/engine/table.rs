@@ -109,6 +109,14 @@ impl<B: Backend> Store<B> {
         cold(&self.meta, entry_offset(index.min(u64::from(u32::MAX)) as u32))
     }
 
+    /// Whether looking up record `index` would wait for its table entry (a local page not in
+    /// memory, an object store's table block not fetched yet): [`Store::will_read`] then
+    /// waits for it before it can announce the records. Unlike the hints' `cold` test, asked
+    /// of a file that takes hints too (an object store's), as `slots_absent` is.
+    pub fn table_cold(&self, index: u64) -> bool {
+        !self.meta.resident(entry_offset(index.min(u64::from(u32::MAX)) as u32))
+    }
+
     /// Starts reading the table entries of `idxs` (those below `length`) all at once when
     /// the first is [`cold`]: the lookups that follow then wait for reads in flight.
     pub(super) fn hint_entries(&self, idxs: &[u64], length: u32) {
