@@ -1,7 +1,9 @@
 //! A dataset written in parts (one per worker task) and committed once
 //! (`zrecord::dataset::{finish_part, commit_local, commit_remote}`, which `zrecord.ray` drives):
 //! locally and in object_store's in-memory store. The Python tests run the same through Ray
-//! Data with workers that die, against a real S3-compatible server.
+//! Data with workers that die, against a real S3-compatible server. Parts that separate
+//! processes leave at the destination (`save_part`, `commit_saved`: `zrecord.write_part`)
+//! are at the end.
 
 mod common;
 
@@ -10,7 +12,9 @@ use common::ids;
 use std::path::Path;
 use std::sync::Arc;
 
-use zrecord::dataset::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};
+use zrecord::dataset::{
+    commit_local, commit_remote, commit_saved, finish_part, part_dir, save_part, write_tag, Part, PartsAt,
+};
 use zrecord::remote::push::{pull, push, read_listing};
 use zrecord::remote::Remote;
 use zrecord::{Codec, Column, Dataset, DatasetWriter, Field, WriteOptions};
@@ -200,4 +204,93 @@ fn an_append_to_an_empty_prefix_creates_the_dataset() {
     assert_eq!(commit_remote(&remote, &[part], true).unwrap(), 90);
     let far = Dataset::open_remote("memory://parts-new/ds", &[], zrecord::Verify::Always).unwrap();
     assert_eq!(ids(&far), (0..90).collect::<Vec<_>>());
+}
+
+#[test]
+fn parts_left_in_a_local_destination_commit_when_every_expected_task_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("train");
+    std::fs::create_dir(&dest).unwrap();
+    write(&dest.join(part_dir(2)), 150..200, 100);
+    write(&dest.join(part_dir(0)), 0..100, 100);
+    // Task 1's writer died before its commit: a folder without dataset.json.
+    std::fs::create_dir_all(dest.join(part_dir(1)).join("shard-000000")).unwrap();
+    let err = commit_saved(PartsAt::Local(&dest), Some(&[0, 1, 2]), false).unwrap_err();
+    assert!(err.to_string().contains("part 1 did not finish"), "{err}");
+    std::fs::remove_dir_all(dest.join(part_dir(1))).unwrap();
+    let err = commit_saved(PartsAt::Local(&dest), Some(&[0, 1, 2]), false).unwrap_err();
+    assert!(err.to_string().contains("part(s) 1 were not written"), "{err}");
+    let err = commit_saved(PartsAt::Local(&dest), Some(&[0]), false).unwrap_err();
+    assert!(err.to_string().contains("part(s) 2 are there but were not expected"), "{err}");
+    assert!(!dest.join("dataset.json").exists(), "nothing committed");
+
+    write(&dest.join(part_dir(1)), 100..150, 100);
+    let done = commit_saved(PartsAt::Local(&dest), Some(&[0, 1, 2]), false).unwrap();
+    assert_eq!((done.tasks, done.samples), (vec![0, 1, 2], 200));
+    assert_eq!(ids(&Dataset::open(&dest).unwrap()), (0..200).collect::<Vec<_>>());
+
+    // A second job's part: refused without append (nothing moves), added with it.
+    write(&dest.join(part_dir(0)), 200..230, 100);
+    let err = commit_saved(PartsAt::Local(&dest), None, false).unwrap_err();
+    assert!(err.to_string().contains("mode=\"append\""), "{err}");
+    assert_eq!(commit_saved(PartsAt::Local(&dest), None, true).unwrap().samples, 30);
+    assert_eq!(ids(&Dataset::open(&dest).unwrap()), (0..230).collect::<Vec<_>>());
+    let err = commit_saved(PartsAt::Local(&dest), None, true).unwrap_err();
+    assert!(err.to_string().contains("no part was written"), "{err}");
+}
+
+/// The objects in `store`, by name.
+fn names(store: &object_store::memory::InMemory) -> Vec<String> {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let listed: Vec<_> = runtime.block_on(store.list(None).try_collect::<Vec<_>>()).unwrap();
+    let mut out: Vec<String> = listed.into_iter().map(|m| m.location.to_string()).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn parts_saved_in_an_object_store_commit_once_and_a_rerun_task_leaves_no_orphan() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = Arc::new(object_store::memory::InMemory::new());
+    zrecord::remote::serve_memory("saved-parts", inner.clone());
+    let url = "memory://saved-parts/ds";
+    let remote = Remote::open(url, &[]).unwrap();
+    for (task, range) in [(1u64, 100..180), (0, 0..100)] {
+        let at = dir.path().join(format!("scratch-{task}"));
+        write(&at, range, 60);
+        save_part(&at, &remote, task).unwrap();
+    }
+    let first: Vec<String> = names(&inner).into_iter().filter(|n| n.starts_with("ds/shard-000001-")).collect();
+    assert!(!first.is_empty());
+    // Task 1 runs again with other samples (its first run was judged failed): its record is
+    // replaced and the first run's shards are deleted.
+    let again = dir.path().join("scratch-1b");
+    write(&again, 100..170, 60);
+    save_part(&again, &remote, 1).unwrap();
+    let now = names(&inner);
+    assert!(first.iter().all(|n| !now.contains(n)), "{now:?}");
+    assert!(now.iter().any(|n| n == "ds/.zrecord-parts/part-000001.json"), "{now:?}");
+    assert!(Dataset::open_remote(url, &[], zrecord::Verify::Auto).is_err(), "nothing listed yet");
+
+    let err = commit_saved(PartsAt::Remote(&remote), Some(&[0, 1, 2]), false).unwrap_err();
+    assert!(err.to_string().contains("part(s) 2 were not written"), "{err}");
+    let done = commit_saved(PartsAt::Remote(&remote), Some(&[0, 1]), false).unwrap();
+    assert_eq!((done.tasks, done.samples, done.earlier), (vec![0, 1], 170, vec![]));
+    let far = Dataset::open_remote(url, &[], zrecord::Verify::Always).unwrap();
+    assert_eq!(ids(&far), (0..170).collect::<Vec<_>>());
+    assert!(!names(&inner).iter().any(|n| n.contains(".zrecord-parts")), "records removed");
+
+    // An append whose commit stopped after the listing was replaced, before the records
+    // went: run again, it finishes the clean-up and adds nothing twice.
+    let at = dir.path().join("scratch-5");
+    write(&at, 170..200, 60);
+    let part = save_part(&at, &remote, 5).unwrap();
+    assert_eq!(commit_remote(&remote, &[part], true).unwrap(), 30);
+    let done = commit_saved(PartsAt::Remote(&remote), None, true).unwrap();
+    assert_eq!((done.tasks, done.samples, done.earlier), (vec![], 0, vec![5]));
+    assert!(!names(&inner).iter().any(|n| n.contains(".zrecord-parts")));
+    let far = Dataset::open_remote(url, &[], zrecord::Verify::Always).unwrap();
+    assert_eq!(ids(&far), (0..200).collect::<Vec<_>>());
 }

@@ -73,6 +73,8 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::write_tag, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::set_layout, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::commit_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::save_part, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::commit_saved, m)?)?;
     m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;
     m.add_function(wrap_pyfunction!(remote::traffic_total, m)?)?;
     Ok(())

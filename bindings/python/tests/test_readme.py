@@ -25,9 +25,10 @@ def quick_start() -> str:
 
 def python_guide() -> str:
     """docs/python.md's python blocks, in order: the fields example, the bytes and strings
-    example, then the tools example, which reads the stores the quick start wrote."""
+    example, the many-writers example (a process pool), then the tools example, which reads
+    the stores the quick start wrote."""
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "python.md").read_text(), re.S)
-    assert len(blocks) == 3, "docs/python.md: expected the fields, typed fields and tools examples"
+    assert len(blocks) == 4, "docs/python.md: expected the fields, typed fields, many writers and tools examples"
     return "\n".join(blocks)
 
 
@@ -46,6 +47,7 @@ def test_python_guide_after_the_quick_start(tmp_path):
     assert "1000 1000" in out.stdout
     assert "[('jpeg', 'bytes'), ('caption', 'string'), ('ids', 'ragged'), ('label', 'fixed')]" in out.stdout
     assert "a red kite b''" in out.stdout, out.stdout
+    assert "4000 samples, caption 3999" in out.stdout, out.stdout
     np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), np.load(tmp_path / "data.npy"))
 
 

@@ -16,7 +16,8 @@
 //! The files: `mod.rs` the [`Dataset`] and its reads (an index to its shard's record, the
 //! gathers); `error.rs` [`DatasetError`]; `open.rs` opening one ([`DatasetOptions`],
 //! [`RemoteOptions`]); `write.rs` [`DatasetWriter`]; `parts.rs` a dataset written in
-//! parts ([`Part`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
+//! parts ([`Part`]); `saved_parts.rs` parts from separate processes kept at the
+//! destination until one commits them ([`save_part`], [`commit_saved`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
 //! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
 //! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
 //! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
@@ -38,6 +39,7 @@ mod open;
 mod parts;
 mod remote_edit;
 mod report;
+mod saved_parts;
 mod tokens;
 mod write;
 
@@ -60,6 +62,7 @@ pub use open::{open_store, DatasetOptions, RemoteOptions};
 pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};
 pub use remote_edit::{delete_remote, drop_field_remote};
 pub use report::{DatasetStats, StoreReport};
+pub use saved_parts::{commit_saved, save_part, CommittedParts, PartsAt, SAVED_PARTS};
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 

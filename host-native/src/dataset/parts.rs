@@ -46,6 +46,10 @@ const COMMIT_ATTEMPTS: u32 = 32;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Part {
+    /// The description's version, [`PART_VERSION`] (it outlives the job when kept at the
+    /// destination, `saved_parts.rs`).
+    #[serde(default = "part_version")]
+    pub version: u32,
     /// The task that wrote it; one part per task is committed.
     pub task: u64,
     /// Its fields (every part's must agree).
@@ -65,6 +69,13 @@ pub struct Part {
     pub generations: Vec<u64>,
 }
 
+/// The version of a part description this build writes and reads.
+pub const PART_VERSION: u32 = 1;
+
+fn part_version() -> u32 {
+    PART_VERSION
+}
+
 impl Part {
     /// The part as JSON.
     pub fn to_json(&self) -> String {
@@ -73,9 +84,15 @@ impl Part {
 
     /// A part from [`Part::to_json`]'s text.
     pub fn from_json(text: &str) -> Result<Part, DatasetError> {
-        serde_json::from_str(text).map_err(|e| {
-            DatasetError::at(Path::new("."), None, Error::InvalidArgument(format!("not a zrecord part: {e}")))
-        })
+        let bad = |why: String| DatasetError::at(Path::new("."), None, Error::InvalidArgument(why));
+        let part: Part = serde_json::from_str(text).map_err(|e| bad(format!("not a zrecord part: {e}")))?;
+        if part.version != PART_VERSION {
+            return Err(bad(format!(
+                "a part of version {} (this build reads version {PART_VERSION}): commit with the zrecord that wrote it",
+                part.version
+            )));
+        }
+        Ok(part)
     }
 
     /// Samples in the part.
@@ -143,6 +160,7 @@ pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64, tag: &str) 
             ));
         }
         return Ok(Part {
+            version: PART_VERSION,
             task,
             fields: manifest.fields,
             shards: manifest.shards,
@@ -169,7 +187,7 @@ pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64, tag: &str) 
         objects.extend(up.objects);
         shards.push(ShardEntry { dir: name, records: shard.records });
     }
-    Ok(Part { task, fields: manifest.fields, shards, dir: None, objects, generations })
+    Ok(Part { version: PART_VERSION, task, fields: manifest.fields, shards, dir: None, objects, generations })
 }
 
 /// The parts in task order, after checking that each task has one part and that all

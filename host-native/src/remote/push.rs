@@ -326,6 +326,10 @@ pub fn missing_listing(remote: &Remote, doing: &str) -> IoError {
         Ok(found) if found.objects.is_empty() && found.common_prefixes.is_empty() => {
             "nothing is stored under this prefix: no dataset was pushed or written here (check the URL)".to_owned()
         }
+        Ok(found) if found.common_prefixes.iter().any(|p| p.filename() == Some(crate::dataset::SAVED_PARTS)) => {
+            "parts written with zrecord.write_part are here, waiting for zrecord.commit_parts to make them a dataset"
+                .to_owned()
+        }
         Ok(_) => "objects are stored here but no remote.json lists them: a push or write that did not finish \
                   (run it again)"
             .to_owned(),

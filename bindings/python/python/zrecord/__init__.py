@@ -24,6 +24,8 @@ Public names:
   datasets under a folder or prefix): the ``zr`` tools, returning the dataclasses of
   :mod:`zrecord.tools` (``progress=True`` shows a tqdm bar when tqdm is installed); the
   reading ones take URLs and ``storage_options`` as :class:`Dataset` does.
+- :func:`write_part` / :func:`commit_parts`: one dataset written by many processes (a
+  ``multiprocessing`` pool, a Slurm array job), each its own part, committed once.
 - :class:`ZrecordError` and its subclasses (see :mod:`zrecord.errors`).
 - :mod:`zrecord.torch` and :mod:`zrecord.jax`, imported only on request (``import
   zrecord.torch``; ``import zrecord`` imports neither torch nor jax): a DataLoader's batches
@@ -57,6 +59,7 @@ from .errors import (
     StoreIOError,
     ZrecordError,
 )
+from .parts import commit_parts, write_part
 from .sampler import Sampler
 from .tools import (
     BadRecord,
@@ -121,6 +124,7 @@ __all__ = [
     "Zrecord",
     "ZrecordError",
     "__version__",
+    "commit_parts",
     "concat",
     "convert",
     "export",
@@ -135,4 +139,5 @@ __all__ = [
     "set_layout",
     "stats",
     "verify",
+    "write_part",
 ]
