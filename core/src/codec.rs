@@ -172,6 +172,14 @@ pub struct Deflater {
 /// on size, and the table build is amortised.
 pub const SMALL_RECORD: usize = 1024;
 
+/// Records shorter than this get only the static attempt: miniz_oxide's compressor emits a
+/// static block whatever it was asked for when a block holds fewer than 48 bytes of input
+/// (`compress_block`'s `use_static`), so the dynamic attempt would repeat the static one
+/// byte for byte, at the cost of another reset of the compressor's tables, which for a
+/// column of 8-byte integers was most of the write
+/// (`tests::below_the_static_threshold_both_attempts_agree` holds the two equal).
+pub const STATIC_ONLY: usize = 48;
+
 impl Default for Deflater {
     fn default() -> Self {
         Self::new()
@@ -208,6 +216,9 @@ impl Deflater {
             Box::new(CompressorOxide::new(flags | TDEFL_FORCE_ALL_STATIC_BLOCKS))
         });
         let by_fixed = run(fixed, src, &mut out[..limit]);
+        if src.len() < STATIC_ONLY {
+            return by_fixed;
+        }
         self.scratch.resize(by_fixed.unwrap_or(limit), 0);
         match run(&mut self.dynamic, src, &mut self.scratch) {
             Some(n) if by_fixed.is_none_or(|f| n < f) => {
@@ -499,6 +510,46 @@ mod tests {
     fn compress_vec(src: &[u8]) -> Option<Vec<u8>> {
         let mut out = vec![0u8; src.len()];
         Deflater::new().compress(src, &mut out).map(|n| out[..n].to_vec())
+    }
+
+    /// [`STATIC_ONLY`]'s premise: below it the dynamic compressor writes what the static
+    /// one does, so skipping it changes no stored byte. Fails if a miniz_oxide update moves
+    /// its threshold.
+    #[test]
+    fn below_the_static_threshold_both_attempts_agree() {
+        let flags = create_comp_flags_from_zip_params(i32::from(DEFLATE_LEVEL), -15, 0);
+        let mut dynamic = CompressorOxide::new(flags);
+        let mut fixed = CompressorOxide::new(flags | TDEFL_FORCE_ALL_STATIC_BLOCKS);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in 2..STATIC_ONLY {
+            for trial in 0..200u64 {
+                // From all-distinct bytes to a few symbols repeated, and small integers.
+                let alphabet = 1 + next() % (1 << (trial % 9));
+                let src: Vec<u8> = if trial % 5 == 0 {
+                    (trial * 977 + len as u64).to_le_bytes().iter().cycle().take(len).copied().collect()
+                } else {
+                    (0..len).map(|_| (next() % alphabet) as u8).collect()
+                };
+                let mut a = vec![0u8; len + 64];
+                let mut b = vec![0u8; len + 64];
+                let na = run(&mut dynamic, &src, &mut a).unwrap();
+                let nb = run(&mut fixed, &src, &mut b).unwrap();
+                assert_eq!(&a[..na], &b[..nb], "{src:?}");
+            }
+        }
+        // At the threshold the dynamic attempt is a real one again.
+        let src: Vec<u8> = (0..STATIC_ONLY as u8).map(|i| i % 3).collect();
+        let mut a = vec![0u8; 256];
+        let mut b = vec![0u8; 256];
+        let na = run(&mut dynamic, &src, &mut a).unwrap();
+        let nb = run(&mut fixed, &src, &mut b).unwrap();
+        assert_ne!(&a[..na], &b[..nb]);
     }
 
     #[test]
