@@ -116,6 +116,15 @@ impl PyDataset {
         Ok(PyDataset { inner: Mutex::new(Some(Arc::new(ds))) })
     }
 
+    /// Every store's usage summed (`Dataset.stats()`), with a store's `stats()` keys.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let ds = self.handle(py)?;
+        let s = call(py, move || ds.stats())?;
+        let d = PyDict::new(py);
+        crate::tools::store_sums_into(&d, &s)?;
+        Ok(d)
+    }
+
     /// What reads from an object store cost so far (a dict), or None for a local dataset.
     fn remote_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.handle(py)?.remote_stats().map(|c| crate::remote::counts_dict(py, c)).transpose()

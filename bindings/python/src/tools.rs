@@ -177,14 +177,21 @@ pub fn stats<'py>(
             d.set_item("samples", s.samples)?;
             d.set_item("shards", s.shards)?;
             d.set_item("fields", s.fields)?;
-            d.set_item("records", s.records)?;
-            d.set_item("live_bytes", s.live_bytes)?;
-            d.set_item("chunk_bytes", s.chunk_bytes)?;
-            d.set_item("reclaimable", s.reclaimable)?;
-            d.set_item("unchecked", s.unchecked)?;
+            store_sums_into(&d, &s)?;
         }
     }
     Ok(d)
+}
+
+/// A dataset's stores' usage summed, with the keys of a store's `stats()`: what
+/// `Dataset.stats()` returns, and `zrecord.stats` beside the dataset's counts.
+pub(crate) fn store_sums_into(d: &Bound<'_, PyDict>, s: &zrecord::dataset::DatasetStats) -> PyResult<()> {
+    d.set_item("records", s.records)?;
+    d.set_item("live_bytes", s.live_bytes)?;
+    d.set_item("chunk_bytes", s.chunk_bytes)?;
+    d.set_item("reclaimable", s.reclaimable)?;
+    d.set_item("unchecked", s.unchecked)?;
+    Ok(())
 }
 
 fn verification_dict<'py>(

@@ -707,16 +707,10 @@ class Dataset:
 
     def stats(self) -> dict:
         """Storage usage; see :meth:`Zrecord.stats` (summed over every store of a
-        multi-field dataset)."""
+        multi-field dataset, ``unchecked`` included, as ``zr stats`` sums them)."""
         if self._native is None:
             return self.store.stats()
-        native = self._live()
-        total: dict = {}
-        for s in range(native.shards):
-            for f in range(len(self.fields)):
-                for key, value in native.store(s, f).stats().items():
-                    total[key] = total.get(key, 0) + value
-        return total
+        return self._live().stats()
 
     # -- lifetime --------------------------------------------------------------------------
 
