@@ -19,6 +19,7 @@ pub mod objects;
 mod per_process;
 mod permits;
 pub mod push;
+mod throttle;
 pub mod traffic;
 
 use per_process::PerProcess;
@@ -155,6 +156,8 @@ pub struct Remote {
     timing: Arc<std::sync::Mutex<(f64, f64)>>,
     /// How long transient failures of one request are retried ([`RETRY_DEADLINE`]).
     deadline: Duration,
+    /// Until when the server asked requests to wait (`Retry-After`, `throttle.rs`).
+    throttle: Arc<throttle::Throttle>,
 }
 
 /// Largest gap [`Remote::merge_gap`] ever spans.
@@ -178,12 +181,18 @@ impl Remote {
     /// variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`). An unknown key is an error.
     pub fn open(url: &str, options: &[(String, String)]) -> Result<Remote, IoError> {
         let (deadline, options) = retry_deadline(url, options)?;
-        let mut remote = Self::open_store(url, &options)?;
+        let throttle = Arc::new(throttle::Throttle::default());
+        let mut remote = Self::open_store(url, &options, &throttle)?;
         remote.deadline = deadline;
+        remote.throttle = throttle;
         Ok(remote)
     }
 
-    fn open_store(url: &str, options: &[(String, String)]) -> Result<Remote, IoError> {
+    fn open_store(
+        url: &str,
+        options: &[(String, String)],
+        throttle: &Arc<throttle::Throttle>,
+    ) -> Result<Remote, IoError> {
         let trimmed = url.trim_end_matches('/');
         let parsed = Url::parse(trimmed).map_err(|e| invalid(format!("{url} is not a URL: {e}")))?;
         if parsed.scheme() == "memory" {
@@ -214,11 +223,13 @@ impl Remote {
         // Transient failures are retried here, counted (see `get`); the client's own
         // retries would hide them.
         let no_retry = object_store::RetryConfig { max_retries: 0, ..Default::default() };
-        // Each builder: the environment's settings, the URL, no retries of its own, then
-        // the caller's options, every key checked against the builder's own key list.
+        // Each builder: the environment's settings, the URL, no retries of its own, an HTTP
+        // client that notes Retry-After, then the caller's options, every key checked
+        // against the builder's own key list.
         macro_rules! build {
             ($builder:expr, $kind:literal) => {{
-                let mut b = $builder.with_retry(no_retry);
+                let mut b =
+                    $builder.with_retry(no_retry).with_http_connector(throttle::Heeded { throttle: throttle.clone() });
                 for (k, v) in options {
                     let key = k.to_ascii_lowercase().parse().map_err(|_| unknown(k, $kind))?;
                     b = b.with_config(key, v.clone());
@@ -253,6 +264,7 @@ impl Remote {
             stats: Arc::new(RemoteStats::default()),
             timing: Arc::new(std::sync::Mutex::new((f64::INFINITY, 0.0))),
             deadline: RETRY_DEADLINE,
+            throttle: Arc::default(),
         }
     }
 
@@ -302,6 +314,7 @@ impl Remote {
             stats: self.stats.clone(),
             timing: self.timing.clone(),
             deadline: self.deadline,
+            throttle: self.throttle.clone(),
         }
     }
 
@@ -370,11 +383,17 @@ impl Remote {
                 Err(e) if transient(&e) => e,
                 Err(e) => return Err(io_error(e, what)),
             };
-            let pause = jittered(wait);
+            // The server's Retry-After, when it gave one and it is longer than the backoff.
+            let asked = self.throttle.remaining();
+            let pause = jittered(wait).max(asked);
             if began.elapsed() + pause > self.deadline {
                 let mut err = io_error(e, what);
+                let hint = match asked.is_zero() {
+                    true => String::new(),
+                    false => format!("; the server asked to wait {:.0} s more (Retry-After)", asked.as_secs_f64()),
+                };
                 err.message = format!(
-                    "{} (gave up after {attempts} attempts over {:.1} s: the retry deadline is {} s; \
+                    "{} (gave up after {attempts} attempts over {:.1} s: the retry deadline is {} s{hint}; \
                      set storage option {RETRY_DEADLINE_KEY} to wait longer)",
                     err.message,
                     began.elapsed().as_secs_f64(),
