@@ -319,3 +319,20 @@ def test_write_uses_every_cpu_for_a_few_small_files(cluster, tmp_path):
         np.testing.assert_array_equal(got["x"], got["id"] * 0.5)
     with pytest.raises(ValueError, match="not both"):
         zray.write(ray.data.read_parquet(str(src)), str(tmp_path / "x"), tasks=2, rows_per_task=10)
+
+
+def test_the_sink_reports_the_bytes_its_tasks_write(cluster, s3, tmp_path):
+    # Issue 36: push counted bytes but the sink had no progress at all.
+    reports = []
+    dest = f"s3://{BUCKET}/progress-{time.monotonic_ns()}.zr"
+    written = zray.write(source(), dest, tasks=4, storage_options=s3, progress=lambda d, t: reports.append((d, t)))
+    assert written == N
+    dones = [d for d, _ in reports]
+    assert dones == sorted(dones), reports  # never backwards
+    assert reports[-1][0] == reports[-1][1] > 0, reports  # the last report closes the total
+    assert all(t == 0 for _, t in reports[:-1]), reports  # no total before the end
+    # At least the fixed fields' bytes (id 8 + image 12 per sample), at most a few times them all.
+    assert 20 * N <= reports[-1][0] < 20 * N + 200 * N, reports[-1]
+    check(zrecord.Dataset(dest, storage_options=s3))
+    with pytest.raises(TypeError, match="progress must be"):
+        zray.Datasink(str(tmp_path / "x"), progress="yes")

@@ -5,7 +5,8 @@ Every ``progress=`` argument in zrecord takes the same values:
 - ``False`` / ``None``: no reports (the default);
 - ``True``: a tqdm bar if ``tqdm`` can be imported, otherwise nothing; never an error;
 - a callable ``progress(done, total)``: called now and then from the thread that waits
-  for the call (with the GIL held), ``done`` and ``total`` in the call's units.
+  for the call (with the GIL held), ``done`` and ``total`` in the call's units; a
+  ``total`` of 0 with ``done`` above it means the total is not known (Ray's sink).
 
 The native calls report at most every 100 ms (plus the first and the last report), so a
 bar costs a few GIL round trips per second, whatever the number of records.
@@ -34,9 +35,13 @@ class _Bar:
     """Adapts ``(done, total)`` reports to a tqdm bar."""
 
     def __init__(self, tqdm, desc: str, unit: str) -> None:
-        self._bar = tqdm(desc=desc, unit=unit, total=None, dynamic_ncols=True, leave=True)
+        # Bytes read as KiB, MiB, ... and their rate as MiB/s.
+        scaled = {"unit": "B", "unit_scale": True, "unit_divisor": 1024} if unit == "byte" else {"unit": unit}
+        self._bar = tqdm(desc=desc, total=None, dynamic_ncols=True, leave=True, **scaled)
 
     def __call__(self, done: int, total: int) -> None:
+        # A total of 0 with work done: the total is not known (a count and a rate, no end).
+        total = total if total > 0 or done == 0 else None
         if self._bar.total != total:
             self._bar.total = total
         self._bar.update(done - self._bar.n)

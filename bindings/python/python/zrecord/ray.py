@@ -23,8 +23,11 @@ same types.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
+import threading
+import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -33,6 +36,7 @@ import pyarrow as pa
 
 from . import _zrecord
 from ._columns import block as _block
+from ._progress import Progress, reporter
 from .dataset import WRITE_CHUNK_BYTES, Dataset, _check_codec
 
 try:
@@ -50,6 +54,24 @@ __all__ = ["Datasink", "read", "write"]
 
 def _is_url(path: Any) -> bool:
     return isinstance(path, str) and _zrecord._is_url(path)
+
+
+@ray.remote(num_cpus=0)
+class _Tally:
+    """The bytes a sink's write tasks have written so far, for the driver's progress."""
+
+    def __init__(self) -> None:
+        self.done = 0
+
+    def add(self, n: int) -> None:
+        self.done += n
+
+    def get(self) -> int:
+        return self.done
+
+
+# How often the driver asks the tally for the bytes written.
+_PROGRESS_EVERY = 0.5
 
 
 class Datasink(_RayDatasink):
@@ -71,6 +93,12 @@ class Datasink(_RayDatasink):
     keeps the uploaded objects unlisted, which a second run of a new dataset reuses).
 
     After ``write_datasink`` returns, ``samples`` is the number of samples committed.
+
+    ``progress`` (as everywhere in zrecord: ``True`` for a tqdm bar, or a callable
+    ``progress(done, total)``) counts the bytes of the blocks the write tasks have encoded
+    (their Arrow size), summed across the cluster by a small actor and reported by a driver
+    thread twice a second; ``total`` is 0 until the commit (Ray does not know the bytes to
+    come) and then equals ``done``. Ray's own bars count rows.
     """
 
     def __init__(
@@ -83,8 +111,11 @@ class Datasink(_RayDatasink):
         min_savings: "float | None" = None,
         chunk_bytes: int = WRITE_CHUNK_BYTES,
         mode: Any = None,
+        progress: Progress = False,
     ) -> None:
         _check_codec(codec)
+        if progress not in (True, False, None) and not callable(progress):
+            raise TypeError(f"progress must be True, False, None or a callable(done, total), not {progress!r}")
         self.mode = _save_mode(mode)
         self.remote = _is_url(path)
         if storage_options is not None and not self.remote:
@@ -96,6 +127,17 @@ class Datasink(_RayDatasink):
         self.min_savings = min_savings
         self.chunk_bytes = int(chunk_bytes)
         self.samples: "int | None" = None
+        # The tally's name: write tasks find the actor by it (None: no progress).
+        self._tally = f"zrecord-write-{uuid.uuid4().hex}" if progress else None
+        self._progress = progress
+        self._watch: "tuple[threading.Thread, threading.Event, contextlib.ExitStack] | None" = None
+
+    def __getstate__(self) -> dict:
+        # What travels to the write tasks: no driver thread, bar or callable.
+        state = dict(self.__dict__)
+        state["_progress"] = None
+        state["_watch"] = None
+        return state
 
     def get_name(self) -> str:
         return "ZrecordWrite"
@@ -106,6 +148,42 @@ class Datasink(_RayDatasink):
                 raise FileExistsError(f"{self.path}: a dataset is already there; mode='append' adds to it")
             Path(self.path).mkdir(parents=True, exist_ok=True)
             self._remove_parts()
+        if self._tally is not None and self._watch is None:
+            self._start_progress()
+
+    def _start_progress(self) -> None:
+        stack = contextlib.ExitStack()
+        report = stack.enter_context(reporter(self._progress, "write", "byte"))
+        tally = _Tally.options(name=self._tally).remote()
+        stack.callback(ray.kill, tally)
+        stop = threading.Event()
+
+        def watch() -> None:
+            done = -1
+            while True:
+                stopped = stop.wait(_PROGRESS_EVERY)
+                try:
+                    now = ray.get(tally.get.remote(), timeout=10)
+                except Exception:  # noqa: BLE001 - progress never fails the write
+                    now = done
+                if report is not None and now >= 0 and (now != done or stopped):
+                    report(now, now if stopped else 0)
+                done = now
+                if stopped:
+                    return
+
+        thread = threading.Thread(target=watch, name="zrecord-write-progress", daemon=True)
+        thread.start()
+        self._watch = (thread, stop, stack)
+
+    def _stop_progress(self) -> None:
+        if self._watch is None:
+            return
+        thread, stop, stack = self._watch
+        self._watch = None
+        stop.set()
+        thread.join()
+        stack.close()
 
     def _remove_parts(self) -> None:
         for leftover in Path(self.path).glob(".zrecord-part-*"):
@@ -124,6 +202,10 @@ class Datasink(_RayDatasink):
             # An earlier attempt of this task (Ray runs it again after a failure) wrote here.
             shutil.rmtree(part, ignore_errors=True)
         writer = None
+        tally = None
+        if self._tally is not None:
+            with contextlib.suppress(ValueError):  # no actor: the driver watches nothing
+                tally = ray.get_actor(self._tally)
         try:
             for block in blocks:
                 acc = BlockAccessor.for_block(block)
@@ -132,8 +214,8 @@ class Datasink(_RayDatasink):
                     continue
                 step = max(1, self.chunk_bytes * rows // max(1, acc.size_bytes()))
                 for start in range(0, rows, step):
-                    batch = BlockAccessor.for_block(acc.slice(start, min(rows, start + step))).to_numpy()
-                    columns, specs = _block(batch)
+                    piece = BlockAccessor.for_block(acc.slice(start, min(rows, start + step)))
+                    columns, specs = _block(piece.to_numpy())
                     if writer is None:
                         for spec in specs:
                             spec["codec"] = self.codec
@@ -141,6 +223,13 @@ class Datasink(_RayDatasink):
                             part, specs, shard_records=self.shard_records, min_savings=self.min_savings
                         )
                     writer.write(columns)
+                    if tally is not None:
+                        tally.add.remote(piece.size_bytes())
+            if tally is not None:
+                # The tally has every byte of this task before the driver's last report:
+                # one caller's actor calls run in order.
+                with contextlib.suppress(Exception):
+                    ray.get(tally.get.remote(), timeout=30)
             if writer is None:
                 return None
             writer.commit()
@@ -158,6 +247,7 @@ class Datasink(_RayDatasink):
                 shutil.rmtree(scratch, ignore_errors=True)
 
     def on_write_complete(self, write_result: Any) -> None:
+        self._stop_progress()
         parts = [p for p in write_result.write_returns if p is not None]
         if not parts:
             self.samples = 0
@@ -165,6 +255,7 @@ class Datasink(_RayDatasink):
         self.samples = _zrecord._commit_parts(self.path, parts, self.storage_options, self.mode == "append")
 
     def on_write_failed(self, error: Exception) -> None:
+        self._stop_progress()
         if not self.remote:
             self._remove_parts()
 
@@ -179,7 +270,7 @@ def write(
 ) -> int:
     """Write the Ray dataset ``dataset`` as a zrecord dataset at ``path`` with write tasks in
     parallel; returns the number of samples committed. ``options`` are :class:`Datasink`'s
-    (``storage_options``, ``codec``, ``shard_records``, ``mode``, ...).
+    (``storage_options``, ``codec``, ``shard_records``, ``mode``, ``progress``, ...).
 
     Ray runs one write task per block, and a read merges small inputs into few blocks:
     ``ray.data.read_parquet`` of eight small files gives one block, so
