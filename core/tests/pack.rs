@@ -48,6 +48,7 @@ fn spec(seq_len: u32, mode: PackMode, rows: u32, bos: bool, eos: bool) -> PackSp
         eos: eos.then_some(2),
         pad: 0,
         window: if mode == PackMode::BestFit { 2 * u64::from(rows) * u64::from(seq_len) } else { 0 },
+        shuffle_rows: false,
     }
 }
 

@@ -31,7 +31,16 @@ fn write_docs(path: &Path, salt: u32, n: u64) -> Arc<Dataset> {
 }
 
 fn pack(mode: PackMode, seq_len: u32) -> PackOptions {
-    PackOptions { field: "tokens".into(), seq_len, mode, bos: Some(1), eos: Some(2), pad: 3, window: None }
+    PackOptions {
+        field: "tokens".into(),
+        seq_len,
+        mode,
+        bos: Some(1),
+        eos: Some(2),
+        pad: 3,
+        window: None,
+        shuffle_rows: Some(false),
+    }
 }
 
 fn options(rank: u64, world_size: u64, num_workers: usize) -> LoaderOptions {
@@ -259,4 +268,56 @@ fn packing_refuses_what_it_cannot_do() {
         .unwrap()
         .to_string();
     assert!(e.contains("loader of samples"), "{e}");
+}
+
+/// Shuffled rows (issue 35): an epoch of `steps_per_epoch` batches reads no token twice and
+/// all but the tail; resumes stay exact on other world sizes and worker counts; they are
+/// the default for concat over a SHUFFLE stream of one dataset, and only there.
+#[test]
+fn shuffled_rows_have_epochs_and_resume_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Source::dataset(write_docs(&dir.path().join("a"), 1, 300)).unwrap();
+    let b = Source::dataset(write_docs(&dir.path().join("b"), 2, 200)).unwrap();
+    let single = Stream::new(a.id(), Mode::Shuffle, 11, 1).unwrap();
+    let spec = PackOptions { shuffle_rows: None, ..pack(PackMode::Concat, 96) };
+    let only_a = vec![a.clone()];
+    let loader = Loader::packed(single.clone(), 8, vec![a.clone()], spec.clone(), options(0, 1, 1)).unwrap();
+    let tokens: u64 = (0..300).map(|i| doc(1, i).len() as u64 + 2).sum();
+    let per_epoch = tokens / 96 / 8;
+    assert_eq!(loader.steps_per_epoch(), Some(per_epoch));
+    assert_eq!(loader.epoch_of(per_epoch + 3), Some((1, 3)));
+    drop(loader);
+
+    let (whole, _) = read(&single, &only_a, &spec, 8, 1, 3, None, per_epoch as usize + 4);
+    for epoch in whole.chunks(per_epoch as usize * 8).take(1) {
+        let mut seen = std::collections::HashSet::new();
+        for (tokens, _, _) in epoch {
+            for &t in tokens.iter().filter(|&&t| t > 2) {
+                assert!(seen.insert(t), "token {t} twice in one epoch");
+            }
+        }
+        let body: u64 = (0..300).map(|i| doc(1, i).len() as u64).sum();
+        // Missing: the tokens past the epoch's last whole batch, at most a batch and a row.
+        assert!(body - seen.len() as u64 <= 9 * 96, "{} of {body} tokens read", seen.len());
+    }
+    let (first, state) = read(&single, &only_a, &spec, 8, 4, 2, None, 7);
+    let (second, state) = read(&single, &only_a, &spec, 8, 1, 0, Some(&state), 3);
+    let (third, _) = read(&single, &only_a, &spec, 8, 2, 1, Some(&state), per_epoch as usize - 6);
+    let joined: Vec<Row> = first.into_iter().chain(second).chain(third).collect();
+    assert!(joined == whole, "resumed shuffled rows differ");
+
+    // A mixture, IID documents or best fit keep sequential rows by default; asked for, refused.
+    let mixture = Stream::mixture(Mixture::new(vec![a.id(), b.id()], vec![0.6, 0.4]).unwrap(), 11, 1).unwrap();
+    let both = vec![a.clone(), b.clone()];
+    let loader = Loader::packed(mixture.clone(), 8, both.clone(), spec.clone(), options(0, 1, 0)).unwrap();
+    assert_eq!(loader.steps_per_epoch(), None);
+    let asked = PackOptions { shuffle_rows: Some(true), ..spec.clone() };
+    let e = Loader::packed(mixture, 8, both, asked.clone(), options(0, 1, 0)).expect_err("refused").to_string();
+    assert!(e.contains("shuffled rows") && e.contains("mixture"), "{e}");
+    let iid = Stream::new(a.id(), Mode::Iid, 11, 1).unwrap();
+    let e = Loader::packed(iid, 8, vec![a.clone()], asked, options(0, 1, 0)).expect_err("refused").to_string();
+    assert!(e.contains("SHUFFLE"), "{e}");
+    // More rows than an epoch holds: refused, naming the way out.
+    let e = Loader::packed(single, 4096, vec![a], spec, options(0, 1, 0)).expect_err("refused").to_string();
+    assert!(e.contains("fewer than one global batch") && e.contains("sequential"), "{e}");
 }

@@ -251,6 +251,19 @@ impl Pipeline {
             eos: get("eos")?.extract()?,
             pad: get("pad")?.extract()?,
             window: get("window")?.extract()?,
+            shuffle_rows: match pack.get_item("row_order")? {
+                None => None,
+                Some(v) => match v.extract::<Option<String>>()?.as_deref() {
+                    None => None,
+                    Some("shuffled") => Some(true),
+                    Some("sequential") => Some(false),
+                    Some(other) => {
+                        return Err(PyValueError::new_err(format!(
+                            "pack row_order must be \"shuffled\" or \"sequential\", not {other:?}"
+                        )))
+                    }
+                },
+            },
         };
         let mixture = weights.is_some();
         let docs = match weights {

@@ -65,7 +65,7 @@ def test_concat_batches_are_rows_of_the_documents_in_order(ds):
 
 
 def test_concat_shuffle_epoch_holds_every_token_once(ds):
-    pack = zrecord.Pack(seq_len=50, mode="concat", eos=EOS, bos=BOS)
+    pack = zrecord.Pack(seq_len=50, mode="concat", eos=EOS, bos=BOS, row_order="sequential")
     total = sum(len(virtual(i, bos=True)) for i in range(400))
     steps = -(-total // (3 * 50))
     with loader(ds, 3, pack) as dl:
@@ -76,6 +76,36 @@ def test_concat_shuffle_epoch_holds_every_token_once(ds):
     np.testing.assert_array_equal(np.sort(body), np.sort(expect))  # every token exactly once
     assert not np.array_equal(body, expect), "SHUFFLE read the documents in order"
     assert (flat == BOS).sum() == (flat == EOS).sum() == 400
+
+
+def test_shuffled_rows_have_epochs_of_distinct_rows_from_across_the_epoch(ds):
+    # Issue 35: packed SHUFFLE had no epochs (epoch_iter raised), a row crossed into the
+    # next epoch, and a batch held a handful of consecutive documents. Without mode= a
+    # packed loader reads documents without replacement (it drew them IID).
+    pack = zrecord.Pack(seq_len=50, eos=EOS, bos=BOS)
+    total = sum(len(virtual(i, bos=True)) for i in range(400))
+    with zrecord.DataLoader(ds, batch_size=4, pack=pack, seed=3, num_workers=2) as dl:
+        assert dl.mode == zrecord.Sampler.Mode.SHUFFLE
+        assert dl.steps_per_epoch == total // 50 // 4
+        epochs = []
+        for e in range(2):
+            assert dl.epoch == e and dl.steps_left_in_epoch == dl.steps_per_epoch
+            epochs.append([b["tokens"] for b in dl.epoch_iter()])
+        assert dl.epoch == 2
+    expect = np.sort(np.concatenate([doc(i) for i in range(400)]))
+    for batches in epochs:
+        assert len(batches) == total // 50 // 4
+        flat = np.concatenate([b.reshape(-1) for b in batches])
+        body = flat[(flat != EOS) & (flat != BOS)]
+        assert len(np.unique(body)) == len(body), "a token twice in one epoch"
+        assert np.isin(body, expect).all()
+        assert len(expect) - len(body) <= 5 * 50  # only the tail past the last whole batch
+        # Rows of one batch come from across the epoch, not from a few neighbours.
+        spread = [len({doc_of(t) for t in b[(b != EOS) & (b != BOS)]}) for b in batches]
+        assert np.median(spread) >= 6, spread
+    assert not np.array_equal(epochs[0][0], epochs[1][0])
+    with pytest.raises(ValueError, match="row_order"):
+        zrecord.Pack(row_order="random")
 
 
 def test_best_fit_keeps_documents_whole_and_reports_padding(ds):

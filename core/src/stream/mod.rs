@@ -51,6 +51,7 @@ mod jump;
 mod mixture;
 pub mod pack;
 mod permutation;
+pub mod rows;
 mod state;
 
 use alloc::vec::Vec;

@@ -27,6 +27,7 @@ use alloc::collections::{BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use super::rows::ShuffledRows;
 use super::{Mixture, Permutation, Shard, StateError, Stream};
 
 /// How documents are laid into rows.
@@ -75,6 +76,10 @@ pub struct PackSpec {
     /// Best fit: tokens the window of waiting pieces holds before a batch is placed, at
     /// least `rows * seq_len` (concat ignores it and saves 0).
     pub window: u64,
+    /// Concat over a SHUFFLE stream of one dataset: each epoch's rows read in a shuffled
+    /// order, no row crossing an epoch ([`super::rows`]). `false`: rows in the order they
+    /// are cut, running on across epochs.
+    pub shuffle_rows: bool,
 }
 
 impl PackSpec {
@@ -234,6 +239,8 @@ pub struct Packer {
     step: u64,
     indices: Vec<u64>,
     lengths: Vec<u64>,
+    /// Shuffled rows ([`PackSpec::shuffle_rows`]): they plan every batch instead.
+    shuffled: Option<ShuffledRows>,
 }
 
 /// Why a packer cannot be built.
@@ -271,6 +278,10 @@ impl Packer {
             ))
             .into());
         }
+        let shuffled = match spec.shuffle_rows {
+            true => Some(ShuffledRows::new(docs, spec, rows, step, lengths)?),
+            false => None,
+        };
         let seed = docs.seed();
         let (orders, weights): (Vec<Order>, _) = match docs.mixture_sources() {
             None => {
@@ -293,8 +304,9 @@ impl Packer {
             step,
             indices: Vec::with_capacity(LOOKAHEAD),
             lengths: Vec::with_capacity(LOOKAHEAD),
+            shuffled,
         };
-        if let Some(c) = cursor {
+        if let Some(c) = cursor.filter(|_| packer.shuffled.is_none()) {
             if c.taken.len() != n || c.tokens.len() != n {
                 return Err(PackError::Spec(alloc::format!(
                     "the saved packing state has {} sources, this loader reads {n}",
@@ -344,6 +356,12 @@ impl Packer {
         self.step
     }
 
+    /// Global batches per epoch of shuffled rows; `None` for sequential rows, which run
+    /// on across the documents' epochs.
+    pub fn steps_per_epoch(&self) -> Option<u64> {
+        self.shuffled.as_ref().map(ShuffledRows::steps_per_epoch)
+    }
+
     /// Rows per global batch.
     pub fn rows(&self) -> u32 {
         self.rows
@@ -354,8 +372,13 @@ impl Packer {
         &self.spec
     }
 
-    /// Where packing stands now (after the last batch planned).
+    /// Where packing stands now (after the last batch planned). Shuffled rows keep no
+    /// cursor (zero counts, nothing waiting): the step alone places a batch.
     pub fn cursor(&self) -> PackCursor {
+        if self.shuffled.is_some() {
+            let n = self.sources.len();
+            return PackCursor { taken: alloc::vec![0; n], tokens: alloc::vec![0; n], waiting: Vec::new() };
+        }
         PackCursor {
             taken: self.sources.iter().map(|s| s.taken).collect(),
             tokens: self.sources.iter().map(|s| s.tokens).collect(),
@@ -368,6 +391,12 @@ impl Packer {
     where
         L::Error: From<PackError>,
     {
+        if let Some(rows) = &mut self.shuffled {
+            rows.plan(lengths, out)?;
+            self.step += 1;
+            out.cursor = self.cursor();
+            return Ok(());
+        }
         out.step = self.step;
         out.placed.clear();
         out.padding = 0;
@@ -548,6 +577,9 @@ fn check_spec(spec: &PackSpec, rows: u32) -> Result<(), PackError> {
     if rows == 0 {
         return Err(PackError::Spec("a packed batch needs at least one row".into()));
     }
+    if spec.shuffle_rows && spec.mode != PackMode::Concat {
+        return Err(PackError::Spec("shuffled rows are cut by concat packing; best_fit places rows in order".into()));
+    }
     if spec.mode == PackMode::BestFit && spec.window < u64::from(rows) * u64::from(spec.seq_len) {
         return Err(PackError::Spec(alloc::format!(
             "the best-fit window ({} tokens) must hold at least one global batch ({rows} rows of {} tokens)",
@@ -570,9 +602,10 @@ pub(super) fn check_saved(saved: &PackSpec, now: &PackSpec) -> Result<(), StateE
 pub fn describe(spec: &PackSpec) -> String {
     let id = |v: Option<u64>| v.map_or_else(|| String::from("none"), |v| alloc::format!("{v}"));
     alloc::format!(
-        "{} packing of {} tokens per row (bos {}, eos {}, pad {}, window {})",
+        "{} packing of {} tokens per row, {} rows (bos {}, eos {}, pad {}, window {})",
         spec.mode.name(),
         spec.seq_len,
+        if spec.shuffle_rows { "shuffled" } else { "sequential" },
         id(spec.bos),
         id(spec.eos),
         spec.pad,

@@ -70,6 +70,10 @@ struct PackWire {
     eos: Option<u64>,
     pad: u64,
     window: u64,
+    /// Shuffled rows (`rows.rs`); absent in states of sequential rows, and in those
+    /// saved before shuffled rows existed.
+    #[serde(default, skip_serializing_if = "core::ops::Not::not")]
+    shuffle_rows: bool,
     taken: Vec<u64>,
     tokens: Vec<u64>,
     waiting: Vec<u64>,
@@ -252,6 +256,7 @@ impl StreamState {
                 eos: p.spec.eos,
                 pad: p.spec.pad,
                 window: p.spec.window,
+                shuffle_rows: p.spec.shuffle_rows,
                 taken: p.cursor.taken.clone(),
                 tokens: p.cursor.tokens.clone(),
                 waiting: p.cursor.waiting.iter().flat_map(|&(s, pos, start)| [u64::from(s), pos, start]).collect(),
@@ -331,7 +336,15 @@ impl StreamState {
                     waiting.push((source, t[1], t[2]));
                 }
                 Some(PackedState {
-                    spec: PackSpec { seq_len: p.seq_len, mode, bos: p.bos, eos: p.eos, pad: p.pad, window: p.window },
+                    spec: PackSpec {
+                        seq_len: p.seq_len,
+                        mode,
+                        bos: p.bos,
+                        eos: p.eos,
+                        pad: p.pad,
+                        window: p.window,
+                        shuffle_rows: p.shuffle_rows,
+                    },
                     cursor: PackCursor { taken: p.taken, tokens: p.tokens, waiting },
                 })
             }

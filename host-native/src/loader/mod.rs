@@ -221,6 +221,8 @@ pub struct Loader {
 /// A packed loader's own state ([`Loader::packed`]).
 struct Packed {
     packing: pack::Packing,
+    /// Shuffled rows' global batches per epoch (`None`: sequential rows, endless).
+    steps_per_epoch: Option<u64>,
     /// `(step after, cursor)` of the last batch returned.
     last: Mutex<(u64, PackCursor)>,
     padding: AtomicU64,
@@ -329,8 +331,7 @@ impl Loader {
         state: &StreamState,
     ) -> Result<Loader, LoaderError> {
         check_sources(&docs, &sources)?;
-        let mixture = docs.mixture_sources().is_some();
-        let packing = pack::Packing::new(&pack, &sources, rows, mixture)?;
+        let packing = pack::Packing::new(&pack, &sources, rows, &docs)?;
         let (step, cursor) = state.check_packed(&docs, &packing.spec, rows)?;
         Self::start(docs, Feed::Packed { sources, pack, rows, cursor: Some(cursor) }, options, step)
     }
@@ -357,7 +358,7 @@ impl Loader {
                         global_batch: rows,
                     }));
                 }
-                let packing = pack::Packing::new(&pack, &sources, rows, mixture)?;
+                let packing = pack::Packing::new(&pack, &sources, rows, &stream)?;
                 packed = Some((packing, rows, cursor));
                 (sources, None)
             }
@@ -409,6 +410,7 @@ impl Loader {
                 )?;
                 let last = planner.packer.cursor();
                 let packed = Packed {
+                    steps_per_epoch: planner.packer.steps_per_epoch(),
                     packing: packing.clone(),
                     last: Mutex::new((step, last)),
                     padding: AtomicU64::new(0),
@@ -683,15 +685,21 @@ impl Loader {
     /// SEQUENTIAL, IID and mixture streams. After a resume on a dataset grown since the
     /// state was saved, the epoch the loader is in counts; later ones are longer.
     pub fn steps_per_epoch(&self) -> Option<u64> {
-        if self.packing.is_some() {
-            return None; // rows are endless; epochs are the documents'
+        if let Some(packed) = &self.packing {
+            // Shuffled rows have epochs of their own; sequential rows run on across the
+            // documents' epochs, endless.
+            return packed.steps_per_epoch;
         }
         self.stream.steps_in_epoch_of(self.step())
     }
 
-    /// `(epoch, step within it)` of global batch `step` (SHUFFLE over one dataset); `None`
-    /// for endless streams, packed rows among them (their epochs are the documents').
+    /// `(epoch, step within it)` of global batch `step` (SHUFFLE over one dataset, packed
+    /// in shuffled rows or not); `None` for endless streams, sequential packed rows among
+    /// them (their epochs are the documents').
     pub fn epoch_of(&self, step: u64) -> Option<(u64, u64)> {
+        if let Some(packed) = &self.packing {
+            return packed.steps_per_epoch.map(|n| (step / n, step % n));
+        }
         self.steps_per_epoch().and_then(|_| self.stream.epoch_of(step))
     }
 

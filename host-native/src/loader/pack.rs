@@ -36,6 +36,10 @@ pub struct PackOptions {
     /// Best fit's window in tokens; `None`: two global batches' worth
     /// (`2 * rows * seq_len`).
     pub window: Option<u64>,
+    /// Shuffled rows ([`zrecord_core::stream::rows`]): `Some(true)` asks for them (concat
+    /// over a SHUFFLE stream of one dataset), `Some(false)` for rows in the order they are
+    /// cut; `None` takes them wherever they apply.
+    pub shuffle_rows: Option<bool>,
 }
 
 /// What the packed batch of a job adds to it.
@@ -86,7 +90,8 @@ type Decoded = ((u32, u64), Arc<[u8]>);
 
 impl Packing {
     /// Checks the options against the sources and resolves them.
-    pub fn new(options: &PackOptions, sources: &[Source], rows: u64, mixture: bool) -> Result<Packing, LoaderError> {
+    pub fn new(options: &PackOptions, sources: &[Source], rows: u64, docs: &Stream) -> Result<Packing, LoaderError> {
+        let mixture = docs.mixture_sources().is_some();
         let data = sources[0].data();
         let Some(field) = data.field_index(&options.field) else {
             let names: Vec<&str> = data.fields().iter().map(|f| f.name.as_str()).collect();
@@ -124,7 +129,10 @@ impl Packing {
                 LoaderError::Sources(format!("{what} id {v} does not fit field {:?}'s dtype {}", f.name, f.dtype))
             })
         };
+        let concat = options.mode == zrecord_core::stream::pack::PackMode::Concat;
+        let applies = concat && !mixture && docs.mode() == zrecord_core::sampler::Mode::Shuffle;
         let spec = PackSpec {
+            shuffle_rows: options.shuffle_rows.unwrap_or(applies),
             seq_len: options.seq_len,
             mode: options.mode,
             bos: options.bos,

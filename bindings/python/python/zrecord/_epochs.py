@@ -38,6 +38,6 @@ class Epochs:
         once per epoch. A ``TypeError`` for a stream without epochs."""
         left = self.steps_left_in_epoch
         if left is None:
-            raise TypeError("this loader's stream has no epochs (only SHUFFLE over one dataset has)")
+            raise TypeError("this loader's stream has no epochs (only SHUFFLE over one dataset has, packed in shuffled rows or not)")
         for _ in range(left):
             yield next(self)  # type: ignore[call-overload]

@@ -182,10 +182,12 @@ class DataLoader(Epochs):
             they start with the first ``next()``.
         batch_size: samples per batch, per rank.
         prefetch_size: batches prepared ahead of the consumer (never counted as consumed).
-        mode: ``Sampler.Mode.IID`` (1, default), ``Sampler.Mode.SEQUENTIAL`` (0) or
-            ``Sampler.Mode.SHUFFLE`` (2: epochs that visit every index once, in an order
-            fixed by ``(seed, epoch)``). A Mixture reads every source in shuffled epochs
-            (IID and SHUFFLE both mean that; SEQUENTIAL is refused).
+        mode: ``Sampler.Mode.IID`` (1, the default for samples), ``Sampler.Mode.SEQUENTIAL``
+            (0) or ``Sampler.Mode.SHUFFLE`` (2: epochs that visit every index once, in an
+            order fixed by ``(seed, epoch)``; the default with ``pack``, whose documents are
+            then each read once per epoch; IID packing, documents drawn with replacement,
+            only when asked). A Mixture reads every source in shuffled epochs (IID and
+            SHUFFLE both mean that; SEQUENTIAL is refused).
         seed: seed of the stream, an integer in ``0 .. 2**64 - 1``.
         transform: called on each batch before ``next()`` returns it: for a Dataset of named
             fields as ``transform(batch_dict)``, returning a dict; for loaderx's
@@ -233,8 +235,9 @@ class DataLoader(Epochs):
             ``False`` skips that (keyword-only).
         pack: a :class:`Pack` (keyword-only): batches of ``batch_size`` rows of packed
             token documents from a ragged field, instead of samples (see :class:`Pack`).
-            ``mode`` then orders the documents (SHUFFLE: epochs over documents), a
-            Mixture's weights count tokens, and the state resumes to the token.
+            ``mode`` then orders the documents (SHUFFLE, the default: epochs over documents,
+            and with concat packing over one dataset epochs of shuffled rows), a Mixture's
+            weights count tokens, and the state resumes to the token.
 
     There are no epochs in the iterator, so ``len()`` raises ``TypeError``; in SHUFFLE
     mode :attr:`steps_per_epoch` batches make an epoch, the same on every rank (the last
@@ -270,7 +273,7 @@ class DataLoader(Epochs):
         num_workers: int = 4,
         batch_size: int = 256,
         prefetch_size: int = 4,
-        mode: int = 1,
+        mode: Optional[int] = None,
         seed: int = 42,
         transform: Optional[Transform] = None,
         *,
@@ -318,6 +321,8 @@ class DataLoader(Epochs):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         seed = check_seed(seed)
+        if mode is None:
+            mode = Sampler.Mode.IID if pack is None else Sampler.Mode.SHUFFLE
         if mixture and dataset.seed is not None:
             seed = dataset.seed
         if mixture and int(mode) == Sampler.Mode.SEQUENTIAL:
@@ -423,7 +428,8 @@ class DataLoader(Epochs):
     @property
     def steps_per_epoch(self) -> Optional[int]:
         """Batches per epoch on every rank in SHUFFLE mode: ``N // (batch_size *
-        world_size)``; None for the endless SEQUENTIAL, IID and mixture streams."""
+        world_size)``, or for shuffled packed rows ``rows // (batch_size * world_size)``;
+        None for the endless SEQUENTIAL, IID and mixture streams and sequential rows."""
         return self._pipeline.steps_per_epoch
 
     @property

@@ -43,6 +43,16 @@ class Pack:
       global batches' worth) and each goes into the row with the least room that still
       holds it; ``pad`` fills the rest. ``DataLoader.stats["padding_fraction"]`` reports it.
 
+    ``row_order``: with ``mode="concat"`` over one dataset in SHUFFLE mode (the default
+    there), ``"shuffled"``: each epoch's documents, in the epoch's shuffled order, are cut
+    into rows, and the rows are read in a second shuffle, so a global batch draws its rows
+    from across the epoch (as Megatron-LM's GPT dataset does). The loader then has epochs
+    (``steps_per_epoch``, ``epoch``, ``epoch_iter()``): ``floor(tokens / L)`` rows per
+    epoch, whole global batches of them; the tokens past the epoch's last whole batch are
+    not read that epoch, and no row crosses an epoch. ``"sequential"``: rows in the order
+    they are cut, running on across epochs (the default for best_fit, mixtures and the
+    SEQUENTIAL and IID modes; ``"shuffled"`` is refused there).
+
     ``bos`` / ``eos``: token ids put before / after every document. With a Mixture, the
     weights count tokens. The state of a packed loader resumes to the token, also with
     another world size or number of workers of the same global batch (``B * world_size``
@@ -58,6 +68,7 @@ class Pack:
         bos: Optional[int] = None,
         pad: int = 0,
         window: Optional[int] = None,
+        row_order: Optional[str] = None,
     ) -> None:
         if not isinstance(field, str):
             raise TypeError(f"Pack field must be a field name, not {field!r}")
@@ -68,6 +79,8 @@ class Pack:
             raise ValueError(f"Pack seq_len must be in 1..2^32, got {seq_len!r}")
         if window is not None and mode != "best_fit":
             raise ValueError("Pack window applies to mode='best_fit' only")
+        if row_order not in (None, "shuffled", "sequential"):
+            raise ValueError(f'Pack row_order must be "shuffled" or "sequential", not {row_order!r}')
         self.field = field
         self.seq_len = seq
         self.mode = mode
@@ -75,16 +88,16 @@ class Pack:
         self.bos = _token("bos", bos)
         self.pad = _token("pad", pad, optional=False)
         self.window = _token("window", window)
+        self.row_order = row_order
 
     def _spec(self) -> dict:
         return dict(
             field=self.field, seq_len=self.seq_len, mode=self.mode, bos=self.bos, eos=self.eos, pad=self.pad,
-            window=self.window,
+            window=self.window, row_order=self.row_order,
         )
 
     def __repr__(self) -> str:
-        extra = "".join(
-            f", {k}={v!r}" for k, v in (("eos", self.eos), ("bos", self.bos), ("window", self.window)) if v is not None
-        )
+        named = (("eos", self.eos), ("bos", self.bos), ("window", self.window), ("row_order", self.row_order))
+        extra = "".join(f", {k}={v!r}" for k, v in named if v is not None)
         pad = f", pad={self.pad}" if self.mode == "best_fit" else ""
         return f"zrecord.Pack(field={self.field!r}, seq_len={self.seq_len}, mode={self.mode!r}{extra}{pad})"
