@@ -5,7 +5,8 @@ instead, in finished (B, L) batches of tokens per second, measured in the same r
   (the whole corpus back to back, an end-of-text id after each document), each window
   copied and widened to int64 as nanoGPT's `get_batch` does. It neither shuffles
   documents nor packs them nor resumes: the floor of what a batch can cost
-  (target: zrecord's packed SHUFFLE batches >= 0.8x of it).
+  (target: zrecord's packed SHUFFLE batches >= 0.8x of it; shuffled concat rows above it
+  and within 20% of sequential rows).
 - Grain's packing (`grain.experimental` ConcatThenSplit, FirstFit and BestFit packers) of
   the same documents, held in memory as a list of arrays: no storage read at all
   (target: zrecord >= 5x; best fit's padding no worse than Grain's first fit).
@@ -13,6 +14,11 @@ instead, in finished (B, L) batches of tokens per second, measured in the same r
 The documents are the Python standard library's source files, BPE-tokenised (32,000-token
 vocabulary) as in the token data set (data_sets.py): real lengths, from a few tokens to
 tens of thousands. Every figure is the median of interleaved rounds.
+
+Spread: how many distinct documents one 32-row global batch at L=256 holds (median over 40
+batches) over ~500 of those documents, each token replaced by its document's number, for
+shuffled rows, sequential rows and nanoGPT's windows over the same tokens (target:
+shuffled rows >= 0.8x the windows).
 """
 
 import shutil
@@ -84,10 +90,11 @@ def _packed_batches(args):
         zrecord.Dataset.write(work / "docs", {"tokens": docs}, codec="raw")
         ds = zrecord.Dataset(work / "docs")
 
-        def zr(mode):
+        def zr(mode, row_order=None):
             def make():
+                pack = zrecord.Pack(seq_len=SEQ, mode=mode, eos=EOT, row_order=row_order)
                 return zrecord.DataLoader(ds, batch_size=ROWS, mode=zrecord.Sampler.Mode.SHUFFLE, seed=1,
-                                          num_workers=args.workers, pack=zrecord.Pack(seq_len=SEQ, mode=mode, eos=EOT))
+                                          num_workers=args.workers, pack=pack)
             return make
 
         def nanogpt():
@@ -102,6 +109,7 @@ def _packed_batches(args):
 
         contenders = {
             "zrecord packed SHUFFLE, concat": zr("concat"),
+            "zrecord packed SHUFFLE, concat, sequential rows": zr("concat", "sequential"),
             "zrecord packed SHUFFLE, best_fit": zr("best_fit"),
             "nanoGPT random windows (np.memmap)": nanogpt,
         }
@@ -143,7 +151,7 @@ def _packed_batches(args):
         med = {name: float(np.median(v)) for name, v in rates.items()}
 
         # Padding: zrecord's best fit from its own count; Grain's from the segment ids.
-        padding = {"zrecord packed SHUFFLE, concat": 0.0}
+        padding = {"zrecord packed SHUFFLE, concat": 0.0, "zrecord packed SHUFFLE, concat, sequential rows": 0.0}
         with zr("best_fit")() as dl:
             for _ in range(batches):
                 next(dl)
@@ -167,6 +175,9 @@ def _packed_batches(args):
               f"{total:,} tokens (median of {rounds} rounds)",
               ["contender", "M tokens/s", "rounds", "vs nanoGPT windows", "padding"], rows)
         out["concat_vs_nanogpt"] = med["zrecord packed SHUFFLE, concat"] / base
+        out["shuffled_vs_sequential"] = med["zrecord packed SHUFFLE, concat"] / med[
+            "zrecord packed SHUFFLE, concat, sequential rows"]
+        out.update(_spread(docs, work, zrecord))
         out["best_fit_vs_nanogpt"] = med["zrecord packed SHUFFLE, best_fit"] / base
         out["best_fit_padding"] = padding["zrecord packed SHUFFLE, best_fit"]
         if "Grain FirstFitPack (in memory)" in med:
@@ -181,6 +192,36 @@ def _packed_batches(args):
     RESULTS[("packing",)] = out
 
 
+def _spread(docs, work, zrecord, rows=32, seq=256, n=500, batches=40):
+    """Median distinct documents per global batch: shuffled rows, sequential rows, windows."""
+    picked = docs[:n]
+    marked = [np.full(len(d), i + 1, dtype=np.uint32) for i, d in enumerate(picked)]  # 0 stays end-of-text
+    zrecord.Dataset.write(work / "marked", {"tokens": marked}, codec="raw")
+    ds = zrecord.Dataset(work / "marked")
+    counts = {}
+    for order in ("shuffled", "sequential"):
+        pack = zrecord.Pack(seq_len=seq, eos=EOT, row_order=order)
+        with zrecord.DataLoader(ds, batch_size=rows, seed=1, num_workers=0, pack=pack) as dl:
+            counts[order] = [len(np.unique(b[b != EOT])) for b in (next(dl)["tokens"] for _ in range(batches))]
+    ds.close()
+    flat = np.concatenate([np.append(d, np.uint32(EOT)) for d in marked])
+    rng = np.random.default_rng(0)
+    windows = []
+    for _ in range(batches):
+        ix = rng.integers(len(flat) - seq, size=rows)
+        b = np.stack([flat[i:i + seq] for i in ix])
+        windows.append(len(np.unique(b[b != EOT])))
+    med = {k: float(np.median(v)) for k, v in counts.items()}
+    w = float(np.median(windows))
+    table(f"Packing spread: distinct documents per ({rows}, {seq}) global batch over {len(picked)} documents "
+          f"(median of {batches} batches)",
+          ["reader", "documents per batch", "vs nanoGPT windows", "target"],
+          [["zrecord shuffled rows", f"{med['shuffled']:.0f}", f"{med['shuffled'] / w:.2f}x", ">= 0.8x"],
+           ["zrecord sequential rows", f"{med['sequential']:.0f}", f"{med['sequential'] / w:.2f}x", "-"],
+           ["nanoGPT random windows", f"{w:.0f}", "1.00x", "-"]])
+    return {"spread_vs_windows": med["shuffled"] / w}
+
+
 def summary_rows(row):
     """The packing section's targets, for the targets table."""
     p = RESULTS.get(("packing",))
@@ -189,6 +230,12 @@ def summary_rows(row):
     for mode in ("concat", "best_fit"):
         r = p[f"{mode}_vs_nanogpt"]
         row(f"packing: {mode} SHUFFLE batches vs nanoGPT random windows (tokens/s)", f"{r:.2f}x", ">= 0.8x", r >= 0.8)
+    r = p["shuffled_vs_sequential"]
+    row("packing: shuffled concat rows vs sequential rows (tokens/s)", f"{r:.2f}x", ">= 0.8x", r >= 0.8)
+    r = p["concat_vs_nanogpt"]
+    row("packing: shuffled concat rows vs nanoGPT windows (tokens/s)", f"{r:.2f}x", "> 1x", r > 1)
+    r = p["spread_vs_windows"]
+    row("packing: documents per 32x256 batch, shuffled rows vs nanoGPT windows", f"{r:.2f}x", ">= 0.8x", r >= 0.8)
     if "best_fit_vs_grain_first_fit" in p:
         r = p["best_fit_vs_grain_first_fit"]
         row("packing: best_fit vs Grain FirstFitPack (tokens/s)", f"{r:.2f}x", ">= 5x", r >= 5)

@@ -79,7 +79,7 @@ def test_a_wrong_column_is_refused_and_leaves_the_dataset_as_it_was(tmp_path):
         Dataset.add_field(path, "score", np.zeros(101))
     with pytest.raises(ValueError, match="already has a field \"label\""):
         Dataset.add_field(path, "label", np.zeros(100))
-    with pytest.raises(ValueError, match="field 'x': value 300 does not fit uint8"):
+    with pytest.raises(ValueError, match="field 'x': sample 0: value 300 does not fit uint8"):
         Dataset.add_field(path, "x", np.full(100, 300), dtype="uint8")
 
     def interrupted():

@@ -162,9 +162,15 @@ def test_dtype_casts_and_refuses_values_that_do_not_fit(tmp_path):
                        dtype={"tokens": "uint16", "label": np.uint8})
     assert [f.dtype.str for f in ds.fields] == ["<u2", "|u1"]
     assert ds[2]["tokens"].tolist() == docs[2].tolist()
-    with pytest.raises(ValueError, match="field 'tokens': value 70000 does not fit uint16"):
-        Dataset.write(tmp_path / "big", {"tokens": [np.array([1, 70000])]}, dtype={"tokens": "uint16"})
-    with pytest.raises(ValueError, match="field 'w': value 0.5 does not fit int32"):
+    # Issue 35: the refusal names the sample, from a list of documents, a (values, offsets)
+    # pair and a fixed array alike.
+    with pytest.raises(ValueError, match="field 'tokens': sample 2: value 70000 does not fit uint16"):
+        Dataset.write(tmp_path / "big", {"tokens": [np.array([1]), np.array([2]), np.array([1, 70000])]},
+                      dtype={"tokens": "uint16"})
+    values, offsets = np.array([1, 2, 3, 4, 70000, 5]), np.array([0, 2, 3, 6])
+    with pytest.raises(ValueError, match="field 'tokens': sample 2: value 70000 does not fit uint16"):
+        Dataset.write(tmp_path / "pair", {"tokens": (values, offsets)}, dtype={"tokens": "uint16"})
+    with pytest.raises(ValueError, match="field 'w': sample 1: value 0.5 does not fit int32"):
         Dataset.write(tmp_path / "frac", {"w": np.array([1.0, 0.5])}, dtype={"w": "int32"})
     with pytest.raises(ValueError, match="does not fit uint8"):
         Dataset.write(tmp_path / "neg", pa.table({"v": [1, -1]}), dtype={"v": "uint8"})

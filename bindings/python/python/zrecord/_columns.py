@@ -44,8 +44,9 @@ RAGGED_BLOCK = 1 << 16
 # -- casting ---------------------------------------------------------------------------------
 
 
-def cast(name: str, array: np.ndarray, dtype: "np.dtype | None") -> np.ndarray:
-    """``array`` as ``dtype`` (None: as it is), refusing a value the cast would change."""
+def cast(name: str, array: np.ndarray, dtype: "np.dtype | None", sample_of: Any = None) -> np.ndarray:
+    """``array`` as ``dtype`` (None: as it is), refusing a value the cast would change;
+    ``sample_of(flat element index)`` names the sample of a refused value in the error."""
     if dtype is None or array.dtype == dtype:
         return array
     if array.dtype.kind not in "biuf" or dtype.kind not in "biuf":
@@ -58,8 +59,10 @@ def cast(name: str, array: np.ndarray, dtype: "np.dtype | None") -> np.ndarray:
         else:
             same = np.isfinite(out) | ~np.isfinite(array)
         if not np.all(same):
-            value = array.reshape(-1)[int(np.argmin(same.reshape(-1)))].item()
-            raise ValueError(f"field {name!r}: value {value!r} does not fit {dtype}")
+            at = int(np.argmin(same.reshape(-1)))
+            value = array.reshape(-1)[at].item()
+            where = "" if sample_of is None else f" sample {int(sample_of(at))}:"
+            raise ValueError(f"field {name!r}:{where} value {value!r} does not fit {dtype}")
     return out
 
 
@@ -116,9 +119,11 @@ class _Fixed:
         return len(self.array)
 
     def take(self, k: int) -> np.ndarray:
+        first = self.at
         block = self.array[self.at : self.at + k]
         self.at += len(block)
-        return np.ascontiguousarray(cast(self.name, np.asarray(block), self.cast_to))
+        per = max(1, int(np.prod(self.shape, dtype=np.int64)))
+        return np.ascontiguousarray(cast(self.name, np.asarray(block), self.cast_to, lambda i: first + i // per))
 
     def release(self) -> None:
         if self.mmap is not None:
@@ -149,9 +154,14 @@ class _Pair:
         return self.offsets.size - 1
 
     def take(self, k: int) -> "tuple[np.ndarray, np.ndarray]":
+        first = self.at
         bounds = self.offsets[self.at : self.at + k + 1].astype(np.int64)
         self.at += bounds.size - 1
-        values = np.ascontiguousarray(cast(self.name, self.values[bounds[0] : bounds[-1]], self.cast_to))
+
+        def sample_of(i: int) -> int:
+            return first + int(np.searchsorted(bounds, bounds[0] + i, side="right")) - 1
+
+        values = np.ascontiguousarray(cast(self.name, self.values[bounds[0] : bounds[-1]], self.cast_to, sample_of))
         return values, bounds - bounds[0]
 
 
@@ -225,7 +235,9 @@ class _Items:
                 f"field {self.name!r}: sample {k} must be a 1-D numeric array (or bytes, or str), "
                 f"got {array.dtype} of shape {array.shape}"
             )
-        return cast(self.name, array, self.cast_to) if self.cast_to is not None else array.astype(self.dtype, copy=False)
+        if self.cast_to is None:
+            return array.astype(self.dtype, copy=False)
+        return cast(self.name, array, self.cast_to, lambda _: k)
 
 
 def _source(name: str, value: Any, dtype: "np.dtype | None"):
