@@ -139,6 +139,7 @@ fn bad_columns_name_the_field_and_sample() {
         ])
         .unwrap_err();
     assert!(e.to_string().contains("tokens") && e.to_string().contains("sample 1 is empty"), "{e}");
+    assert!(e.to_string().contains("skip_empty=True") && e.to_string().contains("--skip-empty"), "{e}");
     let odd = [0u64, 1, 2];
     let e =
         w.write(&[Column::Fixed(&images), Column::Fixed(&labels), Column::Ragged { values: &values, offsets: &odd }]);
@@ -893,4 +894,31 @@ fn a_state_resumes_on_the_dataset_grown_by_appends_locally_and_in_an_object_stor
     let stream = Stream::new(source.id(), Mode::Shuffle, 7, 100).unwrap();
     let e = Loader::resume(stream, vec![source], LoaderOptions::default(), &saved).err().unwrap();
     assert!(e.to_string().contains("state was saved when it had 1000"), "{e}");
+}
+
+/// Issue 35: one rule for empty documents in every writer: refused by default (above),
+/// left out whole and counted with `skip_empty`.
+#[test]
+fn skip_empty_leaves_out_whole_samples_and_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = WriteOptions { skip_empty: true, shard_records: 3, ..WriteOptions::default() };
+    let mut w = DatasetWriter::open(dir.path().join("ds"), fields(), options).unwrap();
+    let images: Vec<u8> = (0..5 * 12).map(|b| b as u8).collect();
+    let labels: Vec<u8> = (0..5i64).flat_map(i64::to_le_bytes).collect();
+    // Samples 1 and 3 have no tokens.
+    let values: Vec<u8> = [10u16, 11, 30, 40, 41].iter().flat_map(|t| t.to_le_bytes()).collect();
+    let offsets = [0u64, 4, 4, 6, 6, 10];
+    let cols = [Column::Fixed(&images), Column::Fixed(&labels), Column::Ragged { values: &values, offsets: &offsets }];
+    assert_eq!(w.write(&cols).unwrap(), 3);
+    assert_eq!(w.skipped(), 2);
+    let ds = w.commit().unwrap();
+    assert_eq!(ds.len(), 3);
+    let (labels, _) = ds.gather_ragged(1, &[0, 1, 2]).unwrap();
+    let labels: Vec<i64> = labels.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(labels, [0, 2, 4], "the kept samples, every field of them");
+    let (images, _) = ds.gather_ragged(0, &[1]).unwrap();
+    assert_eq!(images[0], 24, "sample 2's image");
+    let (tokens, at) = ds.gather_ragged(2, &[0, 1, 2]).unwrap();
+    let tokens: Vec<u16> = tokens.chunks_exact(2).map(|c| u16::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!((tokens, at), (vec![10, 11, 30, 40, 41], vec![0, 4, 6, 10]));
 }

@@ -285,6 +285,8 @@ pub struct PyDatasetWriter {
     inner: Option<DatasetWriter>,
     ragged: Vec<bool>,
     itemsizes: Vec<usize>,
+    /// Samples left out for an empty ragged field so far (kept after the commit).
+    skipped: u64,
 }
 
 #[pymethods]
@@ -293,7 +295,7 @@ impl PyDatasetWriter {
     /// dtype (numpy's `dtype.str`; "|u1" for bytes and string), shape (fixed only) and
     /// codec.
     #[new]
-    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None))]
+    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None, skip_empty = false))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -301,13 +303,14 @@ impl PyDatasetWriter {
         shard_records: Option<u64>,
         min_savings: Option<f64>,
         layout: Option<&str>,
+        skip_empty: bool,
     ) -> PyResult<Self> {
         let defs = fields.iter().map(|item| field_of(&item)).collect::<PyResult<Vec<_>>>()?;
-        let options = write_options(shard_records, min_savings, layout)?;
+        let options = WriteOptions { skip_empty, ..write_options(shard_records, min_savings, layout)? };
         let writer = call(py, move || DatasetWriter::open(path, defs, options))?;
         let ragged = writer.fields().iter().map(Field::is_ragged).collect();
         let itemsizes = writer.fields().iter().map(|f| f.itemsize().unwrap_or(1) as usize).collect();
-        Ok(PyDatasetWriter { inner: Some(writer), ragged, itemsizes })
+        Ok(PyDatasetWriter { inner: Some(writer), ragged, itemsizes, skipped: 0 })
     }
 
     /// The dataset's fields, as `_Dataset.fields` gives them (an existing dataset's codecs).
@@ -334,7 +337,15 @@ impl PyDatasetWriter {
         }
         let cols: Vec<Column<'_>> = regions.iter().map(|(r, o)| column_of(r, o)).collect();
         let writer = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
-        call(py, move || writer.write(&cols))
+        let written = call(py, || writer.write(&cols))?;
+        self.skipped = writer.skipped();
+        Ok(written)
+    }
+
+    /// Samples left out so far for an empty ragged field (`skip_empty=True`).
+    #[getter]
+    fn skipped(&self) -> u64 {
+        self.skipped
     }
 
     /// The dataset card the commit writes (JSON text of an object; replaces the old card).

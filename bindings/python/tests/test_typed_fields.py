@@ -234,3 +234,18 @@ def test_typed_fields_and_the_card_travel_through_push_and_pull(tmp_path, s3):
         zrecord.pull(url, tmp_path / "back", storage_options=s3)
     with pytest.raises(zrecord.StoreIOError, match="remote.json"):
         zrecord.pull(f"s3://{BUCKET}/typed/none", tmp_path / "none", storage_options=s3)
+
+
+def test_empty_documents_follow_one_rule(tmp_path):
+    # Issue 35: Dataset.write aborted on an empty document while zr convert skipped them.
+    docs = [np.array([1, 2]), np.array([], dtype=np.int64), np.array([3]), np.array([], dtype=np.int64)]
+    with pytest.raises(ValueError, match=r"sample 1 is empty.*skip_empty=True"):
+        Dataset.write(tmp_path / "refused", {"tokens": docs, "id": np.arange(4)})
+    assert not (tmp_path / "refused").exists()
+    with pytest.warns(UserWarning, match="2 samples with an empty ragged field left out"):
+        ds = Dataset.write(tmp_path / "kept", {"tokens": docs, "id": np.arange(4)}, skip_empty=True)
+    assert len(ds) == 2
+    assert ds[:]["id"].tolist() == [0, 2]  # whole samples left out, the fields aligned
+    assert [t.tolist() for t in ds[:]["tokens"]] == [[1, 2], [3]]
+    with pytest.raises(TypeError, match="skip_empty"):
+        Dataset.write(tmp_path / "one", np.zeros((3, 2)), skip_empty=True)

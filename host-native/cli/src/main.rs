@@ -298,6 +298,7 @@ impl Host for Native {
         let write = WriteOptions {
             shard_records: o.shard_records.unwrap_or(WriteOptions::default().shard_records),
             min_savings: o.policy.min_savings(),
+            skip_empty: o.skip_empty,
             ..WriteOptions::default()
         };
         let options = ImportOptions { codec: o.policy.codec, write, chunk_bytes: o.chunk_mib << 20 };
@@ -309,7 +310,7 @@ impl Host for Native {
                     |t| {
                         if t.empty > 0 {
                             self.err(&format!(
-                                "zr: {} empty documents (two end-of-document ids in a row) skipped\n",
+                                "zr: {} empty documents (two end-of-document ids in a row) left out (--skip-empty)\n",
                                 t.empty
                             ));
                         }

@@ -77,7 +77,6 @@ pub fn import_tokens(
     let mut current: Vec<u8> = Vec::new();
     let mut current_start = 0u64;
     let mut docs = 0u64;
-    let mut empty = 0u64;
     let mut read = 0u64;
     let mut values: Vec<u8> = Vec::new();
     let mut offsets: Vec<u64> = vec![0];
@@ -102,24 +101,22 @@ pub fn import_tokens(
             }
             let end = k * item;
             let len = current.len() + (end - doc_begin);
-            if len == 0 {
-                empty += 1;
-            } else {
-                if len > MAX_RECORD_LEN as usize {
-                    return Err(too_long(docs + empty, current_start));
-                }
-                values.extend_from_slice(&current);
-                values.extend_from_slice(&buf[doc_begin..end]);
-                offsets.push(values.len() as u64);
-                docs += 1;
+            if len > MAX_RECORD_LEN as usize {
+                return Err(too_long(docs, current_start));
             }
+            // An empty document (two ids in a row) goes to the writer too: its rule,
+            // every writer's, refuses it or leaves it out and counts it (`skip_empty`).
+            values.extend_from_slice(&current);
+            values.extend_from_slice(&buf[doc_begin..end]);
+            offsets.push(values.len() as u64);
+            docs += 1;
             current.clear();
             doc_begin = end + item;
             current_start = first_token + k as u64 + 1;
         }
         current.extend_from_slice(&buf[doc_begin..n]);
         if current.len() > MAX_RECORD_LEN as usize {
-            return Err(too_long(docs + empty, current_start));
+            return Err(too_long(docs, current_start));
         }
         if offsets.len() > 1 {
             writer.write(&[Column::Ragged { values: &values, offsets: &offsets }])?;
@@ -131,6 +128,7 @@ pub fn import_tokens(
         writer.write(&[Column::Ragged { values: &current, offsets: &[0, current.len() as u64] }])?;
         docs += 1;
     }
+    let empty = writer.skipped();
     let dataset = writer.commit()?;
-    Ok(TokensImported { imported: Imported { samples: docs, dataset }, empty })
+    Ok(TokensImported { imported: Imported { samples: docs - empty, dataset }, empty })
 }

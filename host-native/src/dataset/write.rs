@@ -44,6 +44,11 @@ pub struct WriteOptions {
     /// as long as what they hold, safe for any copy tool; [`FileLayout::Sparse`] makes
     /// each fixed field store one loaderx 0.5.4 opens).
     pub layout: FileLayout,
+    /// What a sample with an empty ragged field (no element) does: a store holds no empty
+    /// record, so by default the write fails naming it; `true` leaves such samples out
+    /// (every field of them) and counts them ([`DatasetWriter::skipped`]). The one rule of
+    /// every writer: `Dataset.write`, `zr convert`, parts.
+    pub skip_empty: bool,
 }
 
 impl Default for WriteOptions {
@@ -52,6 +57,22 @@ impl Default for WriteOptions {
             shard_records: u64::from(MAX_RECORDS),
             min_savings: zrecord_core::DEFAULT_MIN_SAVINGS,
             layout: FileLayout::Dense,
+            skip_empty: false,
+        }
+    }
+}
+
+/// A column rebuilt without some samples ([`DatasetWriter::write`] with `skip_empty`).
+enum Kept {
+    Fixed(Vec<u8>),
+    Ragged(Vec<u8>, Vec<u64>),
+}
+
+impl Kept {
+    fn column(&self) -> Column<'_> {
+        match self {
+            Kept::Fixed(bytes) => Column::Fixed(bytes),
+            Kept::Ragged(values, offsets) => Column::Ragged { values, offsets },
         }
     }
 }
@@ -96,6 +117,8 @@ pub struct DatasetWriter {
     /// Shards moved in by [`DatasetWriter::adopt`]: (where they were, their new folder
     /// name), moved back if the writer is dropped without a commit.
     adopted: Vec<(PathBuf, String)>,
+    /// Samples left out for an empty ragged field ([`WriteOptions::skip_empty`]).
+    skipped: u64,
 }
 
 pub(super) fn io_at<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> DatasetError + 'a {
@@ -162,6 +185,7 @@ impl DatasetWriter {
             done: false,
             failed: false,
             adopted: Vec::new(),
+            skipped: 0,
         })
     }
 
@@ -196,6 +220,74 @@ impl DatasetWriter {
     /// ragged sample that is empty, not a whole number of elements, or over the 1 MiB
     /// record limit; the writer is then still usable (the block was not staged).
     pub fn write(&mut self, columns: &[Column<'_>]) -> Result<u64, DatasetError> {
+        if self.options.skip_empty {
+            if let Some((kept, skipped)) = self.without_empty(columns) {
+                self.skipped += skipped;
+                let borrowed: Vec<Column<'_>> = kept.iter().map(Kept::column).collect();
+                return self.write_checked(&borrowed);
+            }
+        }
+        self.write_checked(columns)
+    }
+
+    /// Samples left out so far for an empty ragged field ([`WriteOptions::skip_empty`]).
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// `columns` without the samples whose ragged (numeric) field is empty, and how many
+    /// those were; `None` when there is none (or the columns are malformed: the check
+    /// then names what is wrong).
+    fn without_empty(&self, columns: &[Column<'_>]) -> Option<(Vec<Kept>, u64)> {
+        let mut empty: Vec<bool> = Vec::new();
+        for (column, write) in columns.iter().zip(&self.writes) {
+            if let (Column::Ragged { offsets, .. }, false) = (column, write.field.has_stop_byte()) {
+                empty.resize(offsets.len().saturating_sub(1), false);
+                for (k, w) in offsets.windows(2).enumerate() {
+                    empty[k] |= w[0] == w[1];
+                }
+            }
+        }
+        let skipped = empty.iter().filter(|&&e| e).count() as u64;
+        if skipped == 0 {
+            return None;
+        }
+        let mut kept = Vec::with_capacity(columns.len());
+        for (column, write) in columns.iter().zip(&self.writes) {
+            match (*column, write.sample_len) {
+                (Column::Fixed(bytes), Some(size)) => {
+                    let size = size as usize;
+                    if bytes.len() != size * empty.len() {
+                        return None;
+                    }
+                    let mut out = Vec::with_capacity(bytes.len());
+                    for (k, sample) in bytes.chunks_exact(size).enumerate() {
+                        if !empty[k] {
+                            out.extend_from_slice(sample);
+                        }
+                    }
+                    kept.push(Kept::Fixed(out));
+                }
+                (Column::Ragged { values, offsets }, None) => {
+                    if offsets.len() != empty.len() + 1 {
+                        return None;
+                    }
+                    let (mut out, mut at) = (Vec::with_capacity(values.len()), vec![0u64]);
+                    for (k, w) in offsets.windows(2).enumerate() {
+                        if !empty[k] {
+                            out.extend_from_slice(values.get(w[0] as usize..w[1] as usize)?);
+                            at.push(out.len() as u64);
+                        }
+                    }
+                    kept.push(Kept::Ragged(out, at));
+                }
+                _ => return None,
+            }
+        }
+        Some((kept, skipped))
+    }
+
+    fn write_checked(&mut self, columns: &[Column<'_>]) -> Result<u64, DatasetError> {
         if self.failed {
             return Err(DatasetError::at(
                 &self.path,
@@ -435,7 +527,10 @@ impl FieldWrite {
             }
             let len = w[1] - w[0];
             if len == 0 {
-                return Err(bad(format!("sample {sample} is empty; a ragged sample needs at least one element")));
+                return Err(bad(format!(
+                    "sample {sample} is empty: a store holds no empty record; skip_empty=True \
+                     (zr convert --skip-empty) leaves such samples out and counts them"
+                )));
             }
             if !len.is_multiple_of(item) {
                 return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));

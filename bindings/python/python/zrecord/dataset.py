@@ -20,6 +20,7 @@ import json
 import operator
 import os
 import shutil
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Union
@@ -426,6 +427,7 @@ class Dataset:
         layout: str | None = None,
         metadata: "Mapping[str, Any] | None" = None,
         dtype: "Mapping[str, Any] | None" = None,
+        skip_empty: bool = False,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
         dict of named fields, a dataset of those fields.
@@ -475,6 +477,11 @@ class Dataset:
             dtype: named fields only: ``{"tokens": "uint16"}`` stores those numeric fields
                 in that dtype; a value the dtype cannot hold exactly (out of range, a
                 fraction for an integer dtype) is a ``ValueError`` naming the field.
+            skip_empty: named fields only. A store holds no empty record, so a sample whose
+                ragged field has no element (an empty document) fails the write, naming it,
+                by default; ``True`` leaves such samples out (all their fields) and warns
+                with the count. Every writer has this one rule (``zr convert
+                --skip-empty``, ``write_part``, ``zrecord.ray.Datasink``).
             chunk_bytes: upper bound on the source bytes compressed and written at a time.
             progress: ``True`` for a tqdm bar (when tqdm is installed; otherwise none), or a
                 ``callable(done, total)`` called after each block, in samples.
@@ -500,8 +507,11 @@ class Dataset:
         if _named_fields(array):
             card = None if metadata is None else _metadata_json(metadata)
             return _write_fields(
-                cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records, layout, card, dtype
+                cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records, layout, card, dtype,
+                skip_empty,
             )
+        if skip_empty:
+            raise TypeError("skip_empty applies to the ragged fields of a dataset of named fields")
         if dtype is not None:
             raise TypeError("dtype applies to a dataset of named fields: cast the array itself")
         if isinstance(codec, Mapping):
@@ -822,7 +832,7 @@ def _metadata_json(metadata) -> str:
 
 
 def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, shard_records, layout=None,
-                  metadata=None, dtype=None):
+                  metadata=None, dtype=None, skip_empty=False):
     """``Dataset.write(path, {name: samples, ...})`` (or a DataFrame, Arrow, a Hugging Face
     dataset): blocks of columns by the rule in ``_columns``, handed to the native writer,
     which owns the fields' rules, the shards and the commit."""
@@ -831,11 +841,15 @@ def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, sh
     specs = [dict(spec, codec=codecs[spec["name"]]) for spec in source.specs]
     total = source.total
     writer = _zrecord._DatasetWriter(
-        Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout
+        Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout,
+        skip_empty=bool(skip_empty),
     )
     if metadata is not None:
         writer.set_metadata(metadata)
     _drive(writer, source, total, progress, "write", writer.write)
+    if writer.skipped:
+        warnings.warn(f"{path}: {writer.skipped} samples with an empty ragged field left out (skip_empty=True)",
+                      stacklevel=3)
     return cls(path)
 
 

@@ -44,6 +44,7 @@ def write_part(
     min_savings: Optional[float] = None,
     shard_records: Optional[int] = None,
     dtype: "Mapping[str, Any] | None" = None,
+    skip_empty: bool = False,
 ) -> int:
     """Write ``data`` (named fields, in any form :meth:`Dataset.write` takes) as part
     ``part`` of the dataset at ``dest``, a local directory or a URL; returns the samples
@@ -62,7 +63,7 @@ def write_part(
     if part < 0:
         raise ValueError(f"part must be a number >= 0, got {part}")
     options = dict(codec=codec, chunk_bytes=chunk_bytes, progress=progress, min_savings=min_savings,
-                   shard_records=shard_records, dtype=dtype)
+                   shard_records=shard_records, dtype=dtype, skip_empty=skip_empty)
     if _is_url(dest):
         scratch = Path(tempfile.mkdtemp(prefix="zrecord-part-"))
         try:

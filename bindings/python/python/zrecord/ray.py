@@ -93,6 +93,8 @@ class Datasink(_RayDatasink):
     keeps the uploaded objects unlisted, which a second run of a new dataset reuses).
 
     After ``write_datasink`` returns, ``samples`` is the number of samples committed.
+    ``skip_empty=True`` leaves out samples with an empty ragged field instead of failing
+    the task (as :meth:`zrecord.Dataset.write`).
 
     ``progress`` (as everywhere in zrecord: ``True`` for a tqdm bar, or a callable
     ``progress(done, total)``) counts the bytes of the blocks the write tasks have encoded
@@ -112,6 +114,7 @@ class Datasink(_RayDatasink):
         chunk_bytes: int = WRITE_CHUNK_BYTES,
         mode: Any = None,
         progress: Progress = False,
+        skip_empty: bool = False,
     ) -> None:
         _check_codec(codec)
         if progress not in (True, False, None) and not callable(progress):
@@ -126,6 +129,7 @@ class Datasink(_RayDatasink):
         self.shard_records = shard_records
         self.min_savings = min_savings
         self.chunk_bytes = int(chunk_bytes)
+        self.skip_empty = bool(skip_empty)
         self.samples: "int | None" = None
         # The tally's name: write tasks find the actor by it (None: no progress).
         self._tally = f"zrecord-write-{uuid.uuid4().hex}" if progress else None
@@ -220,7 +224,8 @@ class Datasink(_RayDatasink):
                         for spec in specs:
                             spec["codec"] = self.codec
                         writer = _zrecord._DatasetWriter(
-                            part, specs, shard_records=self.shard_records, min_savings=self.min_savings
+                            part, specs, shard_records=self.shard_records, min_savings=self.min_savings,
+                            skip_empty=self.skip_empty,
                         )
                     writer.write(columns)
                     if tally is not None:

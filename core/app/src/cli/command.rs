@@ -49,6 +49,8 @@ usage:
                                 documents at each end-of-document id ID (not kept: give
                                 it back with Pack(eos=ID)) and add them to the dataset OUT
                                 as the ragged field tokens
+                                (--skip-empty: leave out empty documents, two ids in a row,
+                                and count them; without it they fail the conversion)
   zr push LOCAL URL             upload a dataset or store to an object store (s3://bucket/prefix,
                                 gs://, az://; credentials and endpoint from AWS_*, GOOGLE_*,
                                 AZURE_* variables): only its bytes, resumable, listing last
@@ -129,6 +131,9 @@ pub enum Command {
         /// `--tokens DTYPE --eos ID`: the input is a flat token file, split into documents
         /// at each `ID` (the numpy dtype string and the id).
         tokens: Option<(&'static str, u64)>,
+        /// `--skip-empty`: samples with an empty ragged field (empty documents) are left
+        /// out and counted instead of failing the conversion.
+        skip_empty: bool,
     },
     /// `push LOCAL URL`: a dataset or store into an object store (native host).
     Push {
@@ -282,6 +287,7 @@ impl Command {
         let switches: &[&str] = match cmd.as_str() {
             "inspect" => &["json"],
             "verify" => &["json", "seal"],
+            "convert" => &["skip-empty"],
             _ => &[],
         };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
@@ -423,6 +429,7 @@ impl Command {
                     chunk_mib,
                     shard_records,
                     tokens,
+                    skip_empty: flag("skip-empty").is_some(),
                 }
             }
             "push" => {
@@ -543,7 +550,7 @@ impl Command {
                 v.extend(indices.iter().map(|i| i.to_string()));
                 v
             }
-            Command::Convert { input, output, policy, chunk_mib, shard_records, tokens } => {
+            Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty } => {
                 let mut v = alloc::vec![
                     s("convert"),
                     s(input),
@@ -559,6 +566,9 @@ impl Command {
                     let name = TOKEN_DTYPES.iter().find(|(_, d)| d == descr).map_or(*descr, |(n, _)| *n);
                     v.push(format!("--tokens={name}"));
                     v.push(format!("--eos={eos}"));
+                }
+                if *skip_empty {
+                    v.push(s("--skip-empty"));
                 }
                 v
             }
@@ -603,6 +613,7 @@ mod tests {
             "convert a.npy out --min-savings=0.3 --codec flate",
             "convert npys out --shard-records 1000",
             "convert x.npz out --shard-records=16777216 --codec raw",
+            "convert t.bin out --tokens uint16 --eos 5 --skip-empty",
             "export s o.npy",
             "--help",
             "--version",

@@ -140,6 +140,8 @@ pub struct FieldImport {
     pub shard_records: Option<u64>,
     /// A flat token file (numpy dtype string, end-of-document id) instead of `.npy` files.
     pub tokens: Option<(&'static str, u64)>,
+    /// Leave out samples with an empty ragged field, counted, instead of failing.
+    pub skip_empty: bool,
 }
 
 /// What [`Host::import_fields`] did.
