@@ -268,6 +268,13 @@ impl Zrecord {
         self.store.lengths(idxs, out)
     }
 
+    /// Logical bytes `from .. from + out.len()` of record `index`, its checksum checked
+    /// whole ([`zrecord_core::engine::Store::read_piece`]).
+    pub fn read_piece(&self, index: u64, from: u64, out: &mut [u8], scratch: &mut Vec<u8>) -> Result<()> {
+        self.current()?;
+        self.store.read_piece(index, from, out, scratch)
+    }
+
     /// Whether reading record `index` would wait for a local disk
     /// ([`zrecord_core::engine::Store::is_cold`]).
     pub fn is_cold(&self, index: u64) -> bool {

@@ -922,3 +922,27 @@ fn skip_empty_leaves_out_whole_samples_and_counts_them() {
     let tokens: Vec<u16> = tokens.chunks_exact(2).map(|c| u16::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!((tokens, at), (vec![10, 11, 30, 40, 41], vec![0, 4, 6, 10]));
 }
+
+/// A piece of a record reads as the same bytes of the whole record, raw (from the map)
+/// and compressed (decoded whole); past the record's end is an error naming it.
+#[test]
+fn a_piece_of_a_record_is_those_bytes_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Flate] {
+        let path = dir.path().join(format!("{codec:?}"));
+        let fields = vec![Field::ragged("tokens", "<u2", codec)];
+        let mut w = DatasetWriter::open(&path, fields, WriteOptions::default()).unwrap();
+        let values: Vec<u8> = (0..3000u16).flat_map(|t| (t % 7).to_le_bytes()).collect();
+        w.write(&[Column::Ragged { values: &values, offsets: &[0, 2000, 6000] }]).unwrap();
+        let ds = w.commit().unwrap();
+        let (whole, _) = ds.gather_ragged(0, &[1]).unwrap();
+        let mut scratch = Vec::new();
+        for (from, len) in [(0usize, 4000usize), (2, 10), (3990, 10), (1234, 1)] {
+            let mut out = vec![0u8; len];
+            ds.read_piece(0, 1, from as u64, &mut out, &mut scratch).unwrap();
+            assert_eq!(out, whole[from..from + len], "{codec:?} {from}+{len}");
+        }
+        let e = ds.read_piece(0, 1, 3999, &mut [0u8; 2], &mut scratch).unwrap_err().to_string();
+        assert!(e.contains("bytes 3999..+2 of record 1, which holds 4000"), "{e}");
+    }
+}

@@ -291,9 +291,16 @@ fn shuffled_rows_have_epochs_and_resume_exactly() {
     let (whole, _) = read(&single, &only_a, &spec, 8, 1, 3, None, per_epoch as usize + 4);
     for epoch in whole.chunks(per_epoch as usize * 8).take(1) {
         let mut seen = std::collections::HashSet::new();
-        for (tokens, _, _) in epoch {
+        for (tokens, segments, _) in epoch {
             for &t in tokens.iter().filter(|&&t| t > 2) {
                 assert!(seen.insert(t), "token {t} twice in one epoch");
+            }
+            // Within a piece, a document's tokens follow each other (token = doc * 1000 + k).
+            for j in 1..tokens.len() {
+                let (a, b) = (tokens[j - 1], tokens[j]);
+                if a > 2 && b > 2 && segments[j - 1] == segments[j] {
+                    assert_eq!(b, a + 1, "cells {} and {j} of a row", j - 1);
+                }
             }
         }
         let body: u64 = (0..300).map(|i| doc(1, i).len() as u64).sum();

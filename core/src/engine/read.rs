@@ -563,6 +563,41 @@ impl<B: Backend> Store<B> {
         Ok(out)
     }
 
+    /// Logical bytes `from .. from + out.len()` of record `index` into `out`, its checksum
+    /// checked over the whole record as every read does. A raw record in a mapped file is
+    /// hashed in place and only the piece copied (a packed row's share of a long document);
+    /// otherwise the record is decoded whole into `scratch` and the piece copied from it.
+    pub fn read_piece(&self, index: u64, from: u64, out: &mut [u8], scratch: &mut Vec<u8>) -> Result<()> {
+        let (loc, codec) = self.locate(index, self.len(), &self.header())?;
+        let end = from.checked_add(out.len() as u64).filter(|&e| e <= u64::from(loc.logic_length));
+        let Some(end) = end else {
+            return Err(Error::InvalidArgument(format!(
+                "bytes {from}..+{} of record {index}, which holds {}",
+                out.len(),
+                loc.logic_length
+            )));
+        };
+        if codec == Codec::Raw {
+            let file = self.chunk(loc.chunk_id)?;
+            let (start, phys) = (loc.offset as usize, loc.phys_length as usize);
+            if let Some(bytes) = file.view().and_then(|v| v.get(start..start + phys)) {
+                self.check_stored(self.verify, index as u32, &loc, bytes, None)?;
+                out.copy_from_slice(&bytes[from as usize..end as usize]);
+                return Ok(());
+            }
+        }
+        let mut whole = core::mem::take(scratch);
+        whole.clear();
+        whole.resize(loc.logic_length as usize, 0);
+        let mut inner = Vec::new();
+        let read = self.read_record(index as u32, &loc, codec, &mut whole, &mut inner, self.verify, Known::default());
+        if read.is_ok() {
+            out.copy_from_slice(&whole[from as usize..end as usize]);
+        }
+        *scratch = whole;
+        read.map(|_| ())
+    }
+
     /// Decodes record `index` into `out`, resized to its logical length; `scratch` is reused
     /// between calls for compressed bytes.
     pub fn read_into(&self, index: u64, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {

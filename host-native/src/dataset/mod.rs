@@ -375,6 +375,21 @@ impl Dataset {
         Ok(())
     }
 
+    /// Bytes `from .. from + out.len()` of field `f` of sample `index`, the record's
+    /// checksum checked whole ([`zrecord_core::Store::read_piece`]): a packed row's share
+    /// of a long document without copying the rest.
+    pub fn read_piece(
+        &self,
+        f: usize,
+        index: u64,
+        from: u64,
+        out: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), DatasetError> {
+        let (s, local) = self.layout.locate(index).ok_or_else(|| self.out_of_range(index))?;
+        self.store(s, f).read_piece(local, from, out, scratch).map_err(|e| self.error(s, f, e))
+    }
+
     /// Decodes field `f` of sample `indices[k]` into `dst` at byte `offsets[k]` (each must
     /// have room for the sample's [`Dataset::byte_lengths`]): the ragged gather.
     pub fn gather_at(&self, f: usize, indices: &[u64], dst: &mut [u8], offsets: &[u64]) -> Result<(), DatasetError> {
