@@ -247,6 +247,14 @@ fn packing_refuses_what_it_cannot_do() {
     .unwrap()
     .to_string();
     assert!(e.contains("concat packing of 8 tokens") && e.contains("16 tokens"), "{e}");
+    // A state of sequential rows (saved before rows were shuffled by default) resumed by a
+    // loader that shuffles them: the error names the option that resumes it.
+    let shuffled = PackOptions { shuffle_rows: None, ..pack(PackMode::Concat, 8) };
+    let e = Loader::resume_packed(docs.clone(), 4, vec![source.clone()], shuffled, options(0, 1, 0), &saved)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("sequential rows") && e.contains("Pack(row_order=\"sequential\") resumes this state"), "{e}");
     let e = Loader::resume_packed(
         docs.clone(),
         8,
