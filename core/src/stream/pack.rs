@@ -279,7 +279,7 @@ impl Packer {
             .into());
         }
         let shuffled = match spec.shuffle_rows {
-            true => Some(ShuffledRows::new(docs, spec, rows, step, lengths)?),
+            true => Some(ShuffledRows::new(docs, spec, rows, lengths)?),
             false => None,
         };
         let seed = docs.seed();
@@ -392,7 +392,7 @@ impl Packer {
         L::Error: From<PackError>,
     {
         if let Some(rows) = &mut self.shuffled {
-            rows.plan(lengths, out)?;
+            rows.plan(self.step, lengths, out)?;
             self.step += 1;
             out.cursor = self.cursor();
             return Ok(());

@@ -54,20 +54,18 @@ pub struct ShuffledRows {
     /// Rows per epoch, `R`.
     epoch_rows: u64,
     index: Index,
-    step: u64,
     indices: Vec<u64>,
     lengths: Vec<u64>,
 }
 
 impl ShuffledRows {
     /// The planner of `rows` rows per global batch over `docs` (a SHUFFLE stream over one
-    /// dataset with a global batch of 1), at global batch `step`. Reads every document's
-    /// length once to count the epoch's tokens.
+    /// dataset with a global batch of 1). Reads every document's length once to count the
+    /// epoch's tokens.
     pub fn new<L: DocLengths>(
         docs: &Stream,
         spec: PackSpec,
         rows: u32,
-        step: u64,
         lengths: &mut L,
     ) -> Result<ShuffledRows, L::Error>
     where
@@ -91,7 +89,6 @@ impl ShuffledRows {
             docs: n,
             epoch_rows: 0,
             index: Index { epoch: u64::MAX, counts: Vec::new() },
-            step,
             indices: Vec::with_capacity(CHUNK),
             lengths: Vec::with_capacity(CHUNK),
         };
@@ -110,11 +107,6 @@ impl ShuffledRows {
         Ok(planner)
     }
 
-    /// The global batch the next [`ShuffledRows::plan`] places.
-    pub fn step(&self) -> u64 {
-        self.step
-    }
-
     /// Global batches per epoch.
     pub fn steps_per_epoch(&self) -> u64 {
         self.epoch_rows / u64::from(self.rows)
@@ -125,25 +117,20 @@ impl ShuffledRows {
         self.epoch_rows
     }
 
-    /// Moves to global batch `step`.
-    pub fn seek(&mut self, step: u64) {
-        self.step = step;
-    }
-
-    /// Plans the next global batch into `out` (its cursor left empty: the step alone
-    /// places a batch) and moves on.
-    pub fn plan<L: DocLengths>(&mut self, lengths: &mut L, out: &mut Plan) -> Result<(), L::Error>
+    /// Plans global batch `step` into `out` (its cursor left as it is: the step alone
+    /// places a batch).
+    pub fn plan<L: DocLengths>(&mut self, step: u64, lengths: &mut L, out: &mut Plan) -> Result<(), L::Error>
     where
         L::Error: From<PackError>,
     {
         let per_epoch = self.steps_per_epoch();
-        let (epoch, within) = (self.step / per_epoch, self.step % per_epoch);
+        let (epoch, within) = (step / per_epoch, step % per_epoch);
         if self.index.epoch != epoch {
             self.build(epoch, lengths)?;
         }
         let order = Permutation::new(self.docs, self.seed, epoch);
         let shuffle = Permutation::for_source(self.epoch_rows, self.seed, ROWS_KEY, epoch);
-        out.step = self.step;
+        out.step = step;
         out.placed.clear();
         out.padding = 0;
         let seq = u64::from(self.spec.seq_len);
@@ -151,7 +138,6 @@ impl ShuffledRows {
             let r = shuffle.at(within * u64::from(self.rows) + u64::from(row));
             self.place_row(row, r * seq, &order, epoch, lengths, out)?;
         }
-        self.step += 1;
         Ok(())
     }
 
