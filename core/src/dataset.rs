@@ -20,6 +20,7 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
+pub mod long;
 pub mod values;
 
 use crate::error::FormatError;
@@ -33,8 +34,9 @@ pub const FORMAT: &str = "zrecord-dataset";
 /// could not know what changed) instead of misreading it. A writer writes the lowest
 /// version that holds what the manifest has ([`Manifest::needed_version`]): 1 without a
 /// dataset card, 2 with one, 3 with a bytes or string field, 4 once it grew by an append
-/// (`grown_from`), so datasets without them stay readable by earlier builds.
-pub const VERSION: u32 = 4;
+/// (`grown_from`), 5 with a sample longer than a record (a shard's `long`), so datasets
+/// without them stay readable by earlier builds.
+pub const VERSION: u32 = 5;
 /// The version of a manifest with no key past version 1's.
 pub const VERSION_1: u32 = 1;
 /// The most identities [`Manifest::grown_from`] keeps (the oldest go first): states saved
@@ -250,8 +252,12 @@ pub fn check_name(name: &str) -> Result<(), FormatError> {
 pub struct ShardEntry {
     /// The folder's name, relative to the dataset directory.
     pub dir: String,
-    /// Records in each of its field stores.
+    /// Samples: records `0..records` of each of its field stores.
     pub records: u64,
+    /// Fields with a sample longer than a record (version 5): their stores hold the
+    /// continuation pieces and a long index after the samples ([`long`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub long: Vec<String>,
 }
 
 /// The shard folder name of the `k`-th shard a dataset ever created.
@@ -343,6 +349,9 @@ impl Manifest {
         if version < 4 && !m.grown_from.is_empty() {
             return Err(bad(format!("a version {version} manifest holds \"grown_from\", which came with version 4")));
         }
+        if version < 5 && m.shards.iter().any(|s| !s.long.is_empty()) {
+            return Err(bad(format!("a version {version} manifest holds \"long\", which came with version 5")));
+        }
         if let Some(f) = m.fields.iter().find(|f| f.has_stop_byte()).filter(|_| version < 3) {
             return Err(bad(format!(
                 "a version {version} manifest holds field {:?} of kind {}, which came with version 3",
@@ -386,6 +395,15 @@ impl Manifest {
                     s.dir, s.records
                 )));
             }
+            for (k, name) in s.long.iter().enumerate() {
+                let field = self.fields.iter().find(|f| &f.name == name);
+                if field.is_none_or(|f| f.kind == FieldKind::Fixed) || s.long[..k].contains(name) {
+                    return Err(FormatError::Container(format!(
+                        "shard {:?} lists {name:?} as long: not a ragged, bytes or string field, or listed twice",
+                        s.dir
+                    )));
+                }
+            }
             total = total
                 .checked_add(s.records)
                 .filter(|&t| t <= MAX_SAMPLES)
@@ -394,10 +412,13 @@ impl Manifest {
         Ok(())
     }
 
-    /// The lowest version that holds this manifest: 4 once it grew by an append, 3 with a
+    /// The lowest version that holds this manifest: 5 with a long sample, 4 once it grew
+    /// by an append, 3 with a
     /// bytes or string field or a row identity, 2 with a dataset card, else 1.
     pub fn needed_version(&self) -> u32 {
-        if !self.grown_from.is_empty() {
+        if self.shards.iter().any(|s| !s.long.is_empty()) {
+            5
+        } else if !self.grown_from.is_empty() {
             4
         } else if self.rows.is_some() || self.fields.iter().any(Field::has_stop_byte) {
             3
@@ -461,6 +482,9 @@ impl Manifest {
             )));
         }
         self.rows.get_or_insert(rows);
+        for shard in &mut self.shards {
+            shard.long.retain(|n| n != name);
+        }
         Ok(self.fields.remove(f))
     }
 
@@ -619,7 +643,10 @@ mod tests {
             Field::ragged("tokens", "<u2", Codec::Flate),
         ])
         .unwrap();
-        m.shards = vec![ShardEntry { dir: shard_dir(0), records: 1000 }, ShardEntry { dir: shard_dir(1), records: 24 }];
+        m.shards = vec![
+            ShardEntry { dir: shard_dir(0), records: 1000, long: vec![] },
+            ShardEntry { dir: shard_dir(1), records: 24, long: vec![] },
+        ];
         m.next_shard = 2;
         m
     }
@@ -633,9 +660,25 @@ mod tests {
         let truncated = &text.as_bytes()[..text.len() / 2];
         let e = Manifest::from_json(truncated).unwrap_err().to_string();
         assert!(e.contains(MANIFEST_FILE), "{e}");
-        let newer = text.replace("\"version\": 1", "\"version\": 5");
+        let newer = text.replace("\"version\": 1", "\"version\": 6");
         let e = Manifest::from_json(newer.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("newer"), "{e}");
+    }
+
+    #[test]
+    fn a_shard_with_long_samples_is_version_5() {
+        let mut m = sample();
+        m.shards[1].long = vec!["tokens".into()];
+        let text = m.to_json();
+        assert!(text.contains("\"version\": 5") && text.contains("\"long\""), "{text}");
+        assert_eq!(Manifest::from_json(text.as_bytes()).unwrap().shards, m.shards);
+        let e = Manifest::from_json(text.replace("\"version\": 5", "\"version\": 4").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("came with version 5"), "{e}");
+        // Only a ragged, bytes or string field can hold a long sample.
+        let e = Manifest::from_json(text.replace("\"tokens\"\n", "\"label\"\n").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("as long"), "{e}");
+        m.shards[1].long.clear();
+        assert!(m.to_json().contains("\"version\": 1"));
     }
 
     #[test]

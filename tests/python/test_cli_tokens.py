@@ -79,14 +79,19 @@ def test_bad_token_conversions_say_why_and_leave_nothing(zr, tmp_path, args, mes
     assert not (tmp_path / "out").exists()
 
 
-def test_a_document_longer_than_a_record_is_named(zr, tmp_path):
-    flat = np.concatenate([np.array([1, 2, EOT], np.uint16), np.ones(600_000, np.uint16)])
+def test_a_document_longer_than_a_record_is_one_sample(zr, tmp_path):
+    # Issue 35: a 600,000-token document failed the whole conversion ("longer than a record").
+    long_doc = (np.arange(600_000) % 50_000).astype(np.uint16)
+    flat = np.concatenate([np.array([1, 2, EOT], np.uint16), long_doc, np.array([EOT, 9], np.uint16)])
     (tmp_path / "t.bin").write_bytes(flat.tobytes())
     p = run(zr, "convert", str(tmp_path / "t.bin"), str(tmp_path / "out"), "--tokens", "uint16", "--eos", str(EOT))
-    assert p.returncode == 2
-    assert "document 1 (from token 3) is longer than a record holds" in p.stderr, p.stderr
-    assert str(tmp_path / "t.bin") in p.stderr
-    assert not (tmp_path / "out").exists()
+    assert p.returncode == 0, p.stderr
+    ds = zrecord.Dataset(tmp_path / "out")
+    assert len(ds) == 3
+    np.testing.assert_array_equal(ds[1]["tokens"], long_doc)
+    np.testing.assert_array_equal(packed_stream(tmp_path / "out", 1024, len(flat), EOT), flat)
+    p = run(zr, "verify", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_token_ids_with_document_offsets(zr, tmp_path):

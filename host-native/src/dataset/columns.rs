@@ -20,6 +20,7 @@ use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
 use zrecord_core::stream::DatasetId;
 
+use super::long::Spill;
 use super::remote_edit::{discard_uploads, read_dataset, replace, Listed, Scratch};
 use super::write::{io_at, lock_existing, publish, FieldWrite};
 use super::{Column, Dataset, DatasetError, DatasetOptions, RemoteOptions, WriteOptions};
@@ -38,6 +39,8 @@ pub struct FieldAdder {
     /// The shard being filled and its store.
     shard: usize,
     store: Option<Zrecord>,
+    /// The continuation pieces of the current store's samples longer than a record.
+    spill: Option<Spill>,
     /// Samples staged into the current shard's store, and in all.
     in_shard: u64,
     written: u64,
@@ -126,6 +129,7 @@ impl FieldAdder {
             options,
             shard: 0,
             store: None,
+            spill: None,
             in_shard: 0,
             written: 0,
             rows,
@@ -174,10 +178,24 @@ impl FieldAdder {
             if self.store.is_none() {
                 let dir = self.path.join(&self.manifest.shards[self.shard].dir);
                 self.store = Some(self.write.create_store(&dir, self.options.layout)?);
+                self.spill = Some(self.write.spill(&dir));
                 self.made.push(dir);
             }
             let store = self.store.as_ref().expect("made above");
-            self.write.stage(store, column, done as usize, (done + k) as usize)?;
+            let spill = self.spill.as_mut().expect("made with the store");
+            let lens = (done as usize..(done + k) as usize).map(|j| self.write.record_len(column, j));
+            if spill.room(self.in_shard, lens) < k {
+                // The shard's length is fixed: its store must hold every continuation piece.
+                return Err(DatasetError::at(
+                    &self.path,
+                    Some(&self.write.field.name),
+                    Error::InvalidArgument(format!(
+                        "the samples of shard {:?} are too long for one store to hold (2^24 records of at most 1 MiB)",
+                        self.manifest.shards[self.shard].dir
+                    )),
+                ));
+            }
+            self.write.stage(store, column, done as usize, (done + k) as usize, spill, self.in_shard)?;
             done += k;
             self.in_shard += k;
             self.written += k;
@@ -201,7 +219,13 @@ impl FieldAdder {
             self.made.push(dir);
         }
         if let Some(store) = self.store.take() {
-            store.commit().map_err(|e| DatasetError::at(store.path(), Some(&self.write.field.name), e))?;
+            let name = &self.write.field.name;
+            if let Some(spill) = self.spill.take() {
+                if spill.finish(&store, self.write.policy())? {
+                    self.manifest.shards[self.shard].long.push(name.clone());
+                }
+            }
+            store.commit().map_err(|e| DatasetError::at(store.path(), Some(name), e))?;
         }
         Ok(())
     }

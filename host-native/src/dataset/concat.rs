@@ -116,7 +116,7 @@ pub fn concat(sources: &[PathBuf], out: &Path) -> Result<Concatenated, DatasetEr
                     let to = staging.join(&dir).join(&field.name);
                     link_tree(&from, &to, &mut counts)?;
                 }
-                made.shards.push(ShardEntry { dir, records: shard.records });
+                made.shards.push(ShardEntry { dir, records: shard.records, long: shard.long.clone() });
             }
         }
         publish(&staging, &made)?;
@@ -186,7 +186,7 @@ pub fn concat_remote(sources: &[Remote], out: &Remote) -> Result<Concatenated, D
                         objects.insert(name, Object { etag, key: None, ..object.clone() });
                     }
                 }
-                made.shards.push(ShardEntry { dir, records: shard.records });
+                made.shards.push(ShardEntry { dir, records: shard.records, long: shard.long.clone() });
             }
         }
         made.check().map_err(|e| DatasetError::at(at, None, e))?;

@@ -12,6 +12,7 @@
 
 use std::path::Path;
 
+use zrecord_core::dataset::long::LongIndex;
 use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry};
 use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
@@ -75,6 +76,7 @@ pub fn delete_samples(
             after.next_shard += 1;
             let dir = path.join(&name);
             made.push(dir.clone());
+            let mut long = Vec::new();
             for write in &writes {
                 let from = open_read(&path.join(&old.dir).join(&write.field.name))?;
                 let to = write.create_store(&dir, store_layout)?;
@@ -82,9 +84,12 @@ pub fn delete_samples(
                     done += n;
                     progress(done, total);
                 })?;
+                if old.long.contains(&write.field.name) && copy_long(write, &from, old.records, &keep, &to)? {
+                    long.push(write.field.name.clone());
+                }
                 to.commit().map_err(|e| DatasetError::at(to.path(), Some(&write.field.name), e))?;
             }
-            after.shards[*s] = ShardEntry { dir: name, records: keep.len() as u64 };
+            after.shards[*s] = ShardEntry { dir: name, records: keep.len() as u64, long };
         }
         after.shards.retain(|s| s.records > 0);
         // The rows changed: so does their identity, when it is kept as `rows`, and no
@@ -135,6 +140,35 @@ fn first_layout(path: &Path, manifest: &Manifest) -> Result<FileLayout, DatasetE
 fn open_read(dir: &Path) -> Result<Zrecord, DatasetError> {
     let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
     Zrecord::open_with(dir, options).map_err(|e| DatasetError::at(dir, None, e))
+}
+
+/// Copies the continuation pieces of the kept samples longer than a record (`keep`, the
+/// samples of `from`'s shard of `records` kept, in order) after `to`'s samples, and a long
+/// index renumbered for them. Returns whether any was kept.
+fn copy_long(
+    write: &FieldWrite,
+    from: &Zrecord,
+    records: u64,
+    keep: &[u64],
+    to: &Zrecord,
+) -> Result<bool, DatasetError> {
+    let at = |z: &Zrecord, e: Error| DatasetError::at(z.path(), Some(&write.field.name), e);
+    let index = super::long::read_index(from, records).map_err(|e| at(from, e))?;
+    let mut entries = Vec::new();
+    let mut pieces = Vec::new();
+    for sample in index.samples() {
+        if let Ok(now) = keep.binary_search(&u64::from(sample.sample)) {
+            entries.push((now as u32, sample.more));
+            pieces.extend(sample.records().skip(1).map(|(r, _)| r));
+        }
+    }
+    if entries.is_empty() {
+        return Ok(false);
+    }
+    copy_records(write, from, &pieces, to, &mut |_| {})?;
+    let bytes = LongIndex::encode(&entries);
+    to.stage_var_with(&bytes, &[0], &[bytes.len() as u32], write.policy()).map_err(|e| at(to, e))?;
+    Ok(true)
 }
 
 /// Copies records `keep` of `from` (decoded, checked against their checksums) to `to`, in

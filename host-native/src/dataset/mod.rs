@@ -35,6 +35,7 @@ mod delete;
 mod error;
 mod find;
 mod layout;
+mod long;
 mod open;
 mod parts;
 mod remote_edit;
@@ -46,6 +47,7 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use zrecord_core::dataset::long::LongIndex;
 use zrecord_core::dataset::{Field, FieldKind, Layout, Manifest, ShardGroup};
 use zrecord_core::error::{DecodeError, Error};
 use zrecord_core::stream::DatasetId;
@@ -75,6 +77,9 @@ pub const LEGACY_FIELD: &str = "data";
 struct Shard {
     dir: PathBuf,
     stores: Vec<Arc<Zrecord>>,
+    /// Per field, the long index of a store holding samples longer than a record
+    /// (`long.rs`); empty when none does.
+    long: Vec<Option<Arc<LongIndex>>>,
 }
 
 /// An open dataset: fields, shards, and the index space `0..len()` over them.
@@ -309,6 +314,25 @@ impl Dataset {
                 per_shard[s].push(index);
             }
         }
+        // A long sample's continuation records, which only its own fields' stores hold,
+        // are read ahead by those stores below (the other fields ask for nothing more).
+        let mut more: Vec<(usize, usize, Vec<u64>)> = Vec::new();
+        for (s, shard) in self.shards.iter().enumerate() {
+            for (f, long) in shard.long.iter().enumerate() {
+                let Some(long) = long else { continue };
+                let records: Vec<u64> = per_shard[s]
+                    .iter()
+                    .filter_map(|&i| long.find(i))
+                    .flat_map(|sample| sample.records().skip(1).map(|(r, _)| r))
+                    .collect();
+                if !records.is_empty() {
+                    more.push((s, f, records));
+                }
+            }
+        }
+        for (s, f, records) in &more {
+            let _ = self.shards[*s].stores[*f].will_read(records);
+        }
         let touched: Vec<(&Arc<Zrecord>, &Vec<u64>)> = self
             .shards
             .iter()
@@ -371,8 +395,26 @@ impl Dataset {
             for (&slot, &len) in slots.iter().zip(&lengths) {
                 out[slot] = u64::from(len);
             }
+            if let Some(long) = self.long(s, f) {
+                for (&slot, &index) in slots.iter().zip(&local) {
+                    if let Some(sample) = long.find(index) {
+                        out[slot] = sample.total;
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The long index of field `f`'s store in shard `s`, when it holds samples longer
+    /// than a record.
+    fn long(&self, s: usize, f: usize) -> Option<&LongIndex> {
+        self.shards[s].long.get(f)?.as_deref()
+    }
+
+    /// True when some store of field `f` holds samples longer than a record.
+    fn has_long(&self, f: usize) -> bool {
+        self.shards.iter().any(|shard| shard.long.get(f).is_some_and(Option::is_some))
     }
 
     /// Bytes `from .. from + out.len()` of field `f` of sample `index`, the record's
@@ -387,7 +429,21 @@ impl Dataset {
         scratch: &mut Vec<u8>,
     ) -> Result<(), DatasetError> {
         let (s, local) = self.layout.locate(index).ok_or_else(|| self.out_of_range(index))?;
-        self.store(s, f).read_piece(local, from, out, scratch).map_err(|e| self.error(s, f, e))
+        let store = self.store(s, f);
+        let Some(sample) = self.long(s, f).and_then(|long| long.find(local)) else {
+            return store.read_piece(local, from, out, scratch).map_err(|e| self.error(s, f, e));
+        };
+        if from.saturating_add(out.len() as u64) > sample.total {
+            let what = format!("bytes {from}..{} of a {}-byte sample", from + out.len() as u64, sample.total);
+            return Err(self.error(s, f, Error::InvalidArgument(what)));
+        }
+        let mut at = 0usize;
+        for (record, offset, len) in sample.ranges(from, out.len() as u64) {
+            let part = &mut out[at..at + len as usize];
+            store.read_piece(record, offset, part, scratch).map_err(|e| self.error(s, f, e))?;
+            at += len as usize;
+        }
+        Ok(())
     }
 
     /// Decodes field `f` of sample `indices[k]` into `dst` at byte `offsets[k]` (each must
@@ -400,7 +456,20 @@ impl Dataset {
                 Error::InvalidArgument(format!("{} offsets for {} indices", offsets.len(), indices.len())),
             ));
         }
-        let picks = self.picks(indices, |k| offsets[k])?;
+        let mut picks = self.picks(indices, |k| offsets[k])?;
+        if self.has_long(f) {
+            // A long sample's own record holds its first piece; its continuations follow.
+            for k in 0..picks.len() {
+                let Pick { store: s, index, offset } = picks[k];
+                if let Some(sample) = self.long(s, f).and_then(|long| long.find(index)) {
+                    picks.extend(sample.records().skip(1).map(|(r, at)| Pick {
+                        store: s,
+                        index: r,
+                        offset: offset + at,
+                    }));
+                }
+            }
+        }
         self.gather_picks(f, &picks, dst, None)
     }
 

@@ -204,7 +204,7 @@ impl Dataset {
                     .take(manifest.fields.len())
                     .map(|r| r.map(Arc::new))
                     .collect::<Result<Vec<_>, _>>()?;
-                shards.push(Shard { dir: path.join(&entry.dir), stores });
+                shards.push(Shard { dir: path.join(&entry.dir), stores, long: Vec::new() });
             }
             let layout = manifest.layout();
             let mut ds = Self::assemble(path.clone(), manifest.fields.clone(), shards, layout, Some(manifest), true)?;
@@ -220,7 +220,7 @@ impl Dataset {
         let store = open_store("", codec, LEGACY_FIELD, 0)?;
         let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
         let layout = Layout::new([u64::from(store.len())]);
-        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };
+        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)], long: Vec::new() };
         let mut ds = Self::assemble(path.clone(), vec![field], vec![shard], layout, None, true)?;
         ds.cache = Some(cache);
         Ok(ds)
@@ -253,7 +253,7 @@ impl Dataset {
                 }
                 stores.push(Arc::new(store));
             }
-            shards.push(Shard { dir, stores });
+            shards.push(Shard { dir, stores, long: Vec::new() });
         }
         let layout = manifest.layout();
         Self::assemble(path, manifest.fields.clone(), shards, layout, Some(manifest), true)
@@ -278,7 +278,7 @@ impl Dataset {
         let (store, read_only) = open_store(&path, options, opts.read_only).map_err(at)?;
         let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
         let layout = Layout::new([u64::from(store.len())]);
-        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)] };
+        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)], long: Vec::new() };
         Self::assemble(path, vec![field], vec![shard], layout, None, read_only)
     }
 
@@ -311,14 +311,14 @@ impl Dataset {
         }
         let (defs, stores): (Vec<Field>, Vec<Arc<Zrecord>>) = fields.into_iter().unzip();
         let read_only = true;
-        let shard = Shard { dir: path.clone(), stores };
+        let shard = Shard { dir: path.clone(), stores, long: Vec::new() };
         Self::assemble(path, defs, vec![shard], Layout::new([u64::from(length)]), None, read_only)
     }
 
     fn assemble(
         path: PathBuf,
         fields: Vec<Field>,
-        shards: Vec<Shard>,
+        mut shards: Vec<Shard>,
         layout: Layout,
         manifest: Option<Manifest>,
         read_only: bool,
@@ -329,6 +329,21 @@ impl Dataset {
             let at = |e: FormatError| DatasetError::at(&path, Some(&f.name), e);
             sample_lens.push(f.sample_len().map_err(at)?.unwrap_or(0) as usize);
             itemsizes.push(f.itemsize().map_err(at)? as usize);
+        }
+        if let Some(m) = &manifest {
+            for (shard, entry) in shards.iter_mut().zip(&m.shards) {
+                if entry.long.is_empty() {
+                    continue;
+                }
+                shard.long = vec![None; fields.len()];
+                for name in &entry.long {
+                    let f = fields.iter().position(|g| &g.name == name).expect("the manifest's check: a field");
+                    let store = &shard.stores[f];
+                    let index = super::long::read_index(store, entry.records)
+                        .map_err(|e| DatasetError::at(store.path(), Some(name), e))?;
+                    shard.long[f] = Some(index);
+                }
+            }
         }
         Ok(Dataset { path, fields, sample_lens, itemsizes, shards, layout, manifest, read_only, cache: None })
     }

@@ -185,7 +185,7 @@ pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64, tag: &str) 
         let up = upload_tree(&local.join(&shard.dir), remote, &name, &mut |_, _| {})
             .map_err(|e| DatasetError::at(&local.join(&shard.dir), None, e))?;
         objects.extend(up.objects);
-        shards.push(ShardEntry { dir: name, records: shard.records });
+        shards.push(ShardEntry { dir: name, records: shard.records, long: shard.long.clone() });
     }
     Ok(Part { version: PART_VERSION, task, fields: manifest.fields, shards, dir: None, objects, generations })
 }

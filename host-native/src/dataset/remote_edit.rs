@@ -281,7 +281,7 @@ pub fn delete_remote(
         };
         uploaded.extend(up.objects.keys().cloned());
         objects.extend(up.objects);
-        shards.push(zrecord_core::dataset::ShardEntry { dir: name, records: copy.records });
+        shards.push(zrecord_core::dataset::ShardEntry { dir: name, records: copy.records, long: copy.long.clone() });
     }
     changed.shards = shards;
     changed.next_shard = after.next_shard.max(manifest.next_shard);

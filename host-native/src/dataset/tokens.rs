@@ -8,9 +8,10 @@
 //! stream is the file's own). Empty documents (two ids in a row) hold no token and are
 //! not written; tokens after the last id are the last document.
 //!
-//! The file is read a block at a time, so memory stays bounded; a document longer than a
-//! record holds ([`MAX_RECORD_LEN`] bytes) fails with its number and its first token's
-//! place in the file, before anything is published.
+//! The file is read a block at a time, so memory stays bounded by a block and the longest
+//! document; a document of any length is stored (one longer than a record spans several),
+//! up to [`MAX_DOCUMENT_LEN`] bytes: past that it fails with its number and its first
+//! token's place in the file (is `--eos` right?), before anything is published.
 
 use std::fs::File;
 use std::io::Read;
@@ -18,10 +19,14 @@ use std::path::Path;
 
 use zrecord_core::dataset::Field;
 use zrecord_core::error::{Error, FormatError, IoError};
-use zrecord_core::format::MAX_RECORD_LEN;
 
 use super::convert::{ImportOptions, Imported};
 use super::{Column, DatasetError, DatasetWriter};
+
+/// The longest document the import holds in memory, in bytes (a document longer than a
+/// record spans several records of its store; one longer than this is far more likely an
+/// end-of-document id that is not the file's).
+pub const MAX_DOCUMENT_LEN: usize = 1 << 30;
 
 /// What [`import_tokens`] did beyond [`Imported`].
 #[derive(Debug)]
@@ -83,9 +88,8 @@ pub fn import_tokens(
     progress(0, size);
     let too_long = |doc: u64, start: u64| {
         at(Error::InvalidArgument(format!(
-            "document {doc} (from token {start}) is longer than a record holds ({MAX_RECORD_LEN} bytes, {} tokens): \
-             is --eos right?",
-            MAX_RECORD_LEN as usize / item
+            "document {doc} (from token {start}) is longer than {MAX_DOCUMENT_LEN} bytes ({} tokens): is --eos right?",
+            MAX_DOCUMENT_LEN / item
         )))
     };
     while read < size {
@@ -101,7 +105,7 @@ pub fn import_tokens(
             }
             let end = k * item;
             let len = current.len() + (end - doc_begin);
-            if len > MAX_RECORD_LEN as usize {
+            if len > MAX_DOCUMENT_LEN {
                 return Err(too_long(docs, current_start));
             }
             // An empty document (two ids in a row) goes to the writer too: its rule,
@@ -115,7 +119,7 @@ pub fn import_tokens(
             current_start = first_token + k as u64 + 1;
         }
         current.extend_from_slice(&buf[doc_begin..n]);
-        if current.len() > MAX_RECORD_LEN as usize {
+        if current.len() > MAX_DOCUMENT_LEN {
             return Err(too_long(docs, current_start));
         }
         if offsets.len() > 1 {

@@ -18,13 +18,15 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use zrecord_core::dataset::long::{piece_len, MAX_SAMPLE_LEN};
 use zrecord_core::dataset::values::{self, ValueError};
 use zrecord_core::dataset::{shard_dir, Field, FieldKind, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, FormatError, IoError};
 use zrecord_core::format::FileLayout;
 use zrecord_core::schema::SCHEMA_FILE;
-use zrecord_core::{CodecPolicy, MAX_RECORDS, MAX_RECORD_LEN};
+use zrecord_core::{CodecPolicy, MAX_RECORDS};
 
+use super::long::Spill;
 use super::{Dataset, DatasetError, DatasetOptions};
 use crate::{OpenOptions, Zrecord};
 
@@ -95,6 +97,8 @@ pub enum Column<'a> {
 struct OpenShard {
     entry: ShardEntry,
     stores: Vec<Zrecord>,
+    /// Per field, the continuation pieces of its samples longer than a record.
+    spills: Vec<Spill>,
 }
 
 /// Adds samples to a dataset (creating it if needed); see the module docs.
@@ -217,8 +221,9 @@ impl DatasetWriter {
     /// Stages one block of samples: one column per field, in field order, all with the
     /// same number of samples. Nothing is visible to readers before [`DatasetWriter::commit`].
     /// Fails, naming the field (and sample), on a column of another length or kind, a
-    /// ragged sample that is empty, not a whole number of elements, or over the 1 MiB
-    /// record limit; the writer is then still usable (the block was not staged).
+    /// ragged sample that is empty, not a whole number of elements, or over the 4 GiB
+    /// sample limit (a sample longer than a record spans several: `long.rs`); the writer
+    /// is then still usable (the block was not staged).
     pub fn write(&mut self, columns: &[Column<'_>]) -> Result<u64, DatasetError> {
         if self.options.skip_empty {
             if let Some((kept, skipped)) = self.without_empty(columns) {
@@ -302,7 +307,20 @@ impl DatasetWriter {
                 self.start_shard()?;
             }
             let shard_room = self.options.shard_records - self.current.as_ref().map_or(0, |c| c.entry.records);
-            let k = shard_room.min(n - done);
+            let k = self.long_room(columns, done as usize, shard_room.min(n - done));
+            if k == 0 {
+                let current = self.current.as_ref().expect("a shard was started above");
+                if current.entry.records == 0 {
+                    return Err(DatasetError::at(
+                        &self.path,
+                        None,
+                        Error::InvalidArgument(format!("sample {} is too long for a store to hold", self.len())),
+                    ));
+                }
+                // The store's record limit or the long index is full: the next shard.
+                self.finish_shard()?;
+                continue;
+            }
             if let Err(e) = self.stage(columns, done as usize, (done + k) as usize) {
                 self.failed = true;
                 return Err(e);
@@ -351,10 +369,27 @@ impl DatasetWriter {
         Ok(n)
     }
 
-    fn stage(&mut self, columns: &[Column<'_>], from: usize, to: usize) -> Result<(), DatasetError> {
+    /// How many of the `k` samples of `columns` from `from` the open shard still takes,
+    /// with the continuation pieces of samples longer than a record counted.
+    fn long_room(&self, columns: &[Column<'_>], from: usize, k: u64) -> u64 {
         let current = self.current.as_ref().expect("a shard is open");
-        for ((column, store), write) in columns.iter().zip(&current.stores).zip(&self.writes) {
-            write.stage(store, *column, from, to)?;
+        let mut room = k;
+        for ((column, write), spill) in columns.iter().zip(&self.writes).zip(&current.spills) {
+            if let Column::Ragged { .. } = column {
+                let lens = (from..from + room as usize).map(|j| write.record_len(*column, j));
+                room = spill.room(current.entry.records, lens);
+            }
+        }
+        room
+    }
+
+    fn stage(&mut self, columns: &[Column<'_>], from: usize, to: usize) -> Result<(), DatasetError> {
+        let current = self.current.as_mut().expect("a shard is open");
+        let first = current.entry.records;
+        for (((column, store), write), spill) in
+            columns.iter().zip(&current.stores).zip(&self.writes).zip(&mut current.spills)
+        {
+            write.stage(store, *column, from, to, spill, first)?;
         }
         Ok(())
     }
@@ -364,18 +399,25 @@ impl DatasetWriter {
         self.manifest.next_shard += 1;
         let dir = self.path.join(&dir_name);
         let mut stores = Vec::with_capacity(self.manifest.fields.len());
+        let mut spills = Vec::with_capacity(self.manifest.fields.len());
         for write in &self.writes {
             stores.push(write.create_store(&dir, self.options.layout)?);
+            spills.push(write.spill(&dir));
         }
-        self.current = Some(OpenShard { entry: ShardEntry { dir: dir_name, records: 0 }, stores });
+        let entry = ShardEntry { dir: dir_name, records: 0, long: Vec::new() };
+        self.current = Some(OpenShard { entry, stores, spills });
         Ok(())
     }
 
     /// Commits the open shard's stores (durable, not yet listed) and lists it.
     fn finish_shard(&mut self) -> Result<(), DatasetError> {
-        let Some(shard) = self.current.take() else { return Ok(()) };
-        for (f, store) in shard.stores.iter().enumerate() {
-            store.commit().map_err(|e| DatasetError::at(store.path(), Some(&self.manifest.fields[f].name), e))?;
+        let Some(mut shard) = self.current.take() else { return Ok(()) };
+        for (f, (store, spill)) in shard.stores.iter().zip(shard.spills.drain(..)).enumerate() {
+            let name = &self.manifest.fields[f].name;
+            if spill.finish(store, self.writes[f].policy)? {
+                shard.entry.long.push(name.clone());
+            }
+            store.commit().map_err(|e| DatasetError::at(store.path(), Some(name), e))?;
         }
         if shard.entry.records > 0 {
             self.manifest.shards.push(shard.entry);
@@ -419,7 +461,7 @@ impl DatasetWriter {
             let to = self.path.join(&name);
             std::fs::rename(&from, &to).map_err(io_at(&from, "move"))?;
             self.adopted.push((from, name.clone()));
-            self.manifest.shards.push(ShardEntry { dir: name, records: shard.records });
+            self.manifest.shards.push(ShardEntry { dir: name, records: shard.records, long: shard.long.clone() });
         }
         Ok(theirs.len())
     }
@@ -481,6 +523,21 @@ impl FieldWrite {
         self.policy
     }
 
+    /// Where the field's store in shard folder `shard` keeps the continuation pieces of
+    /// samples longer than a record until the shard finishes.
+    pub(super) fn spill(&self, shard: &Path) -> Spill {
+        Spill::new(shard, &self.field.name, piece_len(self.itemsize))
+    }
+
+    /// The bytes sample `k` of a checked `column` takes as records (a bytes or string
+    /// value's with its stop byte).
+    pub(super) fn record_len(&self, column: Column<'_>, k: usize) -> u64 {
+        match column {
+            Column::Fixed(_) => self.sample_len.unwrap_or(0),
+            Column::Ragged { offsets, .. } => offsets[k + 1] - offsets[k] + u64::from(self.field.has_stop_byte()),
+        }
+    }
+
     /// The number of samples in `column`, after checking every one; `first` numbers the
     /// first in messages. A bad column is an invalid argument naming the field.
     pub(super) fn check(&self, path: &Path, first: u64, column: Column<'_>) -> Result<u64, DatasetError> {
@@ -510,7 +567,7 @@ impl FieldWrite {
     }
 
     /// Checks a ragged column's samples: offsets in order and within the values, each
-    /// sample non-empty, a whole number of elements and within the record limit.
+    /// sample non-empty, a whole number of elements and within the sample limit.
     fn check_ragged(&self, path: &Path, first: u64, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
         let field = &self.field;
         let bad = |what: String| DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what));
@@ -535,9 +592,9 @@ impl FieldWrite {
             if !len.is_multiple_of(item) {
                 return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
             }
-            if len > u64::from(MAX_RECORD_LEN) {
+            if len > MAX_SAMPLE_LEN {
                 return Err(bad(format!(
-                    "sample {sample} holds {} elements ({len} bytes), over the {MAX_RECORD_LEN}-byte record limit",
+                    "sample {sample} holds {} elements ({len} bytes), over the {MAX_SAMPLE_LEN}-byte sample limit",
                     len / item
                 )));
             }
@@ -570,13 +627,17 @@ impl FieldWrite {
         })
     }
 
-    /// Stages samples `from..to` of a checked column into `store`.
+    /// Stages samples `from..to` of a checked column into `store`, whose record `first` is
+    /// sample `from`; a sample longer than a record stages its first piece and leaves the
+    /// rest with `spill`.
     pub(super) fn stage(
         &self,
         store: &Zrecord,
         column: Column<'_>,
         from: usize,
         to: usize,
+        spill: &mut Spill,
+        first: u64,
     ) -> Result<(), DatasetError> {
         let at = |e: Error| DatasetError::at(store.path(), Some(&self.field.name), e);
         match column {
@@ -589,12 +650,39 @@ impl FieldWrite {
                 // Checked already (`check_values`): only the stop bytes to add.
                 let r = values::records(values, offsets, from, to, false)
                     .map_err(|e| at(Error::InvalidArgument(format!("{e:?}"))))?;
-                store.stage_var_with(&r.bytes, &r.starts, &r.lens, self.policy).map_err(at)?;
+                self.stage_records(store, &r.bytes, &r.starts, &r.lens, spill, first)?;
             }
             Column::Ragged { values, offsets } => {
                 let starts = &offsets[from..to];
                 let lens: Vec<u32> = offsets[from..=to].windows(2).map(|w| (w[1] - w[0]) as u32).collect();
-                store.stage_var_with(values, starts, &lens, self.policy).map_err(at)?;
+                self.stage_records(store, values, starts, &lens, spill, first)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stages records `bytes[starts[k]..][..lens[k]]`, each over a record's length cut to
+    /// its first piece, the rest kept by `spill` (record `first + k`).
+    fn stage_records(
+        &self,
+        store: &Zrecord,
+        bytes: &[u8],
+        starts: &[u64],
+        lens: &[u32],
+        spill: &mut Spill,
+        first: u64,
+    ) -> Result<(), DatasetError> {
+        let at = |e: Error| DatasetError::at(store.path(), Some(&self.field.name), e);
+        let piece = spill.piece();
+        if lens.iter().all(|&len| u64::from(len) <= piece) {
+            store.stage_var_with(bytes, starts, lens, self.policy).map_err(at)?;
+            return Ok(());
+        }
+        let cut: Vec<u32> = lens.iter().map(|&len| u64::from(len).min(piece) as u32).collect();
+        store.stage_var_with(bytes, starts, &cut, self.policy).map_err(at)?;
+        for (k, (&start, &len)) in starts.iter().zip(lens).enumerate() {
+            if u64::from(len) > piece {
+                spill.add(first + k as u64, &bytes[(start + piece) as usize..(start + u64::from(len)) as usize])?;
             }
         }
         Ok(())
