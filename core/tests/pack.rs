@@ -310,3 +310,63 @@ fn bad_specs_and_empty_documents_fail() {
     packer.plan(&mut lengths, &mut plan).unwrap();
     assert_eq!(plan.placed.len(), 8);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A finite pass (evaluation) packs every document once, in order, and stops: the
+    /// batch placing the last token says so, its rows past that token are padding, and
+    /// later batches hold nothing.
+    #[test]
+    fn a_finite_pass_packs_every_document_once_then_pads(
+        n in 1u64..120,
+        max in 1u64..300,
+        seq_len in 1u32..64,
+        rows in 1u32..6,
+        passes in 1u64..3,
+        best in any::<bool>(),
+    ) {
+        let mode = if best { PackMode::BestFit } else { PackMode::Concat };
+        let stream = docs(n, Mode::Sequential, 9);
+        let mut lengths = Lengths { of: vec![lengths_of(n as usize, max, 3)], lookups: 0 };
+        let s = spec(seq_len, mode, rows, false, true);
+        let mut packer = Packer::new(&stream, s, rows, 0, None, &mut lengths).unwrap();
+        packer.finish_after(passes * n).unwrap();
+        let mut plan = Plan::default();
+        let mut got: HashMap<u64, u64> = HashMap::new();
+        let mut lasts = Vec::new();
+        let cells = u64::from(rows) * u64::from(seq_len);
+        for step in 0..(passes * n * (max + 1)).div_ceil(cells) * 2 + 4 {
+            packer.plan(&mut lengths, &mut plan).unwrap();
+            let placed: u64 = plan.placed.iter().map(|p| u64::from(p.piece.len)).sum();
+            prop_assert_eq!(placed + plan.padding, cells, "step {}", step);
+            for p in &plan.placed {
+                *got.entry(p.piece.doc.position).or_default() += u64::from(p.piece.len);
+            }
+            if plan.last {
+                lasts.push(step);
+            }
+            if !lasts.is_empty() && lasts[0] < step {
+                prop_assert!(plan.placed.is_empty(), "tokens after the last batch");
+            }
+        }
+        prop_assert_eq!(lasts.len(), 1, "one last batch");
+        prop_assert_eq!(got.len() as u64, passes * n, "every position once");
+        for (&position, &tokens) in &got {
+            prop_assert_eq!(tokens, lengths.of[0][(position % n) as usize] + 1, "document at {} whole", position);
+        }
+        if !best {
+            // Concat: the documents in order, so only the last batch pads.
+            prop_assert!(packer.finished());
+        }
+    }
+}
+
+#[test]
+fn a_finite_pass_refuses_shuffled_rows_and_mixtures() {
+    let stream = docs(50, Mode::Shuffle, 1);
+    let mut lengths = Lengths { of: vec![lengths_of(50, 40, 1)], lookups: 0 };
+    let shuffled = PackSpec { shuffle_rows: true, ..spec(16, PackMode::Concat, 2, false, true) };
+    let mut packer = Packer::new(&stream, shuffled, 2, 0, None, &mut lengths).unwrap();
+    assert!(packer.finish_after(50).is_err());
+}

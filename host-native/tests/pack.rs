@@ -336,3 +336,93 @@ fn shuffled_rows_have_epochs_and_resume_exactly() {
     let e = Loader::packed(single, 4096, vec![a], spec, options(0, 1, 0)).expect_err("refused").to_string();
     assert!(e.contains("fewer than one global batch") && e.contains("sequential"), "{e}");
 }
+
+/// Every batch of a finite pass until the loader ends, rank by rank (each its own loader).
+fn until_end(loader: &Loader) -> Vec<LoaderBatch> {
+    let mut out = Vec::new();
+    while let Some(batch) = loader.next().unwrap() {
+        out.push(batch);
+        assert!(out.len() < 10_000, "the pass never ended");
+    }
+    out
+}
+
+#[test]
+fn a_finite_packed_pass_holds_every_document_once_in_order_then_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = write_docs(&dir.path().join("docs"), 1, 300);
+    let source = Source::dataset(ds).unwrap();
+    let docs = Stream::new(source.id(), Mode::Sequential, 7, 1).unwrap();
+    for mode in [PackMode::Concat, PackMode::BestFit] {
+        let spec = pack(mode, 64);
+        let mut rows_by_rank = Vec::new();
+        for rank in 0..2 {
+            let opts = LoaderOptions { passes: Some(1), ..options(rank, 2, 2) };
+            let loader = Loader::packed(docs.clone(), 8, vec![source.clone()], spec.clone(), opts).unwrap();
+            let batches = until_end(&loader);
+            assert!(loader.next().unwrap().is_none(), "a finished pass stays finished");
+            rows_by_rank.push(batches.iter().map(|b| rows_of(b, 64)).collect::<Vec<_>>());
+        }
+        assert_eq!(rows_by_rank[0].len(), rows_by_rank[1].len(), "{mode:?}: ranks end together");
+        // Every document once: concat in order, the rest padding (segment 0, the pad id).
+        let mut tokens = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for b in 0..rows_by_rank[0].len() {
+            for rank in &rows_by_rank {
+                for (row, segments, _) in &rank[b] {
+                    for (&t, &s) in row.iter().zip(segments) {
+                        if s == 0 {
+                            assert_eq!(t, 3, "{mode:?}: padding is the pad id");
+                        } else {
+                            tokens.push(t);
+                            if t > 2 {
+                                assert!(seen.insert(t), "{mode:?}: token {t} twice");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let expect: Vec<u32> = (0..300).flat_map(|i| virtual_doc(1, i)).collect();
+        if mode == PackMode::Concat {
+            assert_eq!(tokens, expect, "concat: the documents in order");
+        } else {
+            assert_eq!(tokens.len(), expect.len(), "best fit: every token");
+        }
+    }
+}
+
+#[test]
+fn a_finite_pass_of_samples_pads_its_last_batch_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = write_docs(&dir.path().join("docs"), 2, 23);
+    let source = Source::dataset(ds).unwrap();
+    // 23 samples in global batches of 6 over 2 ranks: 4 batches, the last holding 5.
+    let stream = Stream::new(source.id(), Mode::Sequential, 0, 6).unwrap();
+    let mut got = Vec::new();
+    for rank in 0..2 {
+        let opts = LoaderOptions { passes: Some(1), ..options(rank, 2, 2) };
+        let loader = Loader::new(stream.clone(), vec![source.clone()], opts).unwrap();
+        let batches = until_end(&loader);
+        assert_eq!(batches.len(), 4);
+        assert_eq!(batches.iter().map(|b| b.valid).collect::<Vec<_>>(), [3, 3, 3, if rank == 0 { 3 } else { 2 }]);
+        for b in &batches {
+            got.extend(b.indices[..b.valid].iter().map(|&i| (b.step, rank, i)));
+        }
+    }
+    got.sort();
+    assert_eq!(got.iter().map(|g| g.2).collect::<Vec<_>>(), (0..23).collect::<Vec<_>>(), "every sample once, in order");
+    // A state saved mid-pass resumes into the rest of the pass, and ends with it.
+    let opts = LoaderOptions { passes: Some(1), ..options(0, 1, 0) };
+    let first = Loader::new(stream.clone(), vec![source.clone()], opts).unwrap();
+    first.next().unwrap().unwrap();
+    first.next().unwrap().unwrap();
+    let state = first.state();
+    let rest = Loader::resume(stream.clone(), vec![source.clone()], opts, &state).unwrap();
+    let batches = until_end(&rest);
+    assert_eq!(batches.iter().map(|b| (b.step, b.valid)).collect::<Vec<_>>(), [(2, 6), (3, 5)]);
+    // A shuffled stream has no end to stop at.
+    let shuffled = Stream::new(source.id(), Mode::Shuffle, 0, 6).unwrap();
+    let e = Loader::new(shuffled, vec![source], opts).err().unwrap();
+    assert!(e.to_string().contains("SEQUENTIAL"), "{e}");
+}

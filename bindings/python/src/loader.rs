@@ -102,6 +102,8 @@ pub struct Pipeline {
     loader: Loader,
     /// How a batch becomes the dict `next()` returns; shared with the worker-side transform.
     layout: Arc<Layout>,
+    /// [`LoaderBatch::valid`] of the last batch returned.
+    valid: std::sync::atomic::AtomicUsize,
 }
 
 /// How the buffers of a batch become Python's dict of arrays.
@@ -311,7 +313,7 @@ impl Pipeline {
             None => loader,
             Some(func) => loader.with_transform(Arc::new(PyTransform { func, layout: layout.clone() }))?,
         };
-        Ok(Pipeline { loader, layout })
+        Ok(Pipeline { loader, layout, valid: std::sync::atomic::AtomicUsize::new(0) })
     }
 }
 
@@ -326,7 +328,7 @@ impl Pipeline {
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
                         world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None,
-                        fetch=None, length=None, on_error="raise", transform=None, pack=None))]
+                        fetch=None, length=None, on_error="raise", transform=None, pack=None, passes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -351,6 +353,7 @@ impl Pipeline {
         on_error: &str,
         transform: Option<Py<PyAny>>,
         pack: Option<&Bound<'_, PyDict>>,
+        passes: Option<u64>,
     ) -> PyResult<Self> {
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
@@ -388,6 +391,7 @@ impl Pipeline {
                     return Err(PyValueError::new_err(format!("on_error must be \"raise\" or \"skip\", not {other:?}")))
                 }
             },
+            passes,
         };
         if let Some(fetch) = fetch {
             let length = length.ok_or_else(|| PyValueError::new_err("fetch needs the dataset's length"))?;
@@ -470,7 +474,37 @@ impl Pipeline {
             Ok(None) => return Err(PyStopIteration::new_err(())),
             Err(e) => return Err(to_py(py, e)),
         };
-        self.layout.object(py, batch)
+        let valid = batch.valid;
+        self.valid.store(valid, std::sync::atomic::Ordering::Release);
+        let out = self.layout.object(py, batch)?;
+        if self.loader.pass_steps().is_some() {
+            // A finite pass of samples: which slots hold the pass's samples (the last
+            // batch's others repeat the first samples as padding).
+            if let Ok(dict) = out.cast::<PyDict>() {
+                let slots = py.import("numpy")?.call_method1("arange", (self.loader.batch_size(),))?;
+                dict.set_item("valid", slots.call_method1("__lt__", (valid,))?)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Slots at the front of the last batch `next()` returned that hold samples: the batch
+    /// size, but in the last batch of a finite pass of samples.
+    #[getter]
+    fn valid(&self) -> usize {
+        self.valid.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Global batches of a finite pass of samples (`passes=`), else None.
+    #[getter]
+    fn pass_steps(&self) -> Option<u64> {
+        self.loader.pass_steps()
+    }
+
+    /// True when the loader ends (`passes=`).
+    #[getter]
+    fn finite(&self) -> bool {
+        self.loader.is_finite()
     }
 
     /// The resume state after the last batch `next()` returned, as one line of JSON.

@@ -50,6 +50,7 @@ mod eras;
 mod jump;
 mod mixture;
 pub mod pack;
+pub mod pass;
 mod permutation;
 pub mod rows;
 mod state;
@@ -189,6 +190,9 @@ pub enum StreamError {
         /// The step asked for.
         step: u64,
     },
+    /// A finite pass asked of a stream that has none ([`pass::FinitePass`]).
+    #[error("{0}")]
+    FinitePass(String),
 }
 
 /// What a stream reads.

@@ -149,6 +149,9 @@ pub struct Plan {
     pub padding: u64,
     /// The cursor after this batch: what a state saved after it holds.
     pub cursor: PackCursor,
+    /// A finite pass ([`Packer::finish_after`]): the last batch holding tokens; rows past
+    /// the last document are padding.
+    pub last: bool,
 }
 
 impl Plan {
@@ -241,6 +244,8 @@ pub struct Packer {
     lengths: Vec<u64>,
     /// Shuffled rows ([`PackSpec::shuffle_rows`]): they plan every batch instead.
     shuffled: Option<ShuffledRows>,
+    /// A finite pass: documents taken in all, after which rows are padding.
+    limit: Option<u64>,
 }
 
 /// Why a packer cannot be built.
@@ -305,6 +310,7 @@ impl Packer {
             indices: Vec::with_capacity(LOOKAHEAD),
             lengths: Vec::with_capacity(LOOKAHEAD),
             shuffled,
+            limit: None,
         };
         if let Some(c) = cursor.filter(|_| packer.shuffled.is_none()) {
             if c.taken.len() != n || c.tokens.len() != n {
@@ -349,6 +355,28 @@ impl Packer {
             }
         }
         Ok(packer)
+    }
+
+    /// Makes the packing finite: the first `documents` positions of the document stream
+    /// (`passes x` the dataset's documents for whole passes in SEQUENTIAL order) are packed
+    /// and nothing after them; the batch that places the last token says so
+    /// ([`Plan::last`]), its rows past that token padding. One dataset, rows in the order
+    /// they are cut (shuffled rows and mixtures have no end to stop at).
+    pub fn finish_after(&mut self, documents: u64) -> Result<(), PackError> {
+        if self.shuffled.is_some() || self.weights.is_some() {
+            return Err(PackError::Spec(
+                "a finite pass packs one dataset's documents in rows in the order they are cut: \
+                 not shuffled rows or a mixture"
+                    .into(),
+            ));
+        }
+        self.limit = Some(documents);
+        Ok(())
+    }
+
+    /// True once a finite pass placed its last token: every later batch is padding.
+    pub fn finished(&self) -> bool {
+        self.limit.is_some_and(|l| self.sources[0].taken >= l) && self.waiting.is_empty()
     }
 
     /// The global batch the next [`Packer::plan`] places.
@@ -400,12 +428,14 @@ impl Packer {
         out.step = self.step;
         out.placed.clear();
         out.padding = 0;
+        let was_finished = self.finished();
         match self.spec.mode {
             PackMode::Concat => self.concat(lengths, out)?,
             PackMode::BestFit => self.best_fit(lengths, out)?,
         }
         self.step += 1;
         out.cursor = self.cursor();
+        out.last = !was_finished && self.finished();
         Ok(())
     }
 
@@ -418,7 +448,11 @@ impl Packer {
             let mut col = 0u32;
             while col < seq {
                 if self.waiting.is_empty() {
-                    let doc = self.next_doc(lengths)?;
+                    let Some(doc) = self.next_doc(lengths)? else {
+                        // A finite pass ended: the rest of the batch is padding.
+                        out.padding += u64::from(seq - col) + u64::from(self.rows - row - 1) * u64::from(seq);
+                        return Ok(());
+                    };
                     self.waiting.push_back(Piece { doc, start: 0, len: doc.len.min(u64::from(u32::MAX)) as u32 });
                 }
                 let front = self.waiting.front_mut().expect("a piece waits");
@@ -453,7 +487,7 @@ impl Packer {
     {
         let seq = self.spec.seq_len;
         while self.waiting_tokens < self.spec.window {
-            let doc = self.next_doc(lengths)?;
+            let Some(doc) = self.next_doc(lengths)? else { break };
             let mut start = 0;
             while start < doc.len {
                 let len = (doc.len - start).min(u64::from(seq)) as u32;
@@ -487,14 +521,18 @@ impl Packer {
     }
 
     /// The next document: of the one dataset, or of the mixture source furthest behind
-    /// its token share (`tokens / weight` smallest; ties to the lowest source).
-    fn next_doc<L: DocLengths>(&mut self, lengths: &mut L) -> Result<Doc, L::Error>
+    /// its token share (`tokens / weight` smallest; ties to the lowest source); `None`
+    /// once a finite pass took its last.
+    fn next_doc<L: DocLengths>(&mut self, lengths: &mut L) -> Result<Option<Doc>, L::Error>
     where
         L::Error: From<PackError>,
     {
         let total: u64 = self.sources.iter().map(|s| s.order.len()).sum();
         let mut empty = 0u64;
         loop {
+            if self.limit.is_some_and(|l| self.sources[0].taken >= l) {
+                return Ok(None);
+            }
             let s = match &self.weights {
                 None => 0,
                 Some(w) => {
@@ -515,7 +553,7 @@ impl Packer {
             src.taken += 1;
             src.tokens += doc.len;
             if doc.len > 0 {
-                return Ok(doc);
+                return Ok(Some(doc));
             }
             // An empty document without bos or eos adds nothing: take the next one, unless
             // a whole round of every source was empty.

@@ -118,6 +118,7 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
         ragged,
         fetched: None,
         pack: None,
+        valid: 0, // set by Loader::next
     })
 }
 

@@ -101,6 +101,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use zrecord_core::stream::pack::PackCursor;
+use zrecord_core::stream::pass::FinitePass;
 use zrecord_core::stream::{Stream, StreamError, StreamState};
 
 mod ahead;
@@ -151,6 +152,10 @@ pub struct LoaderBatch {
     /// `fields` are then the rows' tokens, segment ids, positions (and sources), and
     /// `indices` / `sources` the documents the rows hold.
     pub pack: Option<PackInfo>,
+    /// Slots at the front holding samples: all of them, but in the last batch of a finite
+    /// pass ([`LoaderOptions::passes`]), whose slots after these repeat the first samples
+    /// as padding. Packed batches count rows (their padding is segment id 0).
+    pub valid: usize,
 }
 
 /// The caller's reader of a dataset that is not zrecord's (see [`Loader::fetching`]).
@@ -216,6 +221,12 @@ pub struct Loader {
     warmer: Mutex<Option<JoinHandle<()>>>,
     /// With [`OnError::Skip`]: the samples replaced so far (kept after close).
     skips: Option<Arc<skip::Skips>>,
+    /// A finite pass of samples ([`LoaderOptions::passes`]): where it ends.
+    pass: Option<FinitePass>,
+    /// A finite pass returned its last batch: `next()` returns `None`.
+    ended: AtomicBool,
+    /// A packed loader with a finite pass.
+    finite_packed: bool,
 }
 
 /// A packed loader's own state ([`Loader::packed`]).
@@ -375,6 +386,8 @@ impl Loader {
                 (Vec::new(), Some(fetch))
             }
         };
+        let finite = options.passes.map(|passes| FinitePass::new(&stream, passes)).transpose()?;
+        let mut ended = false;
         let (planner, batch_size, packing) = match packed {
             None => {
                 let mut shard = stream.shard(options.rank, options.world_size)?;
@@ -399,7 +412,7 @@ impl Loader {
                 let per_rank = (rows / options.world_size) as usize;
                 let cells = per_rank.checked_mul(packing.spec.seq_len as usize).ok_or(Error::OutOfMemory)?;
                 zeroed::<u8>(cells.checked_mul(packing.item.max(4)).ok_or(Error::OutOfMemory)?)?;
-                let planner = pack::RankPlanner::new(
+                let mut planner = pack::RankPlanner::new(
                     &stream,
                     sources.clone(),
                     packing.clone(),
@@ -408,6 +421,11 @@ impl Loader {
                     step,
                     cursor.as_ref(),
                 )?;
+                if let Some(pass) = &finite {
+                    planner.packer.finish_after(pass.samples())?;
+                    // A state saved after the pass's last batch: nothing is left.
+                    ended = planner.packer.finished();
+                }
                 let last = planner.packer.cursor();
                 let packed = Packed {
                     steps_per_epoch: planner.packer.steps_per_epoch(),
@@ -423,6 +441,7 @@ impl Loader {
             Some((p, s)) => (Some(p), Some(s)),
             None => (None, None),
         };
+        let shared_packing_is_none = shared_packing.is_none();
         // A buffer per field of every batch in flight: each worker's queued one and the
         // one it waits to queue, and the consumer's (or, without workers, the few a
         // caller holds).
@@ -460,6 +479,9 @@ impl Loader {
             streaming: Mutex::new(Vec::new()),
             warmer: Mutex::new(None),
             skips,
+            pass: finite.filter(|_| shared_packing_is_none),
+            ended: AtomicBool::new(ended),
+            finite_packed: !shared_packing_is_none && options.passes.is_some(),
         };
         if options.num_workers == 0 {
             loader.inline = Some(Mutex::new(planner));
@@ -560,6 +582,9 @@ impl Loader {
         if self.forked() && self.inline.is_none() {
             return Err(LoaderError::Forked);
         }
+        if self.ended.load(Ordering::Acquire) || self.pass.is_some_and(|p| self.step() >= p.steps()) {
+            return Ok(None);
+        }
         let produced = if let Some(inline) = &self.inline {
             let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
             if let Some((code, message, at)) = &lock(&self.consumer).failure {
@@ -605,8 +630,18 @@ impl Loader {
             }
         };
         match produced {
-            Ok(batch) => {
+            Ok(mut batch) => {
+                batch.valid = match &self.pass {
+                    Some(pass) => {
+                        let b = self.batch_size as u64;
+                        pass.valid(batch.step, self.rank * b, b) as usize
+                    }
+                    None => self.batch_size,
+                };
                 if let (Some(packed), Some(info)) = (&self.packing, &batch.pack) {
+                    if info.last {
+                        self.ended.store(true, Ordering::Release);
+                    }
                     let mut last = lock(&packed.last);
                     if batch.step + 1 > last.0 {
                         *last = (batch.step + 1, info.cursor.clone());
@@ -664,6 +699,17 @@ impl Loader {
     /// The stream read.
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// Global batches of a finite pass of samples ([`LoaderOptions::passes`]); `None` for
+    /// an endless loader or a packed one (whose pass ends where its documents do).
+    pub fn pass_steps(&self) -> Option<u64> {
+        self.pass.map(|p| p.steps())
+    }
+
+    /// True for a loader that ends ([`LoaderOptions::passes`]).
+    pub fn is_finite(&self) -> bool {
+        self.pass.is_some() || self.packing.as_ref().is_some_and(|_| self.finite_packed)
     }
 
     /// Samples per batch of this rank: the global batch over the world size.

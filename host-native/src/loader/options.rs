@@ -25,6 +25,11 @@ pub struct LoaderOptions {
     /// What a sample that fails its checksum or decode does (default [`OnError::Raise`];
     /// [`OnError::Skip`] replaces it, deterministically: see [`Skipped`](super::Skipped)).
     pub on_error: OnError,
+    /// A finite pass, for evaluation: `Some(k)` reads the dataset `k` times in SEQUENTIAL
+    /// order and ends ([`Loader::next`](super::Loader::next) then returns `None`); the last
+    /// batch's slots past the pass are padding ([`LoaderBatch::valid`](super::LoaderBatch::valid)
+    /// counts the others; packed rows pad with segment id 0). `None` (default): endless.
+    pub passes: Option<u64>,
 }
 
 /// Whether a loader with workers warms its stores ([`Zrecord::warm`](crate::Zrecord::warm)) on a thread of its
@@ -61,6 +66,7 @@ impl Default for LoaderOptions {
             pool: global_pool,
             warm: Warm::Auto,
             on_error: OnError::Raise,
+            passes: None,
         }
     }
 }

@@ -51,6 +51,8 @@ pub(super) struct PackJob {
     pub cursor: PackCursor,
     /// Padding tokens of the global batch.
     pub padding: u64,
+    /// The last batch of a finite pass ([`zrecord_core::stream::pack::Plan::last`]).
+    pub last: bool,
 }
 
 /// What a packed batch tells the loader beside its rows.
@@ -60,6 +62,8 @@ pub struct PackInfo {
     pub cursor: PackCursor,
     /// Padding tokens in the whole global batch.
     pub padding: u64,
+    /// The last batch of a finite pass: the loader ends after it.
+    pub last: bool,
 }
 
 /// The packing a loader does: the field, its element size and the resolved spec.
@@ -272,7 +276,12 @@ impl RankPlanner {
             step: self.plan.step,
             indices: docs.iter().map(|d| d.1).collect(),
             sources: docs.iter().map(|d| d.0).collect(),
-            pack: Some(PackJob { placed, cursor: self.plan.cursor.clone(), padding: self.plan.padding }),
+            pack: Some(PackJob {
+                placed,
+                cursor: self.plan.cursor.clone(),
+                padding: self.plan.padding,
+                last: self.plan.last,
+            }),
         })
     }
 }
@@ -436,7 +445,8 @@ pub(super) fn gather_rows(
         fields,
         ragged,
         fetched: None,
-        pack: Some(PackInfo { cursor: pack.cursor, padding: pack.padding }),
+        pack: Some(PackInfo { cursor: pack.cursor, padding: pack.padding, last: pack.last }),
+        valid: 0, // set by Loader::next
     })
 }
 

@@ -106,6 +106,7 @@ pub(super) fn make_batch(shared: &Shared, job: Job) -> Produced {
             ragged: Vec::new(),
             fetched: Some(fetched),
             pack: None,
+            valid: 0, // set by Loader::next
         }
     } else {
         let run = || match (&shared.packing, &shared.skips) {
@@ -126,7 +127,16 @@ pub(super) fn make_batch(shared: &Shared, job: Job) -> Produced {
     // thread waiting on the pool holds.
     let (step, indices, sources, pack) = (batch.step, batch.indices.clone(), batch.sources.clone(), batch.pack.clone());
     let out = catch_unwind(AssertUnwindSafe(|| transform.transform(batch))).map_err(panicked)?;
-    Ok(LoaderBatch { step, indices, sources, fields: Vec::new(), ragged: Vec::new(), fetched: Some(out), pack })
+    Ok(LoaderBatch {
+        step,
+        indices,
+        sources,
+        fields: Vec::new(),
+        ragged: Vec::new(),
+        fetched: Some(out),
+        pack,
+        valid: 0,
+    })
 }
 
 /// Starts the sampler and the workers, adding their handles to `threads` as each starts

@@ -233,13 +233,25 @@ class DataLoader(Epochs):
             process must call it) and raises :class:`RanksDisagreeError` on every rank,
             naming the seed, mode, global batch, step, dataset or world size that differs;
             ``False`` skips that (keyword-only).
+        passes: a finite pass, for evaluation (keyword-only): ``passes=1`` reads every
+            sample (or, with ``pack``, every document) once in order (mode SEQUENTIAL, the
+            default then; other modes are refused), pads the last batch and stops:
+            ``next()`` raises ``StopIteration``, so ``for batch in loader`` ends. Each
+            rank gets its slice of the same global batches, so ``len(loader)`` (samples
+            only) is the same everywhere. Samples: the last batch's slots past the pass
+            repeat the first samples, and every batch carries ``"valid"``, a boolean array
+            of the slots holding the pass's samples (also :attr:`valid`, their count).
+            Packed: rows past the last document are padding (``segment_ids`` 0, the pad id),
+            with rows in the order they are cut. ``passes=k`` reads the dataset ``k``
+            times. ``None`` (default): the loader is endless.
         pack: a :class:`Pack` (keyword-only): batches of ``batch_size`` rows of packed
             token documents from a ragged field, instead of samples (see :class:`Pack`).
             ``mode`` then orders the documents (SHUFFLE, the default: epochs over documents,
             and with concat packing over one dataset epochs of shuffled rows), a Mixture's
             weights count tokens, and the state resumes to the token.
 
-    There are no epochs in the iterator, so ``len()`` raises ``TypeError``; in SHUFFLE
+    There are no epochs in the iterator (but with ``passes``), so ``len()`` raises
+    ``TypeError``; in SHUFFLE
     mode :attr:`steps_per_epoch` batches make an epoch, the same on every rank (the last
     ``N mod (batch_size * world_size)`` samples of each epoch's order are dropped).
     ``close()`` (or leaving a ``with`` block) stops and joins every thread promptly, even
@@ -285,7 +297,10 @@ class DataLoader(Epochs):
         check_ranks: bool = True,
         on_error: str = "raise",
         pack: Optional[Pack] = None,
+        passes: Optional[int] = None,
     ) -> None:
+        if passes is not None and (isinstance(passes, bool) or not isinstance(passes, int) or passes < 1):
+            raise ValueError(f"passes must be a whole number of passes, at least 1, not {passes!r}")
         if warm is not None and not isinstance(warm, bool):
             raise TypeError(f"warm must be None, True or False, not {warm!r}")
         if on_error not in ("raise", "skip"):
@@ -322,7 +337,12 @@ class DataLoader(Epochs):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         seed = check_seed(seed)
         if mode is None:
-            mode = Sampler.Mode.IID if pack is None else Sampler.Mode.SHUFFLE
+            if passes is not None:
+                mode = Sampler.Mode.SEQUENTIAL
+            else:
+                mode = Sampler.Mode.IID if pack is None else Sampler.Mode.SHUFFLE
+        if passes is not None and int(mode) != Sampler.Mode.SEQUENTIAL:
+            raise ValueError("passes= reads the dataset in order: mode SEQUENTIAL (the default with passes)")
         if mixture and dataset.seed is not None:
             seed = dataset.seed
         if mixture and int(mode) == Sampler.Mode.SEQUENTIAL:
@@ -352,6 +372,7 @@ class DataLoader(Epochs):
             warm=warm,
             on_error=on_error,
             transform=None if transform is None else _transform_step(transform, named),
+            passes=passes,
         )
         if named:
             datasets = dataset.datasets if mixture else [dataset]
@@ -400,7 +421,18 @@ class DataLoader(Epochs):
         _LIVE.add(self)
 
     def __len__(self) -> int:
-        raise TypeError("Eternal loader has no length.")
+        steps = self._pipeline.pass_steps
+        if steps is None:
+            raise TypeError("Eternal loader has no length.")
+        return int(steps)
+
+    @property
+    def valid(self) -> int:
+        """Slots at the front of the last batch returned that hold samples: the batch size,
+        but in the last batch of a finite pass (``passes=``), whose other slots are padding
+        (they repeat the first samples). Batches of a finite pass also carry it as the
+        boolean key ``"valid"`` when they are dicts."""
+        return int(self._pipeline.valid)
 
     def __iter__(self) -> "DataLoader":
         return self
