@@ -21,6 +21,7 @@ use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 pub mod long;
+pub mod split;
 pub mod values;
 
 use crate::error::FormatError;

@@ -186,6 +186,20 @@ impl PyDataset {
         Ok(self.handle(py)?.len() as usize)
     }
 
+    /// Splits by reference (`zrecord.split`): one read-only dataset per fraction, sharing
+    /// these stores ([`zrecord::Dataset::split`]).
+    fn split(&self, py: Python<'_>, fractions: Vec<f64>, seed: u64) -> PyResult<Vec<PyDataset>> {
+        let ds = self.handle(py)?;
+        let parts = call(py, move || ds.split(&fractions, seed))?;
+        Ok(parts.into_iter().map(|d| PyDataset { inner: Mutex::new(Some(Arc::new(d))) }).collect())
+    }
+
+    /// True for a split of a dataset.
+    #[getter]
+    fn is_split(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.is_split())
+    }
+
     #[getter]
     fn shards(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(self.handle(py)?.shard_count())

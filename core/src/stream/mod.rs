@@ -192,7 +192,7 @@ pub enum StreamError {
     },
     /// A finite pass asked of a stream that has none ([`pass::FinitePass`]).
     #[error("{0}")]
-    FinitePass(String),
+    FinitePass(alloc::string::String),
 }
 
 /// What a stream reads.

@@ -44,10 +44,12 @@ mod saved_parts;
 mod tokens;
 mod write;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use zrecord_core::dataset::long::LongIndex;
+use zrecord_core::dataset::split::Split;
 use zrecord_core::dataset::{Field, FieldKind, Layout, Manifest, ShardGroup};
 use zrecord_core::error::{DecodeError, Error};
 use zrecord_core::stream::DatasetId;
@@ -74,6 +76,7 @@ use crate::{FixedSlots, Pick, Zrecord};
 pub const LEGACY_FIELD: &str = "data";
 
 /// One shard: where it lives, and one store per field.
+#[derive(Clone)]
 struct Shard {
     dir: PathBuf,
     stores: Vec<Arc<Zrecord>>,
@@ -97,6 +100,9 @@ pub struct Dataset {
     read_only: bool,
     /// A dataset read from an object store: the record data it keeps.
     cache: Option<Arc<crate::remote::file::Cache>>,
+    /// A split of the dataset ([`Dataset::split`]): its index `p` is sample
+    /// `subset.at(p)` of the whole, and its identity folds the split's key in.
+    view: Option<Arc<Split>>,
 }
 
 impl Dataset {
@@ -139,9 +145,64 @@ impl Dataset {
         self.itemsizes[f]
     }
 
-    /// Number of samples.
+    /// Number of samples (of the split, for a split).
     pub fn len(&self) -> u64 {
-        self.layout.len()
+        match &self.view {
+            Some(view) => view.subset.len(),
+            None => self.layout.len(),
+        }
+    }
+
+    /// Splits of the dataset by reference ([`zrecord_core::dataset::split`]): disjoint
+    /// subsets of `fractions` of its samples (each positive, summing to at most 1), the
+    /// same for the same `seed`, each a dataset sharing these stores (read-only; nothing
+    /// is copied) with an identity of its own, so a loader state saved on one resumes only
+    /// on it.
+    pub fn split(&self, fractions: &[f64], seed: u64) -> Result<Vec<Dataset>, DatasetError> {
+        let bad = |what: String| DatasetError::at(&self.path, None, Error::InvalidArgument(what));
+        if self.view.is_some() {
+            return Err(bad("this is a split already: split the whole dataset".into()));
+        }
+        let splits = zrecord_core::dataset::split::split(self.len(), fractions, seed).map_err(bad)?;
+        Ok(splits.into_iter().map(|split| self.with_view(split)).collect())
+    }
+
+    /// This dataset seen through `split`.
+    fn with_view(&self, split: Split) -> Dataset {
+        Dataset {
+            path: self.path.clone(),
+            fields: self.fields.clone(),
+            sample_lens: self.sample_lens.clone(),
+            itemsizes: self.itemsizes.clone(),
+            shards: self.shards.clone(),
+            layout: self.layout.clone(),
+            manifest: self.manifest.clone(),
+            read_only: true,
+            cache: self.cache.clone(),
+            view: Some(Arc::new(split)),
+        }
+    }
+
+    /// True for a split of a dataset ([`Dataset::split`]).
+    pub fn is_split(&self) -> bool {
+        self.view.is_some()
+    }
+
+    /// `indices` of this dataset as indices of the whole (the same, but for a split),
+    /// after checking each is in range.
+    fn to_whole<'a>(&self, indices: &'a [u64]) -> Result<Cow<'a, [u64]>, DatasetError> {
+        let Some(view) = &self.view else { return Ok(Cow::Borrowed(indices)) };
+        let len = view.subset.len();
+        indices
+            .iter()
+            .map(|&i| if i < len { Ok(view.subset.at(i)) } else { Err(self.out_of_range(i)) })
+            .collect::<Result<Vec<u64>, _>>()
+            .map(Cow::Owned)
+    }
+
+    /// One index of this dataset as an index of the whole.
+    fn one_to_whole(&self, index: u64) -> Result<u64, DatasetError> {
+        Ok(self.to_whole(&[index])?[0])
     }
 
     /// True when the dataset holds no sample.
@@ -163,6 +224,10 @@ impl Dataset {
     /// The identities this dataset had before its appends, oldest first (its manifest's
     /// `grown_from`): a loader state saved on any of them resumes on it.
     pub fn grown_from(&self) -> &[DatasetId] {
+        if self.view.is_some() {
+            // A split of the dataset as it was is not a prefix of its split now.
+            return &[];
+        }
         self.manifest.as_ref().map_or(&[], |m| m.grown_from.as_slice())
     }
 
@@ -201,15 +266,27 @@ impl Dataset {
     /// once a field was added or dropped, the manifest's `rows` instead (the identity the
     /// stores gave before the change, with every later append's stores folded in).
     pub fn id(&self) -> Result<DatasetId, DatasetError> {
+        let whole = self.whole_id()?;
+        Ok(match &self.view {
+            None => whole,
+            Some(view) => DatasetId {
+                length: view.subset.len(),
+                generation: zrecord_core::stream::combine_generations(whole.generation, view.key),
+            },
+        })
+    }
+
+    fn whole_id(&self) -> Result<DatasetId, DatasetError> {
+        let length = self.layout.len();
         if let Some(rows) = self.manifest.as_ref().and_then(|m| m.rows) {
             // A field was added or dropped: the rows' identity, kept across the change.
-            return Ok(DatasetId { length: self.len(), generation: rows });
+            return Ok(DatasetId { length, generation: rows });
         }
         let mut generations = Vec::new();
         for (shard, store, field) in self.each_store() {
             generations.push(store.generation().map_err(|e| self.error(shard, field, e))?);
         }
-        Ok(DatasetId::of_stores(self.len(), generations))
+        Ok(DatasetId::of_stores(length, generations))
     }
 
     fn each_store(&self) -> impl Iterator<Item = (usize, &Arc<Zrecord>, usize)> {
@@ -251,6 +328,7 @@ impl Dataset {
         slots: Option<&[usize]>,
         dirty: bool,
     ) -> Result<(), DatasetError> {
+        let indices = &*self.to_whole(indices)?;
         let size = self.sample_lens[f];
         if self.fields[f].is_ragged() {
             return Err(DatasetError::at(
@@ -271,7 +349,7 @@ impl Dataset {
             // One store, every slot in order: its strided gather (which checks that each
             // record fits its slot), then the slack of short records cleared.
             let store = self.store(0, f);
-            if let Some(k) = indices.iter().position(|&i| i >= self.len()) {
+            if let Some(k) = indices.iter().position(|&i| i >= self.layout.len()) {
                 return Err(self.out_of_range(indices[k]));
             }
             store.gather(indices, dst, size).map_err(|e| self.error(0, f, e))?;
@@ -300,6 +378,8 @@ impl Dataset {
     /// in memory: [`Zrecord::will_read`]). Reads nothing, reports nothing: the reads that
     /// follow report what is wrong.
     pub fn will_read(&self, indices: &[u64]) {
+        let Ok(indices) = self.to_whole(indices) else { return };
+        let indices = &*indices;
         if self.cache.is_none() {
             // A local dataset is mostly all warm or all cold: one look at the first sample
             // decides, instead of a few residency checks in every store the batch touches.
@@ -386,6 +466,10 @@ impl Dataset {
 
     /// The byte length of field `f` of each sample in `indices`, into `out`.
     pub fn byte_lengths(&self, f: usize, indices: &[u64], out: &mut [u64]) -> Result<(), DatasetError> {
+        self.whole_byte_lengths(f, &self.to_whole(indices)?, out)
+    }
+
+    fn whole_byte_lengths(&self, f: usize, indices: &[u64], out: &mut [u64]) -> Result<(), DatasetError> {
         let groups = self.group(indices)?;
         let mut lengths: Vec<u32> = Vec::new();
         for (s, local, slots) in groups {
@@ -428,6 +512,7 @@ impl Dataset {
         out: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<(), DatasetError> {
+        let index = self.one_to_whole(index)?;
         let (s, local) = self.layout.locate(index).ok_or_else(|| self.out_of_range(index))?;
         let store = self.store(s, f);
         let Some(sample) = self.long(s, f).and_then(|long| long.find(local)) else {
@@ -449,6 +534,10 @@ impl Dataset {
     /// Decodes field `f` of sample `indices[k]` into `dst` at byte `offsets[k]` (each must
     /// have room for the sample's [`Dataset::byte_lengths`]): the ragged gather.
     pub fn gather_at(&self, f: usize, indices: &[u64], dst: &mut [u8], offsets: &[u64]) -> Result<(), DatasetError> {
+        self.whole_gather_at(f, &self.to_whole(indices)?, dst, offsets)
+    }
+
+    fn whole_gather_at(&self, f: usize, indices: &[u64], dst: &mut [u8], offsets: &[u64]) -> Result<(), DatasetError> {
         if offsets.len() != indices.len() {
             return Err(DatasetError::at(
                 &self.path,
@@ -478,8 +567,9 @@ impl Dataset {
     /// bytes or string field gives its values (each record's stop byte stripped; a string
     /// field's checked to be UTF-8).
     pub fn gather_ragged(&self, f: usize, indices: &[u64]) -> Result<(Vec<u8>, Vec<u64>), DatasetError> {
+        let indices = &*self.to_whole(indices)?;
         let mut lengths = vec![0u64; indices.len()];
-        self.byte_lengths(f, indices, &mut lengths)?;
+        self.whole_byte_lengths(f, indices, &mut lengths)?;
         let mut offsets = Vec::with_capacity(indices.len() + 1);
         let mut total = 0u64;
         offsets.push(0);
@@ -488,19 +578,27 @@ impl Dataset {
             offsets.push(total);
         }
         let mut values = vec![0u8; total as usize];
-        self.gather_at(f, indices, &mut values, &offsets[..indices.len()])?;
+        self.whole_gather_at(f, indices, &mut values, &offsets[..indices.len()])?;
         if self.fields[f].has_stop_byte() {
             let text = self.fields[f].kind == FieldKind::String;
             let len = zrecord_core::dataset::values::strip(&mut values, &mut offsets, text)
-                .map_err(|(k, why)| self.value_error(f, indices[k], why))?;
+                .map_err(|(k, why)| self.whole_value_error(f, indices[k], why))?;
             values.truncate(len);
         }
         Ok((values, offsets))
     }
 
     /// The error of a bytes or string record of sample `index` (field `f`) that is not a
-    /// value ([`zrecord_core::dataset::values::strip`]): its store and record named.
+    /// value ([`zrecord_core::dataset::values::strip`]): its store and
+    /// record named.
     pub(crate) fn value_error(&self, f: usize, index: u64, why: DecodeError) -> DatasetError {
+        match self.one_to_whole(index) {
+            Ok(whole) => self.whole_value_error(f, whole, why),
+            Err(e) => e,
+        }
+    }
+
+    fn whole_value_error(&self, f: usize, index: u64, why: DecodeError) -> DatasetError {
         match self.layout.locate(index) {
             Some((s, local)) => self.error(s, f, Error::Decode { index: local, source: why }),
             None => self.out_of_range(index),

@@ -345,6 +345,17 @@ impl Dataset {
                 }
             }
         }
-        Ok(Dataset { path, fields, sample_lens, itemsizes, shards, layout, manifest, read_only, cache: None })
+        Ok(Dataset {
+            path,
+            fields,
+            sample_lens,
+            itemsizes,
+            shards,
+            layout,
+            manifest,
+            read_only,
+            cache: None,
+            view: None,
+        })
     }
 }

@@ -506,6 +506,10 @@ impl Loader {
             return;
         }
         let Some(shared) = lock(&self.shared).clone() else { return };
+        if shared.sources.first().is_some_and(|s| s.data().is_split()) {
+            // The cache knows records of the whole dataset; the schedule, the split's.
+            return;
+        }
         let Some(cache) = shared.sources.first().and_then(|s| s.data().cache()) else { return };
         let schedule = Mutex::new(zrecord_core::stream::Schedule::new(self.stream.clone()));
         let consumed = Arc::clone(&self.consumed);

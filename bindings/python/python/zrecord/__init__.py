@@ -40,7 +40,7 @@ Public names:
 from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
 from ._world import RanksDisagreeError, load_state, resolve_world, save_state
 from .dataloader import DataLoader, Mixture
-from .dataset import CODECS, Dataset, Field
+from .dataset import CODECS, Dataset, Field, split
 from .pack import Pack
 from .errors import (
     BufferTooSmallError,
@@ -137,6 +137,7 @@ __all__ = [
     "resolve_world",
     "save_state",
     "set_layout",
+    "split",
     "stats",
     "verify",
     "write_part",

@@ -144,6 +144,10 @@ class _Pipeline:
         pads: Optional[dict[str, bytes]] = None,
         fetch: Optional[Callable[["npt.NDArray[np.uint64]"], tuple]] = None,
         length: Optional[int] = None,
+        on_error: str = "raise",
+        transform: Optional[Callable[[Any], Any]] = None,
+        pack: Optional[dict[str, Any]] = None,
+        passes: Optional[int] = None,
     ) -> None:
         """``sources``: one list of stores (one per field) per source; ``weights`` make it a
         mixture; ``state``: a saved state as JSON text; ``warm``: None (when the stores fit
@@ -162,6 +166,15 @@ class _Pipeline:
     def batch_size(self) -> int: ...
     @property
     def steps_per_epoch(self) -> Optional[int]: ...
+    @property
+    def valid(self) -> int:
+        """Slots of the last batch holding samples (less than the batch size only in the
+        last batch of a finite pass)."""
+    @property
+    def pass_steps(self) -> Optional[int]:
+        """Global batches of a finite pass of samples (``passes=``), else None."""
+    @property
+    def finite(self) -> bool: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...

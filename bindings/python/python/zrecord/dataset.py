@@ -33,6 +33,7 @@ from ._columns import _backing_mmap
 from ._columns import release as _release
 from ._zrecord import MAX_RECORD_LEN, Zrecord
 from .errors import IndexOutOfRangeError, StoreClosedError, StoreIOError
+from .sampler import check_seed
 
 __all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
 
@@ -133,6 +134,7 @@ class Dataset:
         self._storage_options = storage_options
         self._cache_bytes = cache_bytes
         self._cache_dir = cache_dir
+        self._split: "tuple | None" = None  # (fractions, seed, k, name) of a split (zrecord.split)
         try:
             native = self._open_native()
         except StoreIOError as e:
@@ -252,11 +254,17 @@ class Dataset:
         self._pid = os.getpid()
 
     def _open_native(self):
-        """The native dataset for the arguments this one was made with."""
-        return _zrecord._Dataset(
+        """The native dataset for the arguments this one was made with (a split of it, for a
+        split)."""
+        native = _zrecord._Dataset(
             self.path, read_only=self._read_only_arg, verify=self._verify, storage_options=self._storage_options,
             cache_bytes=self._cache_bytes, cache_dir=self._cache_dir,
         )
+        split = getattr(self, "_split", None)
+        if split is not None:
+            fractions, seed, k, _ = split
+            native = native.split(list(fractions), seed)[k]
+        return native
 
     def _field_index(self, name: str) -> int:
         for i, f in enumerate(self.fields):
@@ -680,6 +688,8 @@ class Dataset:
         delete does not guess) or a boolean mask ``len(self)`` long (another length is an
         ``IndexError``, as in indexing).
         """
+        if getattr(self, "_split", None) is not None:
+            raise TypeError("a split reads its dataset by reference: delete from the whole dataset, then split again")
         n = len(self)
         idxs = np.asarray(idxs)
         if idxs.dtype == np.bool_:
@@ -741,15 +751,18 @@ class Dataset:
         self.close()
 
     def __reduce__(self):
-        # Reopen by path in the receiving process (spawned DataLoader workers and the like).
+        # Reopen by path in the receiving process (spawned DataLoader workers and the like);
+        # a split is made again from its fractions and seed.
         return (_reopen, (type(self), str(self.path), self._verify, self._read_only_arg, self._storage_options,
-                          self._cache_bytes, self._cache_dir))
+                          self._cache_bytes, self._cache_dir, getattr(self, "_split", None)))
 
     def __repr__(self) -> str:
         if self._native is not None:
             state = "closed" if getattr(self, "_native_closed", False) else f"{len(self)} samples in {self.shards} shard(s)"
             fields = ", ".join(_describe(f) for f in self.fields)
-            return f"Dataset({str(self.path)!r}, fields=[{fields}], {state})"
+            split = getattr(self, "_split", None)
+            part = "" if split is None else f", split {split[3]!r}"
+            return f"Dataset({str(self.path)!r}, fields=[{fields}], {state}{part})"
         state = "closed" if self._store is None else f"{len(self._store)} samples"
         return f"Dataset({str(self.path)!r}, dtype={self.dtype.str!r}, shape={self.shape}, codec={self.codec!r}, {state})"
 
@@ -765,9 +778,47 @@ _FORKED_AWAY: list = []
 
 
 def _reopen(cls, path: str, verify: str, read_only: "bool | None", storage_options=None, cache_bytes=None,
-            cache_dir=None) -> "Dataset":
-    return cls(path, verify=verify, read_only=read_only, storage_options=storage_options, cache_bytes=cache_bytes,
-               cache_dir=cache_dir)
+            cache_dir=None, split=None) -> "Dataset":
+    ds = cls(path, verify=verify, read_only=read_only, storage_options=storage_options, cache_bytes=cache_bytes,
+             cache_dir=cache_dir)
+    if split is None:
+        return ds
+    return _view(ds, split)
+
+
+def _view(ds: "Dataset", split: tuple) -> "Dataset":
+    """Split ``split`` (fractions, seed, k, name) of the whole dataset ``ds``."""
+    fractions, seed, k, _ = split
+    view = object.__new__(type(ds))
+    view.__dict__.update(ds.__dict__)
+    view._native = ds._live().split(list(fractions), seed)[k]
+    view._split = split
+    view._pid = os.getpid()
+    return view
+
+
+def split(ds: "Dataset", fractions: "Mapping[str, float]", seed: int = 0) -> "dict[str, Dataset]":
+    """Disjoint, reproducible splits of a dataset, by reference: ``{"train": 0.99, "val":
+    0.01}`` gives two datasets holding 99% and 1% of its samples, chosen by a keyed
+    permutation of ``seed`` (the same seed, the same splits; the fractions, rounded by
+    their running sums, cover the dataset when they sum to 1, and leave the rest out when
+    they sum to less). Nothing is copied: each split reads the dataset's stores, costs 8
+    bytes per sample of the smaller of itself and what it leaves out, and lists its samples
+    in the dataset's order, so an evaluation pass (``DataLoader(..., passes=1)``) reads
+    front to back. Splits are read-only (``delete`` and appends go to the whole dataset)
+    and have identities of their own: a loader state saved on one resumes only on it.
+    A dataset of named fields (or one read from an object store); not a split of one."""
+    if not isinstance(ds, Dataset) or ds._native is None:
+        raise TypeError("zrecord.split takes a Dataset of named fields (one written by Dataset.write, or pushed)")
+    if getattr(ds, "_split", None) is not None:
+        raise ValueError("this dataset is a split already: split the whole dataset")
+    names = list(fractions)
+    if not names:
+        raise ValueError("zrecord.split needs at least one name and fraction")
+    values = tuple(float(fractions[n]) for n in names)
+    seed = check_seed(seed)
+    ds._live().split(list(values), seed)  # checks the fractions before any view is made
+    return {name: _view(ds, (values, seed, k, name)) for k, name in enumerate(names)}
 
 
 
