@@ -32,6 +32,7 @@ mod progress;
 mod remote;
 mod sampler;
 mod store;
+mod text;
 mod tools;
 
 /// The native module. `zrecord/__init__.py` re-exports what users should see.
@@ -54,6 +55,9 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<dataset::PyDatasetWriter>()?;
     m.add_class::<dataset::PyFieldAdder>()?;
+    m.add_function(wrap_pyfunction!(zr_main, m)?)?;
+    m.add_function(wrap_pyfunction!(text::tokenize_files, m)?)?;
+    m.add_class::<text::PyTextWriter>()?;
     m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::delete_samples, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::concat, m)?)?;
@@ -78,4 +82,13 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;
     m.add_function(wrap_pyfunction!(remote::traffic_total, m)?)?;
     Ok(())
+}
+
+/// `zr ARGS...` in this process (the wheel's `zr` console script, `zrecord._cli`): the same
+/// command line as the Rust binary ([`zrecord_cli::run`]), its exit status returned. Runs
+/// without the GIL; SIGINT and SIGTERM are the command's from then on.
+#[pyfunction]
+#[pyo3(name = "_zr_main")]
+fn zr_main(py: Python<'_>, args: Vec<std::ffi::OsString>) -> i32 {
+    py.detach(|| zrecord_cli::run(args))
 }

@@ -36,7 +36,7 @@ mod dataset;
 mod host;
 
 pub use command::{Command, PathNote, Role, UsageError, TOKEN_DTYPES, USAGE};
-pub use host::{Access, Closed, FieldImport, FieldsDone, Host, PathKind, NO_FIELDS_IO, NO_REMOTE};
+pub use host::{Access, Closed, FieldImport, FieldsDone, Host, PathKind, TextImport, NO_FIELDS_IO, NO_REMOTE};
 
 /// The command succeeded.
 pub const EXIT_OK: i32 = 0;
@@ -303,9 +303,13 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty } => {
-            if tokens.is_some() || host.kind(&input) == PathKind::Dir || input.to_ascii_lowercase().ends_with(".npz") {
-                let options = FieldImport { policy, chunk_mib, shard_records, tokens, skip_empty };
+        Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty, text } => {
+            if tokens.is_some()
+                || text.is_some()
+                || host.kind(&input) == PathKind::Dir
+                || input.to_ascii_lowercase().ends_with(".npz")
+            {
+                let options = FieldImport { policy, chunk_mib, shard_records, tokens, skip_empty, text };
                 return dataset::convert(host, &input, &output, &options);
             }
             if shard_records.is_some() {

@@ -18,7 +18,8 @@
 //! [`RemoteOptions`]); `write.rs` [`DatasetWriter`]; `parts.rs` a dataset written in
 //! parts ([`Part`]); `saved_parts.rs` parts from separate processes kept at the
 //! destination until one commits them ([`save_part`], [`commit_saved`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
-//! `tokens.rs` a flat token file into documents ([`import_tokens`]); `layout.rs` a
+//! `tokens.rs` a flat token file into documents ([`import_tokens`]); `text.rs` text
+//! into token documents through a `tokenizer.json` ([`import_text`]); `layout.rs` a
 //! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
 //! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
 //! ([`delete_samples`]); `remote_edit.rs` samples deleted and fields dropped or added in
@@ -41,6 +42,7 @@ mod parts;
 mod remote_edit;
 mod report;
 mod saved_parts;
+mod text;
 mod tokens;
 mod write;
 
@@ -67,6 +69,7 @@ pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, P
 pub use remote_edit::{delete_remote, drop_field_remote};
 pub use report::{DatasetStats, StoreReport};
 pub use saved_parts::{commit_saved, save_part, CommittedParts, PartsAt, SAVED_PARTS};
+pub use text::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 

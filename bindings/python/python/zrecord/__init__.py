@@ -41,6 +41,7 @@ from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord,
 from ._world import RanksDisagreeError, load_state, resolve_world, save_state
 from .dataloader import DataLoader, Mixture
 from .dataset import CODECS, Dataset, Field, split
+from .text import tokenize
 from .pack import Pack
 from .errors import (
     BufferTooSmallError,
@@ -139,6 +140,7 @@ __all__ = [
     "set_layout",
     "split",
     "stats",
+    "tokenize",
     "verify",
     "write_part",
 ]

@@ -11,7 +11,7 @@ use zrecord_core::engine::Verify;
 use zrecord_core::format::FileLayout;
 use zrecord_core::io::LockMode;
 
-use super::PathKind;
+use super::{PathKind, TextImport};
 use crate::tools;
 
 /// What `--help` prints (the same for `zr` and `zr-wasm`; `zr-wasm` adds its own options).
@@ -51,6 +51,12 @@ usage:
                                 as the ragged field tokens
                                 (--skip-empty: leave out empty documents, two ids in a row,
                                 and count them; without it they fail the conversion)
+  zr convert TEXT OUT --tokenizer tokenizer.json [--text-field text] [--eos ID] ...
+                                tokenize a JSON Lines file (its text under --text-field), a
+                                .txt file (one document) or a directory of them with a
+                                Hugging Face tokenizer.json, on all cores, into the dataset
+                                OUT's ragged field tokens (uint16, or uint32 past 65536 ids),
+                                one sample per document, ID after each
   zr push LOCAL URL             upload a dataset or store to an object store (s3://bucket/prefix,
                                 gs://, az://; credentials and endpoint from AWS_*, GOOGLE_*,
                                 AZURE_* variables): only its bytes, resumable, listing last
@@ -134,6 +140,8 @@ pub enum Command {
         /// `--skip-empty`: samples with an empty ragged field (empty documents) are left
         /// out and counted instead of failing the conversion.
         skip_empty: bool,
+        /// `--tokenizer FILE [--text-field NAME] [--eos ID]`: the input is text, tokenized.
+        text: Option<TextImport>,
     },
     /// `push LOCAL URL`: a dataset or store into an object store (native host).
     Push {
@@ -280,7 +288,9 @@ impl Command {
             return Err(usage("no command given".into()));
         };
         let valued: &[&str] = match cmd.as_str() {
-            "convert" => &["codec", "chunk-mib", "min-savings", "shard-records", "tokens", "eos"],
+            "convert" => {
+                &["codec", "chunk-mib", "min-savings", "shard-records", "tokens", "eos", "tokenizer", "text-field"]
+            }
             "export" => &["verify"],
             _ => &[],
         };
@@ -401,7 +411,31 @@ impl Command {
                     ),
                     None => None,
                 };
-                let tokens = match (flag("tokens"), flag("eos")) {
+                let text = match (flag("tokenizer"), flag("text-field")) {
+                    (None, None) => None,
+                    (None, Some(_)) => {
+                        return Err(usage("--text-field goes with --tokenizer FILE (text to tokenize)".into()))
+                    }
+                    (Some(_), _) if flag("tokens").is_some() => {
+                        return Err(usage(
+                            "--tokens reads a file of token ids; --tokenizer reads text: give one of them".into(),
+                        ))
+                    }
+                    (Some(tokenizer), field) => {
+                        let eos = match flag("eos") {
+                            None => None,
+                            Some(eos) => Some(eos.parse::<u32>().map_err(|_| {
+                                usage(format!("--eos takes a token id (an integer from 0 to 2^32 - 1), not {eos:?}"))
+                            })?),
+                        };
+                        Some(TextImport {
+                            tokenizer: String::from(tokenizer),
+                            text_field: String::from(field.unwrap_or("text")),
+                            eos,
+                        })
+                    }
+                };
+                let tokens = match (flag("tokens"), flag("eos").filter(|_| text.is_none())) {
                     (None, None) => None,
                     (Some(name), Some(eos)) => {
                         let descr =
@@ -430,6 +464,7 @@ impl Command {
                     shard_records,
                     tokens,
                     skip_empty: flag("skip-empty").is_some(),
+                    text,
                 }
             }
             "push" => {
@@ -550,7 +585,7 @@ impl Command {
                 v.extend(indices.iter().map(|i| i.to_string()));
                 v
             }
-            Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty } => {
+            Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty, text } => {
                 let mut v = alloc::vec![
                     s("convert"),
                     s(input),
@@ -569,6 +604,13 @@ impl Command {
                 }
                 if *skip_empty {
                     v.push(s("--skip-empty"));
+                }
+                if let Some(t) = text {
+                    v.push(format!("--tokenizer={}", t.tokenizer));
+                    v.push(format!("--text-field={}", t.text_field));
+                    if let Some(eos) = t.eos {
+                        v.push(format!("--eos={eos}"));
+                    }
                 }
                 v
             }
@@ -614,6 +656,7 @@ mod tests {
             "convert npys out --shard-records 1000",
             "convert x.npz out --shard-records=16777216 --codec raw",
             "convert t.bin out --tokens uint16 --eos 5 --skip-empty",
+            "convert corpus.jsonl out --tokenizer tok.json --text-field body --eos 7",
             "export s o.npy",
             "--help",
             "--version",

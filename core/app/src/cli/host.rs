@@ -130,7 +130,7 @@ pub const NO_FIELDS_IO: &str =
     "converting or exporting a dataset of named fields needs the native zr (this zr has no dataset writer)";
 
 /// How [`Host::import_fields`] writes.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct FieldImport {
     /// The codec of a new dataset's fields and the compression threshold.
     pub policy: CodecPolicy,
@@ -142,6 +142,20 @@ pub struct FieldImport {
     pub tokens: Option<(&'static str, u64)>,
     /// Leave out samples with an empty ragged field, counted, instead of failing.
     pub skip_empty: bool,
+    /// Text to tokenize (`--tokenizer`) instead of `.npy` files.
+    pub text: Option<TextImport>,
+}
+
+/// `zr convert TEXT OUT --tokenizer FILE [--text-field NAME] [--eos ID]`: what to tokenize
+/// with ([`Host::import_fields`]; the native host's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextImport {
+    /// The `tokenizer.json` file.
+    pub tokenizer: String,
+    /// The JSON key of each line's text.
+    pub text_field: String,
+    /// An id put after every document.
+    pub eos: Option<u32>,
 }
 
 /// What [`Host::import_fields`] did.

@@ -1,0 +1,111 @@
+"""Text in, tokens out: ``zrecord.tokenize`` encodes documents with a Hugging Face
+``tokenizer.json`` in Rust (the ``tokenizers`` crate, the same ids as its Python package),
+on every core, into a dataset with a ragged ``tokens`` field, one sample per document.
+The work is ``host-native/src/dataset/text.rs``; this module picks the reader."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Optional, Union
+
+from . import _zrecord
+from ._progress import Progress, reporter
+from .dataset import Dataset
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def tokenize(
+    source: Any,
+    out: PathLike,
+    *,
+    tokenizer: PathLike,
+    text_field: str = "text",
+    eos: Optional[int] = None,
+    codec: str = "flate",
+    skip_empty: bool = False,
+    shard_records: Optional[int] = None,
+    batch_size: int = 8192,
+    progress: Progress = False,
+) -> Dataset:
+    """Encodes the documents of ``source`` with ``tokenizer`` (a ``tokenizer.json``) and adds
+    them to the dataset ``out`` (created when missing) as the ragged field ``tokens``:
+    ``uint16`` when the vocabulary (and ``eos``) fit 16 bits, else ``uint32``; ``eos``, when
+    given, ends every document. Returns the dataset.
+
+    ``source`` is a JSON Lines file (the text under ``text_field`` on each line), a ``.txt``
+    file (one document), a ``.parquet`` file (its ``text_field`` column, read with pyarrow
+    ``batch_size`` rows at a time), a directory of any one of those kinds, or an iterable
+    of strings (a list, a generator, a Hugging Face dataset's column). Files are read by
+    the Rust side; Parquet and iterables by Python, a block at a time, and encoded without
+    the GIL. Memory stays bounded by a block and the longest document. Nothing is visible
+    in ``out`` until every document is written (a failure or KeyboardInterrupt leaves it as
+    it was). A document that encodes to no token (with no ``eos``) fails the write, naming
+    it, or with ``skip_empty=True`` is left out and counted, as every writer does.
+    ``zr convert TEXT OUT --tokenizer tokenizer.json`` is the same from the shell.
+    """
+    if eos is not None and not (isinstance(eos, int) and 0 <= eos < 1 << 32):
+        raise ValueError(f"eos must be a token id from 0 to 2**32 - 1, not {eos!r}")
+    out, tok = str(out), str(tokenizer)
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        parquet = _parquet_files(path)
+        if parquet is None:
+            with reporter(progress, "tokenize", unit="B") as report:
+                _zrecord._tokenize_files(str(path), tok, out, text_field, eos, codec, skip_empty, shard_records, report)
+            return Dataset(out)
+        source = _parquet_texts(parquet, text_field, batch_size)
+    elif isinstance(source, (bytes, bytearray)):
+        raise TypeError("tokenize takes a path or an iterable of strings, not bytes")
+    writer = _zrecord._TextWriter(out, tok, eos, codec, skip_empty, shard_records)
+    try:
+        block: list = []
+        for k, text in enumerate(_texts(source)):
+            if not isinstance(text, str):
+                raise TypeError(f"document {k} is {type(text).__name__}, not str")
+            block.append(text)
+            if len(block) >= batch_size:
+                writer.write(block)
+                block = []
+        writer.write(block)
+        writer.commit()
+    except BaseException:
+        writer.discard()
+        raise
+    return Dataset(out)
+
+
+def _texts(source: Any) -> Iterable[Any]:
+    """The documents of an iterable of strings, or of blocks of them (Parquet batches)."""
+    for item in source:
+        if isinstance(item, list):
+            yield from item
+        else:
+            yield item
+
+
+def _parquet_files(path: Path) -> Optional[list]:
+    """The Parquet files ``path`` names (itself, or a directory's in name order), or None
+    when it names none."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".parquet")
+        return files or None
+    return [path] if path.suffix == ".parquet" else None
+
+
+def _parquet_texts(files: list, text_field: str, batch_size: int) -> Iterable[list]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("tokenizing Parquet needs pyarrow (pip install pyarrow)") from None
+    for f in files:
+        pf = pq.ParquetFile(f)
+        if text_field not in pf.schema_arrow.names:
+            raise ValueError(f"{f}: no column {text_field!r} (its columns: {pf.schema_arrow.names}); "
+                             "text_field names the one holding the text")
+        for batch in pf.iter_batches(batch_size=batch_size, columns=[text_field]):
+            texts = batch.column(0).to_pylist()
+            if None in texts:
+                raise ValueError(f"{f}: column {text_field!r} holds a null (row {texts.index(None)} of a batch)")
+            yield texts

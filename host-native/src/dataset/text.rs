@@ -1,0 +1,291 @@
+//! Text into token documents: `zr convert corpus.jsonl OUT --tokenizer tokenizer.json
+//! [--text-field text] [--eos ID]`, and `zrecord.tokenize` from Python.
+//!
+//! The input is a JSON Lines file (one object per line, its text under `text_field`), a
+//! text file (the whole file one document), or a directory of them (`.jsonl`, `.json`
+//! lines, `.txt`, in name order). Each document is encoded by Hugging Face's `tokenizers`
+//! crate from a `tokenizer.json` (the ids its Python package gives for the same file and
+//! text), a block of documents at a time, the block's documents encoded in parallel on
+//! rayon's pool; with `eos`, that id ends every document. The output is a dataset of one
+//! ragged field, `tokens`, one sample per document, in input order: `<u2` when the
+//! vocabulary fits 16 bits, else `<u4`. Memory stays bounded by a block (plus the longest
+//! document); the write is the dataset writer's, so nothing is published before the
+//! commit, and the `zr` front end stages the output beside its final name.
+//!
+//! Errors name the file and line (a line that is not a JSON object, a missing or
+//! non-string text field); a document that encodes to no token, with no `eos`, follows the
+//! writers' rule for empty samples (refused, or left out and counted with `skip_empty`).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use tokenizers::Tokenizer;
+use zrecord_core::dataset::Field;
+use zrecord_core::error::{Error, IoError};
+use zrecord_core::Codec;
+
+use super::convert::Imported;
+use super::{Column, DatasetError, DatasetWriter, WriteOptions};
+
+/// How [`import_text`] reads and writes.
+#[derive(Clone, Debug)]
+pub struct TextImport {
+    /// The JSON key of each line's text (JSON Lines input).
+    pub text_field: String,
+    /// An id put after every document.
+    pub eos: Option<u32>,
+    /// The `tokens` field's codec.
+    pub codec: Codec,
+    /// How the dataset is written (shards, compression threshold, empty documents).
+    pub write: WriteOptions,
+    /// Bytes of text encoded per block (default 16 MiB).
+    pub block_bytes: usize,
+}
+
+impl Default for TextImport {
+    fn default() -> Self {
+        TextImport {
+            text_field: "text".into(),
+            eos: None,
+            codec: Codec::Flate,
+            write: WriteOptions::default(),
+            block_bytes: 16 << 20,
+        }
+    }
+}
+
+/// What [`import_text`] did beyond [`Imported`].
+#[derive(Debug)]
+pub struct TextImported {
+    /// Documents written and the dataset after the commit.
+    pub imported: Imported,
+    /// Documents left out for encoding to no token (`skip_empty`).
+    pub empty: u64,
+    /// Tokens written (`eos` included).
+    pub tokens: u64,
+    /// Bytes of text read.
+    pub text_bytes: u64,
+}
+
+/// The files `input` names: itself, or a directory's `.jsonl`, `.json` and `.txt` files in
+/// name order.
+pub fn text_inputs(input: &Path) -> Result<Vec<PathBuf>, DatasetError> {
+    let at = |e: std::io::Error| {
+        DatasetError::at(input, None, Error::Io(IoError::from_std(e, format!("read {}", input.display()))))
+    };
+    if !input.is_dir() {
+        std::fs::metadata(input).map_err(at)?;
+        return Ok(vec![input.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(input)
+        .map_err(at)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && matches!(p.extension().and_then(|x| x.to_str()), Some("jsonl" | "json" | "txt")))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(DatasetError::at(
+            input,
+            None,
+            Error::InvalidArgument("holds no .jsonl, .json or .txt file to tokenize".into()),
+        ));
+    }
+    Ok(files)
+}
+
+/// Loads a `tokenizer.json`; its errors name the file.
+pub fn load_tokenizer(path: &Path) -> Result<Arc<Tokenizer>, DatasetError> {
+    Tokenizer::from_file(path).map(Arc::new).map_err(|e| {
+        DatasetError::at(
+            path,
+            None,
+            Error::InvalidArgument(format!("is not a tokenizer.json the tokenizers library reads: {e}")),
+        )
+    })
+}
+
+/// Encodes the documents of `inputs` with `tokenizer` into the dataset at `output` (added
+/// to it when it exists with the same field); see the module docs. `progress(bytes read,
+/// bytes in all)` after each block.
+pub fn import_text(
+    inputs: &[PathBuf],
+    tokenizer: Arc<Tokenizer>,
+    output: &Path,
+    options: &TextImport,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<TextImported, DatasetError> {
+    let mut writer = TextWriter::open(tokenizer, output, options)?;
+    let total: u64 = inputs.iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum();
+    let mut read = 0u64;
+    progress(0, total);
+    let mut block: Vec<String> = Vec::new();
+    let mut block_bytes = 0usize;
+    for path in inputs {
+        let io = |what: &'static str| {
+            move |e: std::io::Error| {
+                DatasetError::at(path, None, Error::Io(IoError::from_std(e, format!("{what} {}", path.display()))))
+            }
+        };
+        let file = File::open(path).map_err(io("open"))?;
+        let jsonl = path.extension().is_none_or(|x| x != "txt");
+        if !jsonl {
+            let mut text = String::new();
+            BufReader::new(file)
+                .read_to_string(&mut text)
+                .map_err(|e| DatasetError::at(path, None, Error::InvalidArgument(format!("is not UTF-8 text: {e}"))))?;
+            read += text.len() as u64;
+            block_bytes += text.len();
+            block.push(text);
+        } else {
+            let mut reader = BufReader::with_capacity(1 << 20, file);
+            let mut line = String::new();
+            let mut number = 0u64;
+            loop {
+                line.clear();
+                let n = reader.read_line(&mut line).map_err(|e| {
+                    let what = format!("line {}: {e}", number + 1);
+                    DatasetError::at(path, None, Error::InvalidArgument(what))
+                })?;
+                if n == 0 {
+                    break;
+                }
+                number += 1;
+                read += n as u64;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let text = text_of(&line, &options.text_field).map_err(|what| {
+                    DatasetError::at(path, None, Error::InvalidArgument(format!("line {number}: {what}")))
+                })?;
+                block_bytes += text.len();
+                block.push(text);
+                if block_bytes >= options.block_bytes {
+                    writer.write(std::mem::take(&mut block))?;
+                    block_bytes = 0;
+                    progress(read, total);
+                }
+            }
+        }
+        if block_bytes >= options.block_bytes {
+            writer.write(std::mem::take(&mut block))?;
+            block_bytes = 0;
+        }
+        progress(read, total);
+    }
+    writer.write(block)?;
+    progress(total, total);
+    writer.commit()
+}
+
+/// Documents of text, block by block, into a dataset of token documents: [`import_text`]
+/// over files, and `zrecord.tokenize` over texts Python reads (Parquet columns, a Hugging
+/// Face dataset's, any iterable of strings).
+pub struct TextWriter {
+    tokenizer: Arc<Tokenizer>,
+    writer: DatasetWriter,
+    output: PathBuf,
+    /// Tokens are `<u4` (else `<u2`).
+    wide: bool,
+    eos: Option<u32>,
+    docs: u64,
+    tokens: u64,
+    /// Bytes of text written (what [`TextImported::text_bytes`] reports).
+    text_bytes: u64,
+}
+
+impl TextWriter {
+    /// A writer of `tokenizer`'s ids into the dataset at `output` (its field `tokens`:
+    /// `<u2` when the vocabulary and `eos` fit 16 bits, else `<u4`).
+    pub fn open(tokenizer: Arc<Tokenizer>, output: &Path, options: &TextImport) -> Result<TextWriter, DatasetError> {
+        let vocab = tokenizer.get_vocab_size(true) as u64;
+        let wide = vocab > 1 << 16 || options.eos.is_some_and(|e| e >= 1 << 16);
+        let field = Field::ragged("tokens", if wide { "<u4" } else { "<u2" }, options.codec);
+        let writer = DatasetWriter::open(output, vec![field], options.write)?;
+        Ok(TextWriter {
+            tokenizer,
+            writer,
+            output: output.to_path_buf(),
+            wide,
+            eos: options.eos,
+            docs: 0,
+            tokens: 0,
+            text_bytes: 0,
+        })
+    }
+
+    /// Encodes `texts` (in parallel) and stages their documents, in order.
+    pub fn write(&mut self, texts: Vec<String>) -> Result<(), DatasetError> {
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let count = texts.len() as u64;
+        let bytes: usize = texts.iter().map(String::len).sum();
+        let encodings = self.tokenizer.encode_batch(texts, true).map_err(|e| {
+            DatasetError::at(&self.output, Some("tokens"), Error::InvalidArgument(format!("the tokenizer failed: {e}")))
+        })?;
+        let item = if self.wide { 4 } else { 2 };
+        let eos = self.eos;
+        let ids = encodings.iter().map(|e| e.len()).sum::<usize>() + encodings.len() * usize::from(eos.is_some());
+        let mut values = Vec::with_capacity(ids * item);
+        let mut offsets = Vec::with_capacity(encodings.len() + 1);
+        offsets.push(0u64);
+        for encoding in &encodings {
+            for &id in encoding.get_ids().iter().chain(eos.as_ref()) {
+                if self.wide {
+                    values.extend_from_slice(&id.to_le_bytes());
+                } else {
+                    // The vocabulary fits 16 bits (`open`): so does every id.
+                    values.extend_from_slice(&(id as u16).to_le_bytes());
+                }
+            }
+            offsets.push(values.len() as u64);
+        }
+        self.writer.write(&[Column::Ragged { values: &values, offsets: &offsets }])?;
+        self.docs += count;
+        self.tokens += (values.len() / item) as u64;
+        self.text_bytes += bytes as u64;
+        Ok(())
+    }
+
+    /// Publishes the documents written (see [`DatasetWriter::commit`]).
+    pub fn commit(self) -> Result<TextImported, DatasetError> {
+        let empty = self.writer.skipped();
+        let dataset = self.writer.commit()?;
+        Ok(TextImported {
+            imported: Imported { samples: self.docs - empty, dataset },
+            empty,
+            tokens: self.tokens,
+            text_bytes: self.text_bytes,
+        })
+    }
+}
+
+/// The text of one JSON Lines line.
+fn text_of(line: &str, field: &str) -> Result<String, String> {
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let serde_json::Value::Object(mut object) = value else {
+        return Err("not a JSON object (JSON Lines input holds one object per line)".into());
+    };
+    match object.remove(field) {
+        Some(serde_json::Value::String(text)) => Ok(text),
+        Some(other) => Err(format!("field {field:?} is not a string but {}", json_kind(&other))),
+        None => {
+            let keys: Vec<&String> = object.keys().collect();
+            Err(format!("no field {field:?} (its fields: {keys:?}); --text-field names the one holding the text"))
+        }
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,102 @@
+"""Text in, tokens out (issue 35): `zr convert --tokenizer` and zrecord.tokenize encode a
+corpus with a tokenizer.json the test trains itself (no download) and equal the Python
+`tokenizers` package's ids token for token, from JSON Lines, text files, Parquet and
+iterables; bad input names the file and line."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import zrecord
+
+tokenizers = pytest.importorskip("tokenizers")
+
+EOS = 0
+
+
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    d = tmp_path_factory.mktemp("tok")
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "gamma", "épsilon", "ñandú", "日本語", "code()", "x = 1;", "\n", "  ", "🎉", "the"]
+    docs = [" ".join(rng.choice(words, size=int(rng.integers(1, 200)))) for _ in range(1500)]
+    docs[3] = " ".join(words * 5000)  # one long document (about 240 KB)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(docs, trainer)
+    tok.save(str(d / "tokenizer.json"))
+    with open(d / "corpus.jsonl", "w") as f:
+        for k, text in enumerate(docs):
+            f.write(json.dumps({"id": k, "text": text}) + "\n")
+    expect = [e.ids for e in tok.encode_batch(docs)]
+    return d, docs, expect
+
+
+def tokens_of(path):
+    ds = zrecord.Dataset(path)
+    return [ds[i]["tokens"].tolist() for i in range(len(ds))]
+
+
+def test_zr_convert_tokenizes_jsonl_as_python_tokenizers_does(zr, corpus, tmp_path):
+    d, _, expect = corpus
+    p = run(zr, "convert", str(d / "corpus.jsonl"), str(tmp_path / "out"), "--tokenizer", str(d / "tokenizer.json"),
+            "--eos", str(EOS))
+    assert p.returncode == 0, p.stderr
+    assert "tokens from" in p.stderr and "MB/s" in p.stderr
+    ds = zrecord.Dataset(tmp_path / "out")
+    assert ds.fields[0].dtype == np.uint16
+    assert tokens_of(tmp_path / "out") == [e + [EOS] for e in expect]
+
+
+def test_tokenize_from_python_files_parquet_and_iterables(corpus, tmp_path):
+    d, docs, expect = corpus
+    ds = zrecord.tokenize(d / "corpus.jsonl", tmp_path / "a", tokenizer=d / "tokenizer.json")
+    assert tokens_of(ds.path) == expect
+    # Text files, a directory of them: one document each, in name order.
+    (tmp_path / "txt").mkdir()
+    for k in range(3):
+        (tmp_path / "txt" / f"{k:02d}.txt").write_text(docs[k])
+    assert tokens_of(zrecord.tokenize(tmp_path / "txt", tmp_path / "b", tokenizer=d / "tokenizer.json").path) == expect[:3]
+    # An iterable of strings (a generator), in blocks.
+    ds = zrecord.tokenize((t for t in docs), tmp_path / "c", tokenizer=d / "tokenizer.json", eos=EOS, batch_size=100)
+    assert tokens_of(ds.path) == [e + [EOS] for e in expect]
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"body": docs[:500]}), tmp_path / "c.parquet", row_group_size=128)
+    ds = zrecord.tokenize(tmp_path / "c.parquet", tmp_path / "d", tokenizer=d / "tokenizer.json", text_field="body")
+    assert tokens_of(ds.path) == expect[:500]
+
+
+def test_bad_input_names_the_file_and_line_and_leaves_nothing(zr, corpus, tmp_path):
+    d, _, _ = corpus
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"txt": "typo"}\n')
+    p = run(zr, "convert", str(bad), str(tmp_path / "out"), "--tokenizer", str(d / "tokenizer.json"))
+    assert p.returncode != 0
+    assert str(bad) in p.stderr and "line 2" in p.stderr and "--text-field" in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+    bad.write_text('{"text": "fine"}\nnot json\n')
+    with pytest.raises(ValueError, match="line 2: not JSON"):
+        zrecord.tokenize(bad, tmp_path / "out", tokenizer=d / "tokenizer.json")
+    assert not (tmp_path / "out").exists()
+    p = run(zr, "convert", str(bad), str(tmp_path / "out"), "--tokenizer", str(tmp_path / "nope.json"))
+    assert p.returncode != 0 and "nope.json" in p.stderr
+    p = run(zr, "convert", str(bad), str(tmp_path / "out"), "--tokenizer", "t.json", "--tokens", "uint16")
+    assert p.returncode == 2 and "give one of them" in p.stderr
+    # An empty document encodes to nothing: refused, or left out and counted.
+    (tmp_path / "e.jsonl").write_text('{"text": "a"}\n{"text": ""}\n')
+    with pytest.raises(ValueError, match="empty"):
+        zrecord.tokenize(tmp_path / "e.jsonl", tmp_path / "e", tokenizer=d / "tokenizer.json")
+    ds = zrecord.tokenize(tmp_path / "e.jsonl", tmp_path / "e", tokenizer=d / "tokenizer.json", skip_empty=True)
+    assert len(ds) == 1
