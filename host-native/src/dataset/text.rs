@@ -19,7 +19,9 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 pub use tokenizers::Tokenizer;
 use zrecord_core::dataset::Field;
@@ -40,7 +42,8 @@ pub struct TextImport {
     pub codec: Codec,
     /// How the dataset is written (shards, compression threshold, empty documents).
     pub write: WriteOptions,
-    /// Bytes of text encoded per block (default 16 MiB).
+    /// Bytes of text encoded per block (default 4 MiB): a block is encoded (in parallel)
+    /// while the one before is compressed and written.
     pub block_bytes: usize,
 }
 
@@ -51,7 +54,7 @@ impl Default for TextImport {
             eos: None,
             codec: Codec::Flate,
             write: WriteOptions::default(),
-            block_bytes: 16 << 20,
+            block_bytes: 4 << 20,
         }
     }
 }
@@ -96,15 +99,15 @@ pub fn text_inputs(input: &Path) -> Result<Vec<PathBuf>, DatasetError> {
     Ok(files)
 }
 
-/// Loads a `tokenizer.json`; its errors name the file.
+/// Loads a `tokenizer.json`; its errors name the file. Truncation and padding the file may
+/// carry are turned off: a document is stored whole, at its own length.
 pub fn load_tokenizer(path: &Path) -> Result<Arc<Tokenizer>, DatasetError> {
-    Tokenizer::from_file(path).map(Arc::new).map_err(|e| {
-        DatasetError::at(
-            path,
-            None,
-            Error::InvalidArgument(format!("is not a tokenizer.json the tokenizers library reads: {e}")),
-        )
-    })
+    let bad = |what: String| DatasetError::at(path, None, Error::InvalidArgument(what));
+    let mut tokenizer = Tokenizer::from_file(path)
+        .map_err(|e| bad(format!("is not a tokenizer.json the tokenizers library reads: {e}")))?;
+    tokenizer.with_truncation(None).map_err(|e| bad(format!("truncation: {e}")))?;
+    tokenizer.with_padding(None);
+    Ok(Arc::new(tokenizer))
 }
 
 /// Encodes the documents of `inputs` with `tokenizer` into the dataset at `output` (added
@@ -185,7 +188,10 @@ pub fn import_text(
 /// Face dataset's, any iterable of strings).
 pub struct TextWriter {
     tokenizer: Arc<Tokenizer>,
-    writer: DatasetWriter,
+    /// Encoded blocks on their way to the stager thread, which owns the dataset writer
+    /// and stages (compresses, writes) one block while the next is encoded.
+    to_stager: Option<SyncSender<Encoded>>,
+    stager: Option<JoinHandle<Result<DatasetWriter, DatasetError>>>,
     output: PathBuf,
     /// Tokens are `<u4` (else `<u2`).
     wide: bool,
@@ -203,10 +209,21 @@ impl TextWriter {
         let vocab = tokenizer.get_vocab_size(true) as u64;
         let wide = vocab > 1 << 16 || options.eos.is_some_and(|e| e >= 1 << 16);
         let field = Field::ragged("tokens", if wide { "<u4" } else { "<u2" }, options.codec);
-        let writer = DatasetWriter::open(output, vec![field], options.write)?;
+        let mut writer = DatasetWriter::open(output, vec![field], options.write)?;
+        let (to_stager, blocks) = sync_channel::<Encoded>(1);
+        let stager = std::thread::Builder::new()
+            .name("zrecord-text-stager".into())
+            .spawn(move || {
+                for block in blocks {
+                    writer.write(&[Column::Ragged { values: &block.values, offsets: &block.offsets }])?;
+                }
+                Ok(writer)
+            })
+            .map_err(|e| DatasetError::at(output, None, Error::Io(IoError::from_std(e, "start a thread"))))?;
         Ok(TextWriter {
             tokenizer,
-            writer,
+            to_stager: Some(to_stager),
+            stager: Some(stager),
             output: output.to_path_buf(),
             wide,
             eos: options.eos,
@@ -223,7 +240,9 @@ impl TextWriter {
         }
         let count = texts.len() as u64;
         let bytes: usize = texts.iter().map(String::len).sum();
-        let encodings = self.tokenizer.encode_batch(texts, true).map_err(|e| {
+        // The fast batch encode: ids without the offsets `encode_batch` also computes (a
+        // dataset of token documents keeps ids only); the same ids.
+        let encodings = self.tokenizer.encode_batch_fast(texts, true).map_err(|e| {
             DatasetError::at(&self.output, Some("tokens"), Error::InvalidArgument(format!("the tokenizer failed: {e}")))
         })?;
         let item = if self.wide { 4 } else { 2 };
@@ -243,23 +262,56 @@ impl TextWriter {
             }
             offsets.push(values.len() as u64);
         }
-        self.writer.write(&[Column::Ragged { values: &values, offsets: &offsets }])?;
         self.docs += count;
         self.tokens += (values.len() / item) as u64;
         self.text_bytes += bytes as u64;
+        let sent = self.to_stager.as_ref().is_some_and(|s| s.send(Encoded { values, offsets }).is_ok());
+        if !sent {
+            // The stager stopped on an error: it is the one to report.
+            return Err(self.join_stager().err().unwrap_or_else(|| self.stopped()));
+        }
         Ok(())
     }
 
+    fn stopped(&self) -> DatasetError {
+        DatasetError::at(&self.output, None, Error::InvalidArgument("the writer was committed or failed".into()))
+    }
+
+    /// Waits for the stager to stage every block sent; its writer, or its error.
+    fn join_stager(&mut self) -> Result<DatasetWriter, DatasetError> {
+        self.to_stager = None;
+        let Some(stager) = self.stager.take() else { return Err(self.stopped()) };
+        stager.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+
     /// Publishes the documents written (see [`DatasetWriter::commit`]).
-    pub fn commit(self) -> Result<TextImported, DatasetError> {
-        let empty = self.writer.skipped();
-        let dataset = self.writer.commit()?;
+    pub fn commit(mut self) -> Result<TextImported, DatasetError> {
+        let writer = self.join_stager()?;
+        let empty = writer.skipped();
+        let dataset = writer.commit()?;
         Ok(TextImported {
             imported: Imported { samples: self.docs - empty, dataset },
             empty,
             tokens: self.tokens,
             text_bytes: self.text_bytes,
         })
+    }
+}
+
+/// One encoded block: the ids of its documents back to back, and their byte offsets.
+struct Encoded {
+    values: Vec<u8>,
+    offsets: Vec<u64>,
+}
+
+impl Drop for TextWriter {
+    fn drop(&mut self) {
+        // Not committed: the stager's writer is dropped with it, which removes what it
+        // staged (`DatasetWriter`'s drop).
+        self.to_stager = None;
+        if let Some(stager) = self.stager.take() {
+            let _ = stager.join();
+        }
     }
 }
 
