@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|remote|latency|smallcache|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|tokenize|remote|latency|smallcache|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -16,7 +16,7 @@ stdout: a published run is that output kept in bench/results/ (`make bench >
 bench/results/DATE.md`), and bench/report.py turns the newest full one into
 docs/benchmarks.md (`make bench-doc`). The sections are stream.py (sampler, stream),
 store.py (store, checksums, pool, policy), loader.py (loader, threads), fields.py, living.py,
-packing.py, remote.py and scale.py; the data sets are made in data_sets.py, the peers they
+packing.py, tokenizing.py, remote.py and scale.py; the data sets are made in data_sets.py, the peers they
 measure are in contenders.py, the targets table is in summary.py.
 """
 
@@ -35,6 +35,7 @@ import packing
 import remote
 import scale
 import store
+import tokenizing
 import stream
 import summary
 from data_sets import DATASETS
@@ -50,6 +51,7 @@ SECTIONS = {
     "fields": fields.bench_fields,
     "living": living.bench_living,
     "packing": packing.bench_packing,
+    "tokenize": tokenizing.bench_tokenize,
     "remote": remote.bench_remote,
     "latency": remote.bench_latency,
     "smallcache": remote.bench_small_cache,

@@ -104,3 +104,45 @@ def test_token_ids_with_document_offsets(zr, tmp_path):
     assert p.returncode == 0, p.stderr
     flat = np.concatenate([np.append(d, np.uint16(EOT)) for d in docs])
     np.testing.assert_array_equal(packed_stream(tmp_path / "ds", 100, len(flat), EOT), flat)
+
+
+def write_megatron(prefix, seqs, dtype=np.uint16, code=8, docs=None):
+    """Megatron-LM's MMIDIDX index and data files, written from the format's description."""
+    import struct
+
+    data = b"".join(np.asarray(s, dtype).tobytes() for s in seqs)
+    (prefix.parent / (prefix.name + ".bin")).write_bytes(data)
+    lengths = np.array([len(s) for s in seqs], np.int32)
+    pointers = np.concatenate([[0], np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize)])
+    doc_idx = np.arange(len(seqs) + 1, dtype=np.int64) if docs is None else np.asarray(docs, np.int64)
+    header = b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", code)
+    header += struct.pack("<Q", len(seqs)) + struct.pack("<Q", len(doc_idx))
+    body = lengths.tobytes() + pointers.astype(np.int64).tobytes() + doc_idx.tobytes()
+    (prefix.parent / (prefix.name + ".idx")).write_bytes(header + body)
+
+
+def test_a_megatron_indexed_dataset_converts_sequence_by_sequence(zr, tmp_path):
+    # Issue 35: Megatron-LM's .bin/.idx (what preprocess_data.py writes) converts too.
+    seqs = documents(400, seed=3) + [(np.arange(700_000) % 50_000).astype(np.uint16)]
+    write_megatron(tmp_path / "corpus_text_document", seqs)
+    p = run(zr, "convert", str(tmp_path / "corpus_text_document.bin"), str(tmp_path / "ds"), "--megatron",
+            "--shard-records", "150")
+    assert p.returncode == 0, p.stderr
+    ds = zrecord.Dataset(tmp_path / "ds")
+    assert len(ds) == len(seqs) and ds.fields[0].dtype == np.uint16
+    for i in (0, 7, 399, 400):
+        np.testing.assert_array_equal(ds[i]["tokens"], seqs[i])
+    flat = np.concatenate([np.append(s, np.uint16(EOT)) for s in seqs])
+    np.testing.assert_array_equal(packed_stream(tmp_path / "ds", 512, 20_000, EOT), flat[:20_000])
+    # int32 tokens keep their dtype; a damaged index is named.
+    write_megatron(tmp_path / "wide", [np.array([70_000, 1], np.int32)], dtype=np.int32, code=4)
+    p = run(zr, "convert", str(tmp_path / "wide.bin"), str(tmp_path / "w"), "--megatron")
+    assert p.returncode == 0, p.stderr
+    assert zrecord.Dataset(tmp_path / "w")[0]["tokens"].tolist() == [70_000, 1]
+    (tmp_path / "wide.bin").write_bytes(b"\0" * 4)
+    p = run(zr, "convert", str(tmp_path / "wide.bin"), str(tmp_path / "w2"), "--megatron")
+    assert p.returncode != 0 and "sequence 0" in p.stderr and "wide.bin" in p.stderr, p.stderr
+    assert not (tmp_path / "w2").exists()
+    (tmp_path / "wide.idx").write_bytes(b"not an index at all, not at all")
+    p = run(zr, "convert", str(tmp_path / "wide.bin"), str(tmp_path / "w2"), "--megatron")
+    assert p.returncode != 0 and "MMIDIDX" in p.stderr, p.stderr

@@ -303,13 +303,14 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty, text } => {
+        Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty, text, megatron } => {
             if tokens.is_some()
                 || text.is_some()
+                || megatron
                 || host.kind(&input) == PathKind::Dir
                 || input.to_ascii_lowercase().ends_with(".npz")
             {
-                let options = FieldImport { policy, chunk_mib, shard_records, tokens, skip_empty, text };
+                let options = FieldImport { policy, chunk_mib, shard_records, tokens, skip_empty, text, megatron };
                 return dataset::convert(host, &input, &output, &options);
             }
             if shard_records.is_some() {

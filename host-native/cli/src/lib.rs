@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use zrecord::dataset::{
-    export_npy, import_npy, import_text, import_tokens, load_tokenizer, text_inputs, ExportTo, ImportOptions,
-    TextImport,
+    export_npy, import_megatron, import_npy, import_text, import_tokens, load_tokenizer, text_inputs, ExportTo,
+    ImportOptions, TextImport,
 };
 use zrecord::remote::file::RemoteDir;
 use zrecord::remote::objects::{Objects, LISTING};
@@ -308,6 +308,17 @@ impl Host for Native {
         };
         let options = ImportOptions { codec: o.policy.codec, write, chunk_bytes: o.chunk_mib << 20 };
         let (input, output) = (Path::new(input), Path::new(output));
+        if o.megatron {
+            let done = import_megatron(input, output, &options, &mut |d, t| self.progress("convert", d, t))
+                .map_err(failure)?;
+            let ds = &done.dataset;
+            return Ok(FieldsDone {
+                added: done.samples,
+                samples: ds.len(),
+                fields: ds.fields().len(),
+                shards: ds.shard_count(),
+            });
+        }
         if let Some(text) = &o.text {
             let tokenizer = load_tokenizer(Path::new(&text.tokenizer)).map_err(failure)?;
             let inputs = text_inputs(input).map_err(failure)?;

@@ -19,7 +19,8 @@
 //! parts ([`Part`]); `saved_parts.rs` parts from separate processes kept at the
 //! destination until one commits them ([`save_part`], [`commit_saved`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
 //! `tokens.rs` a flat token file into documents ([`import_tokens`]); `text.rs` text
-//! into token documents through a `tokenizer.json` ([`import_text`]); `layout.rs` a
+//! into token documents through a `tokenizer.json` ([`import_text`]); `megatron.rs`
+//! Megatron-LM's `.bin`/`.idx` indexed datasets ([`import_megatron`]); `layout.rs` a
 //! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
 //! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
 //! ([`delete_samples`]); `remote_edit.rs` samples deleted and fields dropped or added in
@@ -37,6 +38,7 @@ mod error;
 mod find;
 mod layout;
 mod long;
+mod megatron;
 mod open;
 mod parts;
 mod remote_edit;
@@ -63,6 +65,7 @@ pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;
 pub use find::{find_local, find_remote};
 pub use layout::{set_layout, LayoutChange};
+pub use megatron::{import_megatron, megatron_files, MEGATRON_MAGIC};
 pub(crate) use open::read_meta_file;
 pub use open::{open_store, DatasetOptions, RemoteOptions};
 pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};

@@ -57,6 +57,10 @@ usage:
                                 Hugging Face tokenizer.json, on all cores, into the dataset
                                 OUT's ragged field tokens (uint16, or uint32 past 65536 ids),
                                 one sample per document, ID after each
+  zr convert DATA.bin OUT --megatron [--shard-records N] ...
+                                a Megatron-LM indexed dataset (DATA.bin with DATA.idx) into
+                                the dataset OUT's ragged field tokens, one sample per
+                                sequence, its tokens as stored
   zr push LOCAL URL             upload a dataset or store to an object store (s3://bucket/prefix,
                                 gs://, az://; credentials and endpoint from AWS_*, GOOGLE_*,
                                 AZURE_* variables): only its bytes, resumable, listing last
@@ -142,6 +146,8 @@ pub enum Command {
         skip_empty: bool,
         /// `--tokenizer FILE [--text-field NAME] [--eos ID]`: the input is text, tokenized.
         text: Option<TextImport>,
+        /// `--megatron`: the input is a Megatron-LM indexed dataset (`.bin` with `.idx`).
+        megatron: bool,
     },
     /// `push LOCAL URL`: a dataset or store into an object store (native host).
     Push {
@@ -297,7 +303,7 @@ impl Command {
         let switches: &[&str] = match cmd.as_str() {
             "inspect" => &["json"],
             "verify" => &["json", "seal"],
-            "convert" => &["skip-empty"],
+            "convert" => &["skip-empty", "megatron"],
             _ => &[],
         };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
@@ -455,6 +461,12 @@ impl Command {
                     }
                     (None, Some(_)) => return Err(usage("--eos goes with --tokens DTYPE (a flat token file)".into())),
                 };
+                let megatron = flag("megatron").is_some();
+                if megatron && (tokens.is_some() || text.is_some()) {
+                    return Err(usage(
+                        "--megatron reads a Megatron .bin/.idx pair: not with --tokens or --tokenizer".into(),
+                    ));
+                }
                 let output = pos.pop().expect("two positionals");
                 Command::Convert {
                     input: pos.pop().expect("two positionals"),
@@ -465,6 +477,7 @@ impl Command {
                     tokens,
                     skip_empty: flag("skip-empty").is_some(),
                     text,
+                    megatron,
                 }
             }
             "push" => {
@@ -585,7 +598,17 @@ impl Command {
                 v.extend(indices.iter().map(|i| i.to_string()));
                 v
             }
-            Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty, text } => {
+            Command::Convert {
+                input,
+                output,
+                policy,
+                chunk_mib,
+                shard_records,
+                tokens,
+                skip_empty,
+                text,
+                megatron,
+            } => {
                 let mut v = alloc::vec![
                     s("convert"),
                     s(input),
@@ -604,6 +627,9 @@ impl Command {
                 }
                 if *skip_empty {
                     v.push(s("--skip-empty"));
+                }
+                if *megatron {
+                    v.push(s("--megatron"));
                 }
                 if let Some(t) = text {
                     v.push(format!("--tokenizer={}", t.tokenizer));
@@ -657,6 +683,7 @@ mod tests {
             "convert x.npz out --shard-records=16777216 --codec raw",
             "convert t.bin out --tokens uint16 --eos 5 --skip-empty",
             "convert corpus.jsonl out --tokenizer tok.json --text-field body --eos 7",
+            "convert data.bin out --megatron --shard-records 100",
             "export s o.npy",
             "--help",
             "--version",

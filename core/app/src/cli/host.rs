@@ -144,6 +144,8 @@ pub struct FieldImport {
     pub skip_empty: bool,
     /// Text to tokenize (`--tokenizer`) instead of `.npy` files.
     pub text: Option<TextImport>,
+    /// A Megatron-LM indexed dataset (`--megatron`) instead of `.npy` files.
+    pub megatron: bool,
 }
 
 /// `zr convert TEXT OUT --tokenizer FILE [--text-field NAME] [--eos ID]`: what to tokenize
