@@ -76,3 +76,21 @@ pub fn store_call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, zrecord
         Err(payload) => Err(error::panicked(py, payload)),
     }
 }
+
+/// [`store_call`] for reads of the store at `path`: a record that fails its checksum or
+/// decode is raised with `path`, `field` (None: a store alone has no field name) and
+/// `record` attributes and the store named in the message, as a dataset's reads raise it.
+pub fn read_call<T: Send>(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    f: impl FnOnce() -> Result<T, zrecord::Error> + Send,
+) -> PyResult<T> {
+    match py.detach(|| catch_unwind(AssertUnwindSafe(|| on_pool(f)))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e @ (zrecord::Error::Checksum { .. } | zrecord::Error::Decode { .. }))) => {
+            Err(crate::dataset::to_py(py, zrecord::DatasetError { path, field: None, source: e, metadata: false }))
+        }
+        Ok(Err(e)) => Err(error::to_py(py, e)),
+        Err(payload) => Err(error::panicked(py, payload)),
+    }
+}

@@ -20,7 +20,7 @@ use zrecord::{Codec, CodecPolicy, OpenOptions, Verify};
 
 use crate::buffers::{self, indices};
 use crate::error;
-use crate::pool::store_call;
+use crate::pool::{read_call, store_call};
 use crate::progress::Progress;
 
 /// Where the handle is.
@@ -400,7 +400,7 @@ impl Zrecord {
         let mut region = buffers::writable(dst, "dst")?;
         let store = self.handle(py)?;
         let dst = region.bytes_mut();
-        store_call(py, move || store.gather(&idxs, dst, stride))
+        read_call(py, store.path().to_path_buf(), move || store.gather(&idxs, dst, stride))
     }
 
     /// Records `idxs` (flattened, non-negative) decoded into a new array of `dtype` shaped
@@ -432,13 +432,13 @@ impl Zrecord {
             let out = py.import("numpy")?.call_method1("empty", (full, dtype))?;
             let mut region = buffers::writable(&out, "out")?;
             let dst = region.bytes_mut();
-            store_call(py, move || store.gather(&idxs, dst, stride))?;
+            read_call(py, store.path().to_path_buf(), move || store.gather(&idxs, dst, stride))?;
             drop(region);
             return Ok(out);
         }
         let (mut buf, start) = crate::batch::take_aligned(&self.buffers, len).map_err(|e| error::to_py(py, e))?;
         let dst = &mut buf[start..start + len];
-        store_call(py, move || store.gather(&idxs, dst, stride))?;
+        read_call(py, store.path().to_path_buf(), move || store.gather(&idxs, dst, stride))?;
         crate::batch::aligned_array(py, (buf, start), len, &self.buffers, dtype, full.as_any())
     }
 
@@ -464,7 +464,7 @@ impl Zrecord {
         let mut region = buffers::writable(dst, "dst")?;
         let store = self.handle(py)?;
         let dst = region.bytes_mut();
-        store_call(py, move || store.gather_var(&idxs, dst, &offsets))
+        read_call(py, store.path().to_path_buf(), move || store.gather_var(&idxs, dst, &offsets))
     }
 
     /// Append `n` records of `item_len` bytes each, taken from the start of `src`.

@@ -108,6 +108,16 @@ def test_dataset_and_dataloader_check_samples(tmp_path):
     with pytest.raises(ZrecordError) as e:
         ds[9]
     assert_checksum_error(e, 9)
+    # Issue 38: direct indexing names the place as the loader does (path, field, record
+    # were all None), and so does a store's own gather.
+    for read in (lambda: ds[9], lambda: ds[[3, 9]], lambda: ds[8:10]):
+        with pytest.raises(ChecksumError) as e:
+            read()
+        assert (e.value.path, e.value.field, e.value.record) == (str(tmp_path / "d"), "data", 9)
+        assert str(tmp_path / "d") in str(e.value)
+    with pytest.raises(ChecksumError) as e:
+        ds.store.gather(np.array([9]), np.empty(data[0].nbytes, np.uint8), data[0].nbytes)
+    assert (e.value.path, e.value.field, e.value.record) == (str(tmp_path / "d"), None, 9)
     with zrecord.DataLoader(ds, zrecord.Dataset(tmp_path / "l"), num_workers=1, batch_size=16, mode=0) as dl:
         # The error names the store, the field (loaderx's "data") and the record, as
         # attributes too; so does the same error raised again by every later next().

@@ -32,7 +32,7 @@ from . import _columns, _zrecord
 from ._columns import _backing_mmap
 from ._columns import release as _release
 from ._zrecord import MAX_RECORD_LEN, Zrecord
-from .errors import IndexOutOfRangeError, StoreClosedError, StoreIOError
+from .errors import ChecksumError, DecodeError, IndexOutOfRangeError, StoreClosedError, StoreIOError
 from .sampler import check_seed
 
 __all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
@@ -358,7 +358,13 @@ class Dataset:
                 raise IndexError(f"boolean mask of shape {idxs.shape} does not match a dataset of {len(store)}")
             idxs = np.flatnonzero(idxs)
         idxs = _wrap_negative(idxs.reshape(-1), len(store))
-        return store._gather_batch(idxs, self._itemsize, self.dtype, self.shape)
+        try:
+            return store._gather_batch(idxs, self._itemsize, self.dtype, self.shape)
+        except (ChecksumError, DecodeError) as e:
+            # One loaderx store reads as the field "data", as a DataLoader names it.
+            if getattr(e, "field", None) is None:
+                e.field = "data"
+            raise
 
     def _fields_item(self, idx: Any) -> dict:
         """``ds[idx]`` of a multi-field dataset: one sample as a dict for an integer, a
