@@ -336,3 +336,17 @@ def test_the_sink_reports_the_bytes_its_tasks_write(cluster, s3, tmp_path):
     check(zrecord.Dataset(dest, storage_options=s3))
     with pytest.raises(TypeError, match="progress must be"):
         zray.Datasink(str(tmp_path / "x"), progress="yes")
+
+
+def test_a_retried_write_task_is_counted_once():
+    # Issue 36 (noticed): the sink's progress added a retried task's bytes to those of the
+    # attempt Ray abandoned; only each task's latest attempt counts now.
+    counts = zray._Counts()
+    counts.add(0, "first", 100)
+    counts.add(1, "a", 50)
+    counts.add(0, "first", 20)
+    assert counts.total() == 170
+    counts.add(0, "retry", 30)  # task 0 runs again, writing its bytes anew
+    assert counts.total() == 80
+    counts.add(0, "retry", 90)
+    assert counts.total() == 170

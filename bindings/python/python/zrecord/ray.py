@@ -56,18 +56,33 @@ def _is_url(path: Any) -> bool:
     return isinstance(path, str) and _zrecord._is_url(path)
 
 
+class _Counts:
+    """Bytes written per write task, counting only each task's latest attempt: Ray runs a
+    failed task again, and the bytes of the attempt it abandoned are written again."""
+
+    def __init__(self) -> None:
+        self.tasks: dict = {}
+
+    def add(self, task: int, attempt: str, n: int) -> None:
+        seen, done = self.tasks.get(task, (attempt, 0))
+        self.tasks[task] = (attempt, (done if seen == attempt else 0) + n)
+
+    def total(self) -> int:
+        return sum(done for _, done in self.tasks.values())
+
+
 @ray.remote(num_cpus=0)
 class _Tally:
     """The bytes a sink's write tasks have written so far, for the driver's progress."""
 
     def __init__(self) -> None:
-        self.done = 0
+        self.counts = _Counts()
 
-    def add(self, n: int) -> None:
-        self.done += n
+    def add(self, task: int, attempt: str, n: int) -> None:
+        self.counts.add(task, attempt, n)
 
     def get(self) -> int:
-        return self.done
+        return self.counts.total()
 
 
 # How often the driver asks the tally for the bytes written.
@@ -167,7 +182,9 @@ class Datasink(_RayDatasink):
             while True:
                 stopped = stop.wait(_PROGRESS_EVERY)
                 try:
-                    now = ray.get(tally.get.remote(), timeout=10)
+                    # Never backwards: a retried task's bytes count again from 0 (_Counts),
+                    # and the bar waits until the redone bytes pass what it showed.
+                    now = max(done, ray.get(tally.get.remote(), timeout=10))
                 except Exception:  # noqa: BLE001 - progress never fails the write
                     now = done
                 if report is not None and now >= 0 and (now != done or stopped):
@@ -207,6 +224,7 @@ class Datasink(_RayDatasink):
             shutil.rmtree(part, ignore_errors=True)
         writer = None
         tally = None
+        attempt = uuid.uuid4().hex  # a retried task counts anew (_Counts)
         if self._tally is not None:
             with contextlib.suppress(ValueError):  # no actor: the driver watches nothing
                 tally = ray.get_actor(self._tally)
@@ -229,7 +247,7 @@ class Datasink(_RayDatasink):
                         )
                     writer.write(columns)
                     if tally is not None:
-                        tally.add.remote(piece.size_bytes())
+                        tally.add.remote(task, attempt, piece.size_bytes())
             if tally is not None:
                 # The tally has every byte of this task before the driver's last report:
                 # one caller's actor calls run in order.
