@@ -32,6 +32,11 @@ fn inflate_corpus() {
 }
 
 #[test]
+fn long_index_corpus() {
+    assert!(replay("long_index", bodies::long_index) > 0);
+}
+
+#[test]
 fn ops_corpus() {
     assert!(replay("ops", bodies::ops) > 0);
 }
@@ -42,5 +47,30 @@ fn bodies_accept_degenerate_inputs() {
         bodies::open_store(data);
         bodies::inflate(data);
         bodies::ops(data);
+        bodies::long_index(data);
+    }
+}
+
+/// A stable stand-in for the fuzzer: the long index body over random mutations of its
+/// seeds (a valid index with a bad piece length, and garbage).
+#[test]
+fn long_index_survives_mutated_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions/long_index");
+    let seeds: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..20_000 {
+        let mut data = seeds[round % seeds.len()].clone();
+        for _ in 0..1 + next() % 4 {
+            let at = (next() % data.len() as u64) as usize;
+            data[at] = next() as u8;
+        }
+        bodies::long_index(&data);
     }
 }

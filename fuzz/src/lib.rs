@@ -7,6 +7,9 @@
 //! - [`inflate`]: arbitrary DEFLATE into a destination of arbitrary size.
 //! - [`ops`]: append/delete/compact/gather/sync/reopen sequences against an in-memory model
 //!   (redb's fuzzer style); the store must match the model after every step.
+//! - [`long_index`]: a store's long index (samples longer than a record) from arbitrary
+//!   bytes, with arbitrary piece lengths and byte ranges: refused or consistent, never a
+//!   panic.
 
 use zrecord_app::tools;
 use zrecord_core::codec::{decode_into, inflate_into, Codec};
@@ -97,6 +100,44 @@ pub fn inflate(data: &[u8]) {
     }
     let _ = decode_into(Codec::Raw, src, &mut dst);
     let _ = decode_into(Codec::Zstd, src, &mut dst);
+}
+
+/// `data` = samples (u16) | extra records (u16) | index bytes (u16 length) | index |
+/// piece lengths (u16 each) ...: the index is decoded for a store of that many samples and
+/// records; a decoded index's entries get the lengths and every range of their bytes
+/// asked, each of which must land inside the sample's records.
+pub fn long_index(data: &[u8]) {
+    use zrecord_core::dataset::long::LongIndex;
+    let records = u64::from(u16_at(data, 0));
+    let store_len = records + u64::from(u16_at(data, 2));
+    let n = usize::from(u16_at(data, 4));
+    let body = data.get(6..).unwrap_or(&[]);
+    let (index, rest) = body.split_at(n.min(body.len()));
+    let Ok(mut ix) = LongIndex::decode(index, records, store_len) else { return };
+    let mut lens = rest.chunks(2).map(|c| u32::from(u16_at(c, 0)));
+    for k in 0..ix.samples().len() {
+        let s = ix.samples()[k];
+        assert!(u64::from(s.sample) < records && u64::from(s.first) >= records && s.more >= 1);
+        assert!(u64::from(s.first) + u64::from(s.more) < store_len);
+        let mine: Vec<u32> = lens.by_ref().take(s.more as usize + 1).collect();
+        if ix.set_lengths(k, &mine).is_err() {
+            continue;
+        }
+        let s = ix.samples()[k];
+        let total = s.total;
+        for (from, len) in [(0, total), (total / 3, total / 2 + 1), (total.saturating_sub(1), 5), (total, 1)] {
+            let mut covered = 0;
+            for (record, offset, n) in s.ranges(from, len) {
+                assert!(
+                    record == u64::from(s.sample)
+                        || (u64::from(s.first)..u64::from(s.first) + u64::from(s.more)).contains(&record)
+                );
+                assert!(offset + n <= u64::from(s.piece) && n > 0);
+                covered += n;
+            }
+            assert_eq!(covered, from.saturating_add(len).min(total).saturating_sub(from.min(total)));
+        }
+    }
 }
 
 /// A byte-code of store operations checked against a model after each.
