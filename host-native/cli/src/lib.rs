@@ -140,6 +140,44 @@ impl Native {
     }
 }
 
+impl Native {
+    /// `convert --tokenizer`: the text of `input` tokenized into `output`, with the
+    /// throughput on stderr.
+    fn import_text(
+        &mut self,
+        input: &Path,
+        output: &Path,
+        text: &zrecord_app::cli::TextImport,
+        o: &FieldImport,
+        write: WriteOptions,
+    ) -> Result<zrecord::dataset::Imported, Failure> {
+        let tokenizer = load_tokenizer(Path::new(&text.tokenizer)).map_err(failure)?;
+        let inputs = text_inputs(input).map_err(failure)?;
+        let import = TextImport {
+            text_field: text.text_field.clone(),
+            eos: text.eos,
+            codec: o.policy.codec,
+            write,
+            block_bytes: (o.chunk_mib << 20).max(1 << 20),
+        };
+        let started = std::time::Instant::now();
+        let done = import_text(&inputs, tokenizer, output, &import, &mut |d, t| self.progress("tokenize", d, t))
+            .map_err(failure)?;
+        if done.empty > 0 {
+            self.err(&format!("zr: {} documents with no token left out (--skip-empty)\n", done.empty));
+        }
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        self.err(&format!(
+            "zr: {} tokens from {:.1} MB of text in {:.1} s ({:.1} MB/s)\n",
+            done.tokens,
+            done.text_bytes as f64 / 1e6,
+            seconds,
+            done.text_bytes as f64 / 1e6 / seconds
+        ));
+        Ok(done.imported)
+    }
+}
+
 impl Host for Native {
     type Backend = DirBackend;
     type File = NativeFile;
@@ -308,66 +346,30 @@ impl Host for Native {
         };
         let options = ImportOptions { codec: o.policy.codec, write, chunk_bytes: o.chunk_mib << 20 };
         let (input, output) = (Path::new(input), Path::new(output));
-        if o.megatron {
-            let done = import_megatron(input, output, &options, &mut |d, t| self.progress("convert", d, t))
-                .map_err(failure)?;
-            let ds = &done.dataset;
-            return Ok(FieldsDone {
-                added: done.samples,
-                samples: ds.len(),
-                fields: ds.fields().len(),
-                shards: ds.shard_count(),
-            });
-        }
-        if let Some(text) = &o.text {
-            let tokenizer = load_tokenizer(Path::new(&text.tokenizer)).map_err(failure)?;
-            let inputs = text_inputs(input).map_err(failure)?;
-            let import = TextImport {
-                text_field: text.text_field.clone(),
-                eos: text.eos,
-                codec: o.policy.codec,
-                write,
-                block_bytes: (o.chunk_mib << 20).max(1 << 20),
-            };
-            let started = std::time::Instant::now();
-            let done = import_text(&inputs, tokenizer, output, &import, &mut |d, t| self.progress("tokenize", d, t))
-                .map_err(failure)?;
-            if done.empty > 0 {
-                self.err(&format!("zr: {} documents with no token left out (--skip-empty)\n", done.empty));
+        let done = if o.megatron {
+            import_megatron(input, output, &options, &mut |d, t| self.progress("convert", d, t)).map_err(failure)?
+        } else if let Some(text) = &o.text {
+            self.import_text(input, output, text, o, write)?
+        } else {
+            match o.tokens {
+                None => import_npy(input, output, &options, &mut |d, t| self.progress("convert", d, t)),
+                Some((descr, eos)) => {
+                    import_tokens(input, output, descr, eos, &options, &mut |d, t| self.progress("convert", d, t)).map(
+                        |t| {
+                            if t.empty > 0 {
+                                self.err(&format!(
+                                    "zr: {} empty documents (two end-of-document ids in a row) left out \
+                                     (--skip-empty)\n",
+                                    t.empty
+                                ));
+                            }
+                            t.imported
+                        },
+                    )
+                }
             }
-            let seconds = started.elapsed().as_secs_f64().max(1e-9);
-            self.err(&format!(
-                "zr: {} tokens from {:.1} MB of text in {:.1} s ({:.1} MB/s)\n",
-                done.tokens,
-                done.text_bytes as f64 / 1e6,
-                seconds,
-                done.text_bytes as f64 / 1e6 / seconds
-            ));
-            let ds = &done.imported.dataset;
-            return Ok(FieldsDone {
-                added: done.imported.samples,
-                samples: ds.len(),
-                fields: ds.fields().len(),
-                shards: ds.shard_count(),
-            });
-        }
-        let done = match o.tokens {
-            None => import_npy(input, output, &options, &mut |d, t| self.progress("convert", d, t)),
-            Some((descr, eos)) => {
-                import_tokens(input, output, descr, eos, &options, &mut |d, t| self.progress("convert", d, t)).map(
-                    |t| {
-                        if t.empty > 0 {
-                            self.err(&format!(
-                                "zr: {} empty documents (two end-of-document ids in a row) left out (--skip-empty)\n",
-                                t.empty
-                            ));
-                        }
-                        t.imported
-                    },
-                )
-            }
-        }
-        .map_err(failure)?;
+            .map_err(failure)?
+        };
         let ds = &done.dataset;
         Ok(FieldsDone { added: done.samples, samples: ds.len(), fields: ds.fields().len(), shards: ds.shard_count() })
     }

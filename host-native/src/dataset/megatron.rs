@@ -27,9 +27,10 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use zrecord_core::dataset::Field;
-use zrecord_core::error::{Error, FormatError, IoError};
+use zrecord_core::error::{Error, FormatError};
 
 use super::convert::{ImportOptions, Imported};
+use super::write::io_at;
 use super::{Column, DatasetError, DatasetWriter};
 
 /// The `.idx` file's first bytes.
@@ -53,7 +54,7 @@ pub fn import_megatron(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Imported, DatasetError> {
     let (bin, idx) = megatron_files(input);
-    let index = std::fs::read(&idx).map_err(|e| io_error(&idx, "read", e))?;
+    let index = std::fs::read(&idx).map_err(io_at(&idx, "read"))?;
     let bad = |what: String| DatasetError::at(&idx, None, Error::Format(FormatError::Container(what)));
     if index.len() < 34 || &index[..9] != MEGATRON_MAGIC {
         return Err(bad("is not a Megatron indexed dataset index (no MMIDIDX header)".into()));
@@ -86,8 +87,8 @@ pub fn import_megatron(
     let length = |k: usize| i32::from_le_bytes(index[lengths_at + 4 * k..][..4].try_into().expect("four bytes"));
     let pointer = |k: usize| i64::from_le_bytes(index[pointers_at + 8 * k..][..8].try_into().expect("eight bytes"));
 
-    let bin_len = std::fs::metadata(&bin).map_err(|e| io_error(&bin, "read", e))?.len();
-    let mut data = BufReader::with_capacity(1 << 20, File::open(&bin).map_err(|e| io_error(&bin, "open", e))?);
+    let bin_len = std::fs::metadata(&bin).map_err(io_at(&bin, "read"))?.len();
+    let mut data = BufReader::with_capacity(1 << 20, File::open(&bin).map_err(io_at(&bin, "open"))?);
     let field = Field::ragged("tokens", descr, options.codec);
     let mut writer = DatasetWriter::open(output, vec![field], options.write)?;
     let block = options.chunk_bytes.max(1 << 16) as u64;
@@ -114,11 +115,11 @@ pub fn import_megatron(
             ));
         }
         if start != at {
-            data.seek(SeekFrom::Start(start)).map_err(|e| io_error(&bin, "read", e))?;
+            data.seek(SeekFrom::Start(start)).map_err(io_at(&bin, "read"))?;
         }
         let from = values.len();
         values.resize(from + bytes as usize, 0);
-        data.read_exact(&mut values[from..]).map_err(|e| io_error(&bin, "read", e))?;
+        data.read_exact(&mut values[from..]).map_err(io_at(&bin, "read"))?;
         at = start + bytes;
         offsets.push(values.len() as u64);
         if values.len() as u64 >= block {
@@ -135,8 +136,4 @@ pub fn import_megatron(
     let empty = writer.skipped();
     let dataset = writer.commit()?;
     Ok(Imported { samples: sequences - empty, dataset })
-}
-
-fn io_error(path: &Path, what: &str, e: std::io::Error) -> DatasetError {
-    DatasetError::at(path, None, Error::Io(IoError::from_std(e, format!("{what} {}", path.display()))))
 }

@@ -29,6 +29,7 @@ use zrecord_core::error::{Error, IoError};
 use zrecord_core::Codec;
 
 use super::convert::Imported;
+use super::write::io_at;
 use super::{Column, DatasetError, DatasetWriter, WriteOptions};
 
 /// How [`import_text`] reads and writes.
@@ -75,9 +76,7 @@ pub struct TextImported {
 /// The files `input` names: itself, or a directory's `.jsonl`, `.json` and `.txt` files in
 /// name order.
 pub fn text_inputs(input: &Path) -> Result<Vec<PathBuf>, DatasetError> {
-    let at = |e: std::io::Error| {
-        DatasetError::at(input, None, Error::Io(IoError::from_std(e, format!("read {}", input.display()))))
-    };
+    let at = io_at(input, "read");
     if !input.is_dir() {
         std::fs::metadata(input).map_err(at)?;
         return Ok(vec![input.to_path_buf()]);
@@ -127,12 +126,7 @@ pub fn import_text(
     let mut block: Vec<String> = Vec::new();
     let mut block_bytes = 0usize;
     for path in inputs {
-        let io = |what: &'static str| {
-            move |e: std::io::Error| {
-                DatasetError::at(path, None, Error::Io(IoError::from_std(e, format!("{what} {}", path.display()))))
-            }
-        };
-        let file = File::open(path).map_err(io("open"))?;
+        let file = File::open(path).map_err(io_at(path, "open"))?;
         let jsonl = path.extension().is_none_or(|x| x != "txt");
         if !jsonl {
             let mut text = String::new();
