@@ -60,7 +60,9 @@ pub trait StorageFile: Send + Sync {
     /// True when the host wants every record of a read announced
     /// ([`StorageFile::will_need_record`]) whatever [`StorageFile::resident`] says of the
     /// first (an object store fetching by range); false by default, where one residency
-    /// check decides for the whole read.
+    /// check decides for the whole read. Such a file has only what was announced, so the
+    /// engine reads records together from it only when they lie back to back (elsewhere
+    /// one read may span small gaps between records).
     fn wants_hints(&self) -> bool {
         false
     }

@@ -579,3 +579,32 @@ fn a_small_cache_keeps_what_the_batches_being_read_need() {
     // Once the loader stopped, its read-ahead that nobody will read goes too.
     assert!(far.cache().unwrap().held() <= stored / 10 + 8 * 64 * (record + 8), "{} held", far.cache().unwrap().held());
 }
+
+#[test]
+fn records_a_few_bytes_apart_between_kept_ones_cost_no_request_of_their_own() {
+    // Labels of 8 bytes: sample 3's is kept from an earlier read; a batch of samples 0 and
+    // 6 announces theirs, which cannot come in one request without fetching sample 3's
+    // again, so they come in two. The engine then read labels 0 to 6 in one span, as it
+    // does on local disk for records under 4 KiB apart: the bytes between were in no
+    // request, and the read waited for a request of their own (a round trip per batch and
+    // shard at 20 ms; 43 in one epoch of a 10% cache).
+    let (n, record) = (500u64, 1024u64);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    write_images_and_labels(&path, n, record);
+    push(&path, &Remote::open("memory://kept-between/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let far = Dataset::open_remote("memory://kept-between/ds", &[], zrecord::Verify::Auto).unwrap();
+    let gather = |picked: &[u64]| {
+        far.will_read(picked);
+        let mut image = vec![0u8; picked.len() * record as usize];
+        far.gather_fixed(0, picked, &mut image, None, true).unwrap();
+        let mut label = vec![0u8; picked.len() * 8];
+        far.gather_fixed(1, picked, &mut label, None, true).unwrap();
+        label.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect::<Vec<_>>()
+    };
+    assert_eq!(gather(&[3]), [3]);
+    let before = far.remote_stats().unwrap().requests;
+    assert_eq!(gather(&[0, 6]), [0, 6]);
+    // Two images, two labels: nothing more.
+    assert_eq!(far.remote_stats().unwrap().requests - before, 4);
+}

@@ -255,7 +255,13 @@ fn read_shard<B: Backend>(shard: &mut ReadShard<'_, '_, '_, B>) {
     for job in jobs.iter().take(AHEAD) {
         job.store.prefetch(job.index, &job.loc);
     }
-    let groups = table::spans(jobs.len(), |k| {
+    // A file that fetches only announced ranges (an object store's) holds nothing between
+    // two records: only records back to back are read together there.
+    let gap = match jobs.first().and_then(|j| j.store.chunk(j.loc.chunk_id).ok()) {
+        Some(f) if f.wants_hints() => 0,
+        _ => table::SPAN_GAP,
+    };
+    let groups = table::spans(jobs.len(), gap, |k| {
         let j = &jobs[k];
         ((j.source as u64) << 16 | u64::from(j.loc.chunk_id), u64::from(j.loc.offset), u64::from(j.loc.phys_length))
     });
@@ -635,7 +641,7 @@ impl<B: Backend> Store<B> {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         self.entries_into(range.start, n, &mut locs)?;
         self.slots_into(range.start, &locs, &mut slots)?;
-        let groups = table::spans(locs.len(), |k| {
+        let groups = table::spans(locs.len(), table::SPAN_GAP, |k| {
             let e = &locs[k];
             // Entries that fail their check, or are skipped, are spans of their own.
             let key = if e.check(&header).is_err() || skip(e) { u64::MAX - k as u64 } else { u64::from(e.chunk_id) };

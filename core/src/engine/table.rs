@@ -31,7 +31,7 @@ pub const RUN_ENTRIES: u32 = 1 << 16;
 pub const SPAN_MAX: u64 = 4 << 20;
 /// Two records whose stored bytes are at most this far apart are read in one span (the
 /// bytes between them are read and dropped).
-const SPAN_GAP: u64 = 4096;
+pub(super) const SPAN_GAP: u64 = 4096;
 /// How far ahead of the entry it reads a loop over random indices asks for one
 /// ([`Store::prefetch_entry`]).
 pub(super) const ENTRIES_AHEAD: usize = 8;
@@ -220,9 +220,9 @@ pub(super) fn run_len(idxs: &[u64], length: u32) -> usize {
 
 /// Splits items `0..n`, whose stored bytes are `place(i) = (chunk, offset, length)`, into
 /// runs of consecutive items that one span read can serve: the same chunk, each starting at
-/// or after the previous one's end and at most [`SPAN_GAP`] bytes past it, at most
-/// [`SPAN_MAX`] bytes from the first byte to the last.
-pub(super) fn spans(n: usize, place: impl Fn(usize) -> (u64, u64, u64)) -> Vec<Range<usize>> {
+/// or after the previous one's end and at most `gap` bytes past it (at most [`SPAN_GAP`]),
+/// at most [`SPAN_MAX`] bytes from the first byte to the last.
+pub(super) fn spans(n: usize, gap: u64, place: impl Fn(usize) -> (u64, u64, u64)) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut k = 0;
     while k < n {
@@ -231,7 +231,7 @@ pub(super) fn spans(n: usize, place: impl Fn(usize) -> (u64, u64, u64)) -> Vec<R
         let mut j = k + 1;
         while j < n {
             let (c, at, l) = place(j);
-            if c != chunk || at < end || at - end > SPAN_GAP || at + l - start > SPAN_MAX {
+            if c != chunk || at < end || at - end > gap || at + l - start > SPAN_MAX {
                 break;
             }
             end = at + l;

@@ -127,6 +127,7 @@ use source::check_sources;
 use warm::WarmProgress;
 use workers::{make_batch, Planner, Produced, Shared};
 
+use crate::remote::plan::{Plan, ReadPlan};
 use crate::Error;
 
 /// How often a waiting [`Loader::next`] checks whether another thread closed the loader.
@@ -511,12 +512,10 @@ impl Loader {
             return;
         }
         let Some(cache) = shared.sources.first().and_then(|s| s.data().cache()) else { return };
-        let schedule = Mutex::new(zrecord_core::stream::Schedule::new(self.stream.clone()));
-        let consumed = Arc::clone(&self.consumed);
-        let global = self.stream.global_batch();
-        cache.set_plan(Some(Arc::new(move |index| {
-            let now = consumed.load(Ordering::Acquire).saturating_mul(global);
-            lock(&schedule).next_use(index, now)
+        cache.set_plan(Some(ReadPlan::new(StreamPlan {
+            schedule: Mutex::new(zrecord_core::stream::Schedule::new(self.stream.clone())),
+            consumed: Arc::clone(&self.consumed),
+            global: self.stream.global_batch(),
         })));
     }
 
@@ -820,4 +819,25 @@ enum Feed {
         rows: u64,
         cursor: Option<PackCursor>,
     },
+}
+
+/// A loader's stream as its remote cache's plan ([`Loader::plan_remote_reads`]): the
+/// position is what the caller has consumed, and the next use of a sample is where the
+/// stream's schedule reads it at or after that.
+struct StreamPlan {
+    schedule: Mutex<zrecord_core::stream::Schedule>,
+    /// Global batches the caller has taken.
+    consumed: Arc<AtomicU64>,
+    global: u64,
+}
+
+impl Plan for StreamPlan {
+    fn now(&self) -> u64 {
+        self.consumed.load(Ordering::Acquire).saturating_mul(self.global)
+    }
+
+    fn next_use(&self, sample: u64) -> Option<u64> {
+        let now = self.now();
+        lock(&self.schedule).next_use(sample, now)
+    }
 }

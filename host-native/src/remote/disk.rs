@@ -44,8 +44,8 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use zrecord_core::error::{IoError, IoErrorKind};
 
-use super::file::ReadPlan;
 use super::objects::Object;
+use super::plan::{NextUse, ReadPlan};
 use super::traffic::Traffic;
 use super::{io, lock, RemoteCounts, RemoteStats};
 use zrecord_core::format::sums::checksum;
@@ -66,6 +66,8 @@ struct Extent {
     hash: u64,
     /// Dataset sample numbers of the records inside, for the plan.
     samples: Vec<u64>,
+    /// The soonest next use of those samples, as the plan last said.
+    next: NextUse,
     seq: u64,
     /// Metadata: kept whatever the budget.
     pinned: bool,
@@ -215,7 +217,7 @@ impl DiskCache {
                 if !pinned {
                     self.held.fetch_add(end - start, Ordering::Relaxed);
                 }
-                extents.insert(start, Extent { end, hash, samples: Vec::new(), seq, pinned })
+                extents.insert(start, Extent { end, hash, samples: Vec::new(), next: NextUse::default(), seq, pinned })
             } else {
                 extents.remove(&start)
             };
@@ -327,7 +329,8 @@ impl DiskCache {
                 return;
             }
             let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-            let replaced = lock(&o.extents).insert(start, Extent { end, hash, samples, seq, pinned });
+            let replaced =
+                lock(&o.extents).insert(start, Extent { end, hash, samples, next: NextUse::default(), seq, pinned });
             if let Some(old) = replaced.filter(|old| !old.pinned) {
                 self.held.fetch_sub(old.end - start, Ordering::SeqCst);
             }
@@ -384,11 +387,12 @@ impl DiskCache {
     fn evict_once(&self, plan: Option<&ReadPlan>) -> bool {
         let objects: Vec<Arc<DiskObject>> = lock(&self.objects).values().cloned().collect();
         let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
+        let now = plan.map(ReadPlan::now);
         for (k, o) in objects.iter().enumerate() {
-            for (&start, x) in lock(&o.extents).iter().filter(|(_, x)| !x.pinned) {
-                let key = match plan {
-                    Some(p) => x.samples.iter().filter_map(|&i| p(i)).min().unwrap_or(u64::MAX),
-                    None => u64::MAX - x.seq,
+            for (&start, x) in lock(&o.extents).iter_mut().filter(|(_, x)| !x.pinned) {
+                let key = match (plan, now) {
+                    (Some(p), Some(now)) => x.next.get(p, now, &x.samples, |s| s),
+                    _ => u64::MAX - x.seq,
                 };
                 candidates.push((key, k, start, x.seq));
             }
@@ -589,13 +593,20 @@ mod tests {
         let (asked_tx, asked_rx) = asked;
         let (go_tx, go_rx) = go_on;
         let gate = std::sync::Mutex::new(Some((asked_tx, go_rx)));
-        let plan: ReadPlan = Arc::new(move |_| {
-            if let Some((asked, go)) = gate.lock().unwrap().take() {
-                asked.send(()).unwrap();
-                go.recv().unwrap();
+        struct Gated(std::sync::Mutex<Option<(mpsc::SyncSender<()>, mpsc::Receiver<()>)>>);
+        impl super::super::plan::Plan for Gated {
+            fn now(&self) -> u64 {
+                0
             }
-            Some(0)
-        });
+            fn next_use(&self, _: u64) -> Option<u64> {
+                if let Some((asked, go)) = self.0.lock().unwrap().take() {
+                    asked.send(()).unwrap();
+                    go.recv().unwrap();
+                }
+                Some(0)
+            }
+        }
+        let plan = ReadPlan::new(Gated(gate));
         std::thread::scope(|s| {
             let a = s.spawn(|| cache.put("k", 20_000, &bytes_at(20_000, 24_000), vec![3], false, Some(&plan)));
             asked_rx.recv().unwrap();

@@ -27,6 +27,7 @@ use zrecord_core::io::{Backend, LockMode, StorageFile};
 
 use super::disk::DiskCache;
 use super::objects::{Object, Objects};
+use super::plan::{NextUse, ReadPlan};
 use super::{lock, Remote, MAX_GAP};
 
 /// Bytes per block of a metadata file.
@@ -43,9 +44,6 @@ pub const CACHE_BYTES: u64 = 1 << 30;
 pub const DISK_CACHE_BYTES: u64 = 16 << 30;
 
 type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<IoError>>>>;
-
-/// When a dataset sample is needed next (a stream position), or `None` if not known.
-pub type ReadPlan = Arc<dyn Fn(u64) -> Option<u64> + Send + Sync>;
 
 /// The record bytes a remote dataset keeps, up to a byte budget, shared by all its files.
 ///
@@ -187,20 +185,24 @@ impl Cache {
         let streaming = self.streams.load(Ordering::Relaxed) > 0;
         let plan = self.plan();
         let files: Vec<Arc<FileSpans>> = lock(&self.files).iter().filter_map(Weak::upgrade).collect();
+        let now = plan.as_ref().map(ReadPlan::now);
         let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
         let mut untaken = 0u64;
         for (k, f) in files.iter().enumerate() {
-            let spans = lock(&f.spans);
-            for (&start, span) in &spans.map {
+            let mut spans = lock(&f.spans);
+            for (&start, span) in &mut spans.map {
                 // Not taken by a read: on its way (a read waits for it), or, without a
                 // loader, come and free to go (polling tells).
                 if span.fetch.peek().is_none() && (streaming || span.fetch.clone().now_or_never().is_none()) {
                     untaken += span.end - start;
                     continue;
                 }
-                let key = match &plan {
-                    Some(p) => span.indices.iter().filter_map(|&i| p(f.base + u64::from(i))).min().unwrap_or(u64::MAX),
-                    None => u64::MAX - span.seq,
+                let key = match (&plan, now) {
+                    (Some(p), Some(now)) => {
+                        let base = f.base;
+                        span.next.get(p, now, &span.indices, |i| base + u64::from(i))
+                    }
+                    _ => u64::MAX - span.seq,
                 };
                 candidates.push((key, k, start, span.seq));
             }
@@ -233,6 +235,8 @@ struct Span {
     fetch: Fetch,
     /// The store's record indices inside, when the reads announced them.
     indices: Vec<u32>,
+    /// The soonest next use of those records, as the plan last said.
+    next: NextUse,
     seq: u64,
 }
 
@@ -355,7 +359,9 @@ impl RemoteFile {
     fn keep(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>, fetch: Fetch) -> Fetch {
         let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed);
         spans.longest = spans.longest.max(end - start);
-        if let Some(old) = spans.map.insert(start, Span { end, fetch: fetch.clone(), indices, seq }) {
+        if let Some(old) =
+            spans.map.insert(start, Span { end, fetch: fetch.clone(), indices, next: NextUse::default(), seq })
+        {
             if !self.metadata {
                 self.cache.held.fetch_sub(old.end - start, Ordering::Relaxed);
             }
@@ -746,12 +752,21 @@ mod tests {
         // Requests so far: the upload's.
         let sent = f.remote.stats().counts().requests;
         // Records 5, 6 and 9 are needed soon, in that order; the others never.
-        cache.set_plan(Some(Arc::new(|i| match i {
-            5 => Some(1),
-            6 => Some(2),
-            9 => Some(3),
-            _ => None,
-        })));
+        struct Soon;
+        impl super::super::plan::Plan for Soon {
+            fn now(&self) -> u64 {
+                0
+            }
+            fn next_use(&self, sample: u64) -> Option<u64> {
+                match sample {
+                    5 => Some(1),
+                    6 => Some(2),
+                    9 => Some(3),
+                    _ => None,
+                }
+            }
+        }
+        cache.set_plan(Some(ReadPlan::new(Soon)));
         // Records 6 and 7 come in one request announced for record 7 only; record 6 rides
         // along, its index unknown to the range.
         f.will_need_record(60, 20, 7);

@@ -18,6 +18,7 @@ pub mod file;
 pub mod objects;
 mod per_process;
 mod permits;
+pub mod plan;
 pub mod push;
 mod throttle;
 pub mod traffic;
