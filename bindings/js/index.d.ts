@@ -21,10 +21,14 @@ export declare const ERROR_CODES: Readonly<Record<ErrorKind, number>>;
 
 /** Every failure of the API: a component error, a bad argument (-10), a closed store (-9). */
 export declare class ZrecordError extends Error {
-  constructor(kind: ErrorKind, message: string);
+  constructor(kind: ErrorKind, message: string, path?: string | null, record?: number | null);
   readonly kind: ErrorKind;
   /** `ERROR_CODES[kind]`. */
   readonly code: number;
+  /** The store, as opened, when a record failed its checksum or could not be decoded. */
+  readonly path: string | null;
+  /** That record's index. */
+  readonly record: number | null;
 }
 
 /** How a sampler draws indices (WIT `mode`). */

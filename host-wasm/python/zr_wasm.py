@@ -48,12 +48,16 @@ CODECS = ("flate", "raw")
 
 
 class ZrWasmError(Exception):
-    """An error returned by the component; ``kind`` is the WIT case, ``code`` its number."""
+    """An error returned by the component; ``kind`` is the WIT case, ``code`` its number;
+    ``path`` and ``record`` name the store and record that failed its checksum or could not
+    be decoded (``None`` for other errors)."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, path: str | None = None, record: int | None = None):
         super().__init__(message)
         self.kind = kind
         self.code = ERROR_CODES.get(kind, ERROR_CODES["invalid-argument"])
+        self.path = path
+        self.record = record
 
     def __str__(self) -> str:
         return f"[{self.code} {self.kind}] {self.args[0]}"
@@ -95,7 +99,9 @@ class ZrWasm:
         func = self._instance.get_func(self._store, index)
         value = func(self._store, *args)
         if _is_error(value):
-            raise ZrWasmError(str(value.code), str(value.message))
+            path, record = getattr(value, "path", None), getattr(value, "record", None)
+            raise ZrWasmError(str(value.code), str(value.message), None if path is None else str(path),
+                              None if record is None else int(record))
         return value
 
     def inspect(self, path: str) -> dict:

@@ -44,21 +44,27 @@ export const ERROR_CODES = Object.freeze({
 /**
  * An error returned by the component: `kind` is the WIT case, `code` its number. Using a
  * `Store` after `close()` is one too: `kind` 'locked', code -9, as in the Python package.
+ * A record that fails its checksum or cannot be decoded is named: `path` (the store, as
+ * opened) and `record` (its index); both are null for other errors.
  */
 export class ZrecordError extends Error {
-  constructor(kind, message) {
+  constructor(kind, message, path = null, record = null) {
     super(message);
     this.name = 'ZrecordError';
     this.kind = kind;
     this.code = ERROR_CODES[kind] ?? ERROR_CODES['invalid-argument'];
+    this.path = path;
+    this.record = record;
   }
 }
 
-// jco throws a WIT `err` as a ComponentError whose payload is the error record.
+// jco throws a WIT `err` as a ComponentError whose payload is the error record (its
+// options are undefined when none, the u64 index a BigInt).
 function rethrow(e) {
   const p = e?.payload;
   if (p && typeof p.code === 'string' && typeof p.message === 'string') {
-    throw new ZrecordError(p.code, p.message);
+    const record = p.record === undefined || p.record === null ? null : Number(p.record);
+    throw new ZrecordError(p.code, p.message, p.path ?? null, record);
   }
   throw e;
 }

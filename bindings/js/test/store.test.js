@@ -201,7 +201,15 @@ test('a damaged record is a checksum error (-11) unless verify is never', () => 
   writeSync(c, b, 0, 1, offset);
   closeSync(c);
   const checked = zr.Store.open('/data/fresh/sums.zr');
-  assert.throws(() => checked.gather([1]), (e) => e instanceof ZrecordError && e.kind === 'checksum' && e.code === -11 && /record 1 /.test(e.message));
+  // Named as the native host names it: the store and the record, in the fields and the
+  // message.
+  assert.throws(
+    () => checked.gather([0, 1]),
+    (e) => e instanceof ZrecordError && e.kind === 'checksum' && e.code === -11
+      && e.path === '/data/fresh/sums.zr' && e.record === 1 && e.message.startsWith('/data/fresh/sums.zr: record 1 '),
+  );
+  // Other errors name none.
+  assert.throws(() => checked.gather([3]), (e) => e instanceof ZrecordError && e.path === null && e.record === null);
   assert.deepEqual(checked.gather([0]).records[0], row(1));
   checked.close();
   const unchecked = zr.Store.open('/data/fresh/sums.zr', { verify: 'never' });

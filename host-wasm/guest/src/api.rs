@@ -36,7 +36,24 @@ pub fn to_wit(e: Error) -> WitError {
         // core/tests/error_table.rs checks; an i32 match still needs this arm.
         _ => ErrorCode::InvalidArgument,
     };
-    WitError { code, message: e.to_string() }
+    WitError { code, message: e.to_string(), path: None, record: None }
+}
+
+/// [`to_wit`] for a failure of the store at `path`: a record that fails its checksum or
+/// cannot be decoded is named with its store, in the fields and the message, as the native
+/// host's errors name them.
+pub fn to_wit_at(path: &str, e: Error) -> WitError {
+    let record = match &e {
+        Error::Checksum { index, .. } | Error::Decode { index, .. } => Some(*index),
+        _ => None,
+    };
+    let mut err = to_wit(e);
+    if record.is_some() {
+        err.message = format!("{path}: {}", err.message);
+        err.path = Some(path.to_owned());
+        err.record = record;
+    }
+    err
 }
 
 fn codec(c: wit_types::Codec) -> Codec {
@@ -77,6 +94,15 @@ pub fn open_store(path: &str, create: bool) -> Result<(CoreStore<FsDir>, Writer)
 /// resource while one of its methods runs, so the borrow cannot conflict.
 pub struct StoreRes {
     inner: RefCell<(CoreStore<FsDir>, Writer)>,
+    /// The path the store was opened with, for its errors.
+    path: String,
+}
+
+impl StoreRes {
+    /// The WIT error for a failure of this store ([`to_wit_at`]).
+    fn err(&self, e: Error) -> WitError {
+        to_wit_at(&self.path, e)
+    }
 }
 
 impl Drop for StoreRes {
@@ -104,8 +130,8 @@ impl wit_store::GuestStore for StoreRes {
             wit_store::Verify::Never => Verify::Never,
         };
         let opts = Options { create: create && !read_only, read_only, verify, ..Options::default() };
-        let pair = CoreStore::open(FsDir::new(path, !read_only), opts).map_err(to_wit)?;
-        Ok(wit_store::Store::new(StoreRes { inner: RefCell::new(pair) }))
+        let pair = CoreStore::open(FsDir::new(path.clone(), !read_only), opts).map_err(|e| to_wit_at(&path, e))?;
+        Ok(wit_store::Store::new(StoreRes { inner: RefCell::new(pair), path }))
     }
 
     fn len(&self) -> u32 {
@@ -114,7 +140,7 @@ impl wit_store::GuestStore for StoreRes {
 
     fn lengths(&self, indices: Vec<u64>) -> Result<Vec<u32>, WitError> {
         let mut out = vec![0u32; indices.len()];
-        self.inner.borrow().0.lengths(&indices, &mut out).map_err(to_wit)?;
+        self.inner.borrow().0.lengths(&indices, &mut out).map_err(|e| self.err(e))?;
         Ok(out)
     }
 
@@ -122,15 +148,15 @@ impl wit_store::GuestStore for StoreRes {
         let inner = self.inner.borrow();
         let store = &inner.0;
         let mut lengths = vec![0u32; indices.len()];
-        store.lengths(&indices, &mut lengths).map_err(to_wit)?;
+        store.lengths(&indices, &mut lengths).map_err(|e| self.err(e))?;
         let mut offsets = Vec::with_capacity(indices.len());
         let mut total = 0u64;
         for &l in &lengths {
             offsets.push(total);
             total += u64::from(l);
         }
-        let mut data = try_zeroed(total).map_err(to_wit)?;
-        store.gather_var(&indices, &mut data, &offsets, &Serial).map_err(to_wit)?;
+        let mut data = try_zeroed(total).map_err(|e| self.err(e))?;
+        store.gather_var(&indices, &mut data, &offsets, &Serial).map_err(|e| self.err(e))?;
         Ok(wit_store::Gathered { data, lengths })
     }
 
@@ -150,23 +176,23 @@ impl wit_store::GuestStore for StoreRes {
         let batch = Batch::Ragged { src: &data, offsets: &offsets, lens: &lengths };
         let mut inner = self.inner.borrow_mut();
         let (store, w) = &mut *inner;
-        store.append(w, &batch, codec(c), &Serial).map_err(to_wit)
+        store.append(w, &batch, codec(c), &Serial).map_err(|e| self.err(e))
     }
 
     fn delete(&self, indices: Vec<u64>) -> Result<(), WitError> {
         let mut inner = self.inner.borrow_mut();
         let (store, w) = &mut *inner;
-        store.delete(w, &indices).map_err(to_wit)
+        store.delete(w, &indices).map_err(|e| self.err(e))
     }
 
     fn compact(&self) -> Result<(), WitError> {
         let mut inner = self.inner.borrow_mut();
         let (store, w) = &mut *inner;
-        store.compact(w, &mut |_, _| {}).map_err(to_wit)
+        store.compact(w, &mut |_, _| {}).map_err(|e| self.err(e))
     }
 
     fn stats(&self) -> Result<wit_types::Stats, WitError> {
-        let s = self.inner.borrow().0.stats().map_err(to_wit)?;
+        let s = self.inner.borrow().0.stats().map_err(|e| self.err(e))?;
         Ok(wit_types::Stats {
             records: s.records,
             live_bytes: s.live_bytes,
@@ -178,7 +204,7 @@ impl wit_store::GuestStore for StoreRes {
     fn sync(&self) -> Result<(), WitError> {
         let mut inner = self.inner.borrow_mut();
         let (store, w) = &mut *inner;
-        store.sync(w).map_err(to_wit)
+        store.sync(w).map_err(|e| self.err(e))
     }
 }
 
@@ -289,6 +315,6 @@ impl wit_tools::Guest for Component {
     }
 
     fn export_npy(input: String, output: String) -> Result<u64, WitError> {
-        export(&input, &output).map_err(to_wit)
+        export(&input, &output).map_err(|e| to_wit_at(&input, e))
     }
 }

@@ -82,3 +82,21 @@ def test_convert_errors_carry_their_code(component, tmp_path):
     with pytest.raises(ZrWasmError) as e:
         zr.export("/data/missing.zr", "/data/out.npy")
     assert e.value.code == -8
+
+
+def test_a_damaged_record_is_named_with_its_store(component, tmp_path):
+    # Raw rows of 16 bytes, back to back in chunk 0: a flipped byte of row 10 fails its
+    # checksum on export, named as the native host names it.
+    np.save(tmp_path / "in.npy", np.arange(64 * 16, dtype=np.uint8).reshape(64, 16))
+    zr = ZrWasm(component, {"/data": tmp_path}, writable=("/data",))
+    assert zr.convert("/data/in.npy", "/data/s.zr", "raw") == 64
+    chunk = tmp_path / "s.zr" / "0.zr"
+    with open(chunk, "r+b") as f:
+        f.seek(10 * 16 + 3)
+        b = f.read(1)
+        f.seek(10 * 16 + 3)
+        f.write(bytes([b[0] ^ 0xFF]))
+    with pytest.raises(ZrWasmError) as e:
+        zr.export("/data/s.zr", "/data/out.npy")
+    assert (e.value.kind, e.value.path, e.value.record) == ("checksum", "/data/s.zr", 10)
+    assert str(e.value).startswith("[-11 checksum] /data/s.zr: record 10 ")

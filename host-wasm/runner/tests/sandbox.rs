@@ -297,3 +297,30 @@ fn compiled_code_is_cached() {
     let (mut st, zr): (wasmtime::Store<State>, Zr) = third.instantiate(&Sandbox::default()).unwrap();
     assert!(zr.zrecord_store_tools().call_inspect(&mut st, "/nowhere").unwrap().is_err());
 }
+
+/// A record that fails its checksum names its store and index, in the error's fields and
+/// its message, as the native host's errors do (before, only "record 10 (chunk 0, offset
+/// 5120) fails its checksum ...", with no store named).
+#[test]
+fn a_damaged_record_is_named_with_its_store() {
+    let rt = runtime();
+    let fx = fixture(&rt);
+    let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
+    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    zr.zrecord_store_tools().call_convert_npy(&mut st, "/data/a.npy", "/data/raw", Codec::Raw).unwrap().unwrap();
+    // Raw records of 512 bytes, back to back in chunk 0: flip a byte of record 10.
+    let chunk = fx.root.join("data/raw/0.zr");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[10 * 512 + 3] ^= 0xff;
+    std::fs::write(&chunk, bytes).unwrap();
+    let api = zr.zrecord_store_store().store();
+    let h = api.call_open(&mut st, "/data/raw", false, true).unwrap().unwrap();
+    api.call_gather(&mut st, h, &[9]).unwrap().unwrap();
+    let err = api.call_gather(&mut st, h, &[9, 10]).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::Checksum, "{}", err.message);
+    assert_eq!((err.path.as_deref(), err.record), (Some("/data/raw"), Some(10)));
+    assert!(err.message.starts_with("/data/raw: record 10 "), "{}", err.message);
+    // Other failures name no record.
+    let err = api.call_gather(&mut st, h, &[64]).unwrap().unwrap_err();
+    assert_eq!((err.code, err.path, err.record), (ErrorCode::IndexOutOfRange, None, None));
+}
