@@ -308,11 +308,14 @@ fn a_damaged_record_is_named_with_its_store() {
     let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
     let (mut st, zr) = rt.instantiate(&sb).unwrap();
     zr.zrecord_store_tools().call_convert_npy(&mut st, "/data/a.npy", "/data/raw", Codec::Raw).unwrap().unwrap();
-    // Raw records of 512 bytes, back to back in chunk 0: flip a byte of record 10.
-    let chunk = fx.root.join("data/raw/0.zr");
-    let mut bytes = std::fs::read(&chunk).unwrap();
-    bytes[10 * 512 + 3] ^= 0xff;
-    std::fs::write(&chunk, bytes).unwrap();
+    // Raw records of 512 bytes, back to back in chunk 0: flip a byte of record 10, in
+    // place (the chunk is a sparse file of 4 GiB: never read or write it whole).
+    use std::os::unix::fs::FileExt;
+    let chunk = std::fs::OpenOptions::new().read(true).write(true).open(fx.root.join("data/raw/0.zr")).unwrap();
+    let mut byte = [0u8];
+    chunk.read_exact_at(&mut byte, 10 * 512 + 3).unwrap();
+    chunk.write_all_at(&[byte[0] ^ 0xff], 10 * 512 + 3).unwrap();
+    drop(chunk);
     let api = zr.zrecord_store_store().store();
     let h = api.call_open(&mut st, "/data/raw", false, true).unwrap().unwrap();
     api.call_gather(&mut st, h, &[9]).unwrap().unwrap();
