@@ -608,3 +608,47 @@ fn records_a_few_bytes_apart_between_kept_ones_cost_no_request_of_their_own() {
     // Two images, two labels: nothing more.
     assert_eq!(far.remote_stats().unwrap().requests - before, 4);
 }
+
+#[test]
+fn a_small_cache_streams_within_its_budget_and_closes_without_fetching() {
+    // A cache of 10% of the dataset at 20 ms a request, batches of 16 samples (a twentieth
+    // of the cache each). The read-ahead's window is its share of the budget and the ranges
+    // kept after a read get the rest: before, the window (up to half the budget) came on
+    // top of ranges kept up to the whole budget. A close drops the window only once the
+    // workers have stopped (before, they fetched their batches' records again one by one:
+    // up to 1.2 s of a close in the small-cache bench, at batches of 64).
+    let (n, record) = (4000u64, 12u64 << 10);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    write_images_and_labels(&path, n, record);
+    let stored = push(&path, &Remote::open("memory://small-budget/ds", &[]).unwrap(), &mut |_, _| {}).unwrap().stored;
+    let far =
+        Arc::new(Dataset::open_remote("memory://small-budget/ds?latency_ms=20", &[], zrecord::Verify::Auto).unwrap());
+    let limit = stored / 10;
+    far.cache().unwrap().set_limit(limit);
+    let source = Source::dataset(far.clone()).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 7, 16).unwrap();
+    let options = LoaderOptions { num_workers: 2, prefetch: 2, ..LoaderOptions::default() };
+    let loader = Loader::new(stream, vec![source], options).unwrap();
+    let mut most = 0;
+    for _ in 0..120 {
+        loader.next().unwrap().unwrap();
+        most = most.max(far.cache().unwrap().held());
+    }
+    // What the workers and the queue hold besides: a batch each, and one being read.
+    let batches = (2 + 2 + 1) * 16 * (record + 8);
+    eprintln!("held at most {most} bytes of a {limit}-byte cache");
+    let before = far.remote_stats().unwrap().requests;
+    loader.close();
+    let closing = far.remote_stats().unwrap().requests - before;
+    eprintln!("{closing} requests sent while closing");
+    // At most what the sampler was announcing when told to stop (a few batches' images
+    // and a label request per shard), not the workers' batches fetched again.
+    assert!(closing <= 4 * (16 + 8), "{closing} requests sent while closing");
+    // Measured: 6.6-7.0 MB now, 8.1-8.6 MB before (kept ranges up to the budget, the
+    // window on top), of a 4.96 MB budget.
+    assert!(
+        most <= limit + limit / 2,
+        "{most} bytes held with a budget of {limit} ({batches} in the workers' batches)"
+    );
+}

@@ -59,6 +59,9 @@ pub(super) struct Shared {
     pub(super) transform: Option<Arc<dyn Transform>>,
     /// Set for a packed loader, with its rows per rank.
     pub(super) packing: Option<(pack::Packing, usize)>,
+    /// The global step up to which the read-ahead has announced batches: the remote
+    /// cache's plan keeps what they need ([`crate::remote::plan::Plan::horizon`]).
+    pub(super) announced: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The shard's next batch of indices (and sources, for a mixture).
@@ -169,7 +172,9 @@ pub(super) fn spawn_threads(
     let stop = Arc::clone(stop);
     // One dataset: its batches to come are announced ahead.
     let mut ahead = match (&planner, shared.sources.as_slice()) {
-        (Planner::Samples { shard, mixture: false }, [source]) => Some(ahead::ReadAhead::new(shard, source.data())),
+        (Planner::Samples { shard, mixture: false }, [source]) => {
+            Some(ahead::ReadAhead::new(shard, source.data(), shared.announced.clone()))
+        }
         _ => None,
     };
     let handle = std::thread::Builder::new().name("zrecord-sampler".into()).spawn(move || {
@@ -178,6 +183,9 @@ pub(super) fn spawn_threads(
             // A failure (an allocation, a packed loader's table read) goes to the
             // worker whose turn it is, which hands it to the consumer in order.
             let job = planner.next_job();
+            if stop.load(Ordering::Acquire) {
+                break; // closing: announce nothing more
+            }
             if let (Some(ahead), Ok(job)) = (ahead.as_mut(), &job) {
                 ahead.planned(job.step);
             }

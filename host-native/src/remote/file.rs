@@ -67,6 +67,8 @@ pub struct Cache {
     /// [`Cache::evict`] does not look at the ranges again until more than this is held:
     /// set when a look found nothing to drop (what is held is mostly on its way).
     look_above: AtomicU64,
+    /// Bytes the loader's read-ahead holds ahead of its reads ([`Cache::set_read_ahead`]).
+    ahead: AtomicU64,
 }
 
 /// A loader streaming a dataset through its [`Cache`], from [`Cache::streaming`] until
@@ -78,6 +80,7 @@ impl Drop for Streaming {
         self.0.streams.fetch_sub(1, Ordering::Relaxed);
         // The read-ahead of a loader that stopped will not be read: back under budget.
         self.0.look_above.store(0, Ordering::Relaxed);
+        self.0.ahead.store(0, Ordering::Relaxed);
         self.0.evict();
     }
 }
@@ -96,6 +99,7 @@ impl Cache {
             disk: RwLock::new(None),
             streams: AtomicU64::new(0),
             look_above: AtomicU64::new(0),
+            ahead: AtomicU64::new(0),
         })
     }
 
@@ -156,6 +160,13 @@ impl Cache {
         self.held.load(Ordering::Relaxed)
     }
 
+    /// Says how many bytes a loader's read-ahead keeps on their way or come and not yet
+    /// read (its window: batches times their bytes). While it streams, the ranges kept
+    /// after a read took them get what is left of the budget.
+    pub fn set_read_ahead(&self, bytes: u64) {
+        self.ahead.store(bytes, Ordering::Relaxed);
+    }
+
     /// Installs (or, with `None`, removes) the plan eviction follows.
     pub fn set_plan(&self, plan: Option<ReadPlan>) {
         *self.plan.write().unwrap_or_else(|p| p.into_inner()) = plan;
@@ -171,10 +182,12 @@ impl Cache {
     /// no plan knows, and every range without a plan, oldest first). Ranges still on their
     /// way stay. While a loader streams the dataset, ranges no read has taken yet (on their
     /// way, or come and not yet read: the read-ahead's and the batches being gathered) stay
-    /// too and come on top of the budget: counting them against it dropped the ranges a
-    /// read was about to take, and a 10% cache at 20 ms fetched a tenth of each batch again,
-    /// one record at a time, at 0.03x of its bound. When the loader stops, they are dropped
-    /// like the others.
+    /// too, and are not counted: the read-ahead's window has its own share of the budget
+    /// ([`Cache::set_read_ahead`]), and the ranges a read took are held to the rest.
+    /// Counting the untaken ones as they come (the batches being gathered and requests that
+    /// overlap vary) dropped the ranges a read was about to take, and a 10% cache at 20 ms
+    /// fetched a tenth of each batch again, one record at a time, at 0.03x of its bound.
+    /// When the loader stops, they are dropped like the others.
     fn evict(&self) {
         let limit = self.limit();
         let held = self.held();
@@ -186,6 +199,7 @@ impl Cache {
         let plan = self.plan();
         let files: Vec<Arc<FileSpans>> = lock(&self.files).iter().filter_map(Weak::upgrade).collect();
         let now = plan.as_ref().map(ReadPlan::now);
+        let horizon = plan.as_ref().map_or(0, ReadPlan::horizon);
         let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
         let mut untaken = 0u64;
         for (k, f) in files.iter().enumerate() {
@@ -204,11 +218,19 @@ impl Cache {
                     }
                     _ => u64::MAX - span.seq,
                 };
+                if streaming && plan.is_some() && key < horizon {
+                    // Taken, but a batch announced ahead reads it again: the read-ahead's.
+                    untaken += span.end - start;
+                    continue;
+                }
                 candidates.push((key, k, start, span.seq));
             }
         }
         candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-        let target = limit - limit / 10;
+        // Streaming, the read-ahead's window has its share of the budget; the ranges kept
+        // after a read get the rest.
+        let room = if streaming { limit.saturating_sub(self.ahead.load(Ordering::Relaxed)) } else { limit };
+        let target = room - room / 10;
         let counted = |held: u64| if streaming { held.saturating_sub(untaken) } else { held };
         let mut dropped = false;
         for (_, k, start, seq) in candidates {

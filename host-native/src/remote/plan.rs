@@ -23,6 +23,11 @@ pub trait Plan: Send + Sync {
     /// The first position at or after [`Plan::now`] that reads dataset sample `sample`,
     /// or `None` if no such position is known.
     fn next_use(&self, sample: u64) -> Option<u64>;
+    /// How far the reads announced ahead reach: a sample needed before this position is
+    /// about to be read (its range is the read-ahead's, not the cache's to drop).
+    fn horizon(&self) -> u64 {
+        self.now()
+    }
 }
 
 /// A [`Plan`] with an identity of its own, so that answers remembered from one plan are
@@ -50,6 +55,11 @@ impl ReadPlan {
     /// The plan's position now.
     pub fn now(&self) -> u64 {
         self.plan.now()
+    }
+
+    /// How far the reads announced ahead reach ([`Plan::horizon`]).
+    pub fn horizon(&self) -> u64 {
+        self.plan.horizon()
     }
 }
 
