@@ -10,7 +10,8 @@
 //! batches at most). The window's bytes are the read-ahead's share of the cache
 //! ([`Cache::set_read_ahead`](crate::remote::file::Cache::set_read_ahead)); ranges a read
 //! took are kept in the rest, so what is fetched ahead is never evicted before it is read
-//! and the two together stay within `cache_bytes`. (With half the cache, a 10% cache at
+//! and the two together stay near `cache_bytes` (besides them: the batches the workers are
+//! gathering, and the eviction's slack). (With half the cache, a 10% cache at
 //! 20 ms a request read 0.45-0.48x of what the cache can carry per round trip; with three
 //! quarters 0.56-0.60x.) A cache that holds the
 //! whole dataset evicts nothing: its depth is that most from the first batch. (Paced by

@@ -199,6 +199,7 @@ impl Cache {
         let plan = self.plan();
         let files: Vec<Arc<FileSpans>> = lock(&self.files).iter().filter_map(Weak::upgrade).collect();
         let now = plan.as_ref().map(ReadPlan::now);
+        // Without a plan nothing is announced ahead: 0 protects nothing.
         let horizon = plan.as_ref().map_or(0, ReadPlan::horizon);
         let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
         let mut untaken = 0u64;
@@ -218,7 +219,7 @@ impl Cache {
                     }
                     _ => u64::MAX - span.seq,
                 };
-                if streaming && plan.is_some() && key < horizon {
+                if streaming && key < horizon {
                     // Taken, but a batch announced ahead reads it again: the read-ahead's.
                     untaken += span.end - start;
                     continue;

@@ -54,6 +54,12 @@ fn fixture(rt: &Runtime) -> Fixture {
     Fixture { _tmp: tmp, root }
 }
 
+/// An instance with the fixture's `data` directory writable at `/data`, and nothing else.
+fn data_instance(rt: &Runtime, fx: &Fixture) -> (wasmtime::Store<State>, Zr) {
+    let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
+    rt.instantiate(&sb).unwrap()
+}
+
 fn inspect(rt: &Runtime, sb: &Sandbox, path: &str) -> Result<String, (ErrorCode, String)> {
     let (mut store, zr) = rt.instantiate(sb).unwrap();
     zr.zrecord_store_tools().call_inspect(&mut store, path).unwrap().map_err(|e| (e.code, e.message))
@@ -63,8 +69,7 @@ fn inspect(rt: &Runtime, sb: &Sandbox, path: &str) -> Result<String, (ErrorCode,
 fn typed_store_round_trip() {
     let rt = runtime();
     let fx = fixture(&rt);
-    let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
-    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    let (mut st, zr) = data_instance(&rt, &fx);
     let api = zr.zrecord_store_store().store();
     let h = api.call_open(&mut st, "/data/store", false, false).unwrap().unwrap();
     assert_eq!(api.call_len(&mut st, h).unwrap(), 64);
@@ -110,8 +115,7 @@ fn typed_store_round_trip() {
 fn delete_and_compact_need_the_only_handle_in_an_instance() {
     let rt = runtime();
     let fx = fixture(&rt);
-    let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
-    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    let (mut st, zr) = data_instance(&rt, &fx);
     let api = zr.zrecord_store_store().store();
     let a = api.call_open(&mut st, "/data/store", false, false).unwrap().unwrap();
     let b = api.call_open(&mut st, "/data/./store/", false, true).unwrap().unwrap();
@@ -305,8 +309,7 @@ fn compiled_code_is_cached() {
 fn a_damaged_record_is_named_with_its_store() {
     let rt = runtime();
     let fx = fixture(&rt);
-    let sb = Sandbox { preopens: vec![rw(&fx.root.join("data"), "/data")], ..Sandbox::default() };
-    let (mut st, zr) = rt.instantiate(&sb).unwrap();
+    let (mut st, zr) = data_instance(&rt, &fx);
     zr.zrecord_store_tools().call_convert_npy(&mut st, "/data/a.npy", "/data/raw", Codec::Raw).unwrap().unwrap();
     // Raw records of 512 bytes, back to back in chunk 0: flip a byte of record 10, in
     // place (the chunk is a sparse file of 4 GiB: never read or write it whole).
