@@ -1,13 +1,14 @@
 //! Shuffled packed rows (`stream/rows.rs`): each epoch's batches read distinct rows of
 //! that epoch's concatenation, every row whole and in place; a planner started at any step
-//! plans what one that ran from the start plans; batches draw from across the epoch.
+//! plans what one that ran from the start plans; batches draw from across the epoch; a
+//! mixture's batches hold each source's share to within a row.
 
 use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 use zrecord_core::stream::pack::{DocLengths, PackError, PackMode, PackSpec, Packer, Plan};
 use zrecord_core::stream::Permutation;
-use zrecord_core::{DatasetId, Mode, Stream};
+use zrecord_core::{DatasetId, Mixture, Mode, Stream};
 
 struct Lengths(Vec<u64>);
 
@@ -19,6 +20,24 @@ impl DocLengths for Lengths {
         }
         Ok(())
     }
+}
+
+/// Each mixture source's document lengths.
+struct SourceLengths(Vec<Vec<u64>>);
+
+impl DocLengths for SourceLengths {
+    type Error = PackError;
+    fn lengths(&mut self, source: usize, indices: &[u64], out: &mut [u64]) -> Result<(), PackError> {
+        for (o, &i) in out.iter_mut().zip(indices) {
+            *o = self.0[source][i as usize];
+        }
+        Ok(())
+    }
+}
+
+fn mixture_docs(of: &[Vec<u64>], weights: &[f64], seed: u64) -> Stream {
+    let ids = of.iter().map(|l| DatasetId { length: l.len() as u64, generation: 1 }).collect();
+    Stream::mixture(Mixture::new(ids, weights.to_vec()).unwrap(), seed, 1).unwrap()
 }
 
 fn spec(seq_len: u32, bos: bool, eos: bool) -> PackSpec {
@@ -44,7 +63,12 @@ fn lengths_of(n: u64, max: u64, salt: u64) -> Vec<u64> {
 
 /// Virtual tokens before each position of epoch `epoch`'s order.
 fn running(lengths: &[u64], s: &PackSpec, seed: u64, epoch: u64) -> Vec<u64> {
-    let order = Permutation::new(lengths.len() as u64, seed, epoch);
+    running_of(lengths, s, seed, 0, epoch)
+}
+
+/// The same for mixture source `source`.
+fn running_of(lengths: &[u64], s: &PackSpec, seed: u64, source: u32, epoch: u64) -> Vec<u64> {
+    let order = Permutation::for_source(lengths.len() as u64, seed, source, epoch);
     let mut at = vec![0u64];
     for k in 0..lengths.len() as u64 {
         let next = at.last().unwrap() + s.virtual_len(lengths[order.at(k) as usize]);
@@ -128,6 +152,112 @@ proptest! {
             prop_assert_eq!(&plan.placed, &other.placed);
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// A mixture: every batch holds each source's rows to within one of its share; every
+    /// row is one whole stretch of its source's epoch of tokens, read once in that epoch;
+    /// a packer made at any step plans what the one that ran from the start plans.
+    #[test]
+    fn a_mixture_shares_every_batch_and_reads_each_source_row_once(
+        sizes in prop::collection::vec(1u64..40, 1..4),
+        weights in prop::collection::vec(0.05f64..5.0, 4),
+        seq_len in 1u32..24,
+        rows in 1u32..9,
+        seed: u64,
+    ) {
+        let s = spec(seq_len, false, true);
+        let of: Vec<Vec<u64>> = sizes.iter().enumerate().map(|(k, &n)| lengths_of(n, 30, seed ^ k as u64)).collect();
+        let weights = &weights[..of.len()];
+        let total_weight: f64 = weights.iter().sum();
+        let stream = mixture_docs(&of, weights, seed);
+        let mut lengths = SourceLengths(of.clone());
+        let per_epoch: Vec<u64> = of.iter().map(|l| l.iter().map(|&x| s.virtual_len(x)).sum::<u64>() / u64::from(seq_len)).collect();
+        let Ok(mut packer) = Packer::new(&stream, s, rows, 0, None, &mut lengths) else {
+            prop_assert!(per_epoch.contains(&0), "refused only for a source without a row");
+            return Ok(());
+        };
+        prop_assert_eq!(packer.steps_per_epoch(), None);
+        let mut plan = Plan::default();
+        // Offsets read per (source, epoch).
+        let mut seen: HashMap<(u32, u64), HashSet<u64>> = HashMap::new();
+        let mut at: HashMap<(u32, u64), Vec<u64>> = HashMap::new();
+        let steps = 30u64;
+        let mut plans = Vec::new();
+        for _ in 0..steps {
+            packer.plan(&mut lengths, &mut plan).unwrap();
+            plans.push(plan.placed.clone());
+            let mut row_of: HashMap<u32, (u32, u64, u64, u32)> = HashMap::new();
+            for p in &plan.placed {
+                let d = &p.piece.doc;
+                let n = of[d.source as usize].len() as u64;
+                let epoch = d.position / n;
+                let counts = at.entry((d.source, epoch))
+                    .or_insert_with(|| running_of(&of[d.source as usize], &s, seed, d.source, epoch));
+                let k = d.position % n;
+                prop_assert_eq!(d.index, Permutation::for_source(n, seed, d.source, epoch).at(k));
+                let offset = counts[k as usize] + p.piece.start - u64::from(p.col);
+                prop_assert_eq!(offset % u64::from(seq_len), 0);
+                let filled = row_of.entry(p.row).or_insert((d.source, epoch, offset, 0));
+                prop_assert_eq!((filled.0, filled.1, filled.2), (d.source, epoch, offset), "one row, one stretch");
+                prop_assert_eq!(filled.3, p.col, "pieces follow each other");
+                filled.3 += p.piece.len;
+            }
+            prop_assert_eq!(row_of.len(), rows as usize);
+            let mut per_source = vec![0u32; of.len()];
+            for &(source, epoch, offset, filled) in row_of.values() {
+                prop_assert_eq!(filled, seq_len);
+                prop_assert!(offset / u64::from(seq_len) < per_epoch[source as usize], "a row past the epoch's rows");
+                prop_assert!(seen.entry((source, epoch)).or_default().insert(offset), "a row twice in one epoch");
+                per_source[source as usize] += 1;
+            }
+            for (k, &got) in per_source.iter().enumerate() {
+                let share = f64::from(rows) * weights[k] / total_weight;
+                prop_assert!((f64::from(got) - share).abs() < 1.0 + 1e-9, "source {} has {} rows of {}", k, got, share);
+            }
+        }
+        // Every epoch a source finished: all of its rows, once each.
+        for (&(source, epoch), offsets) in &seen {
+            if seen.contains_key(&(source, epoch + 1)) {
+                prop_assert_eq!(offsets.len() as u64, per_epoch[source as usize]);
+            }
+        }
+        for stop in [0, 7, 29] {
+            let mut resumed = Packer::new(&stream, s, rows, stop, None, &mut lengths).unwrap();
+            resumed.plan(&mut lengths, &mut plan).unwrap();
+            prop_assert_eq!(&plan.placed, &plans[stop as usize]);
+        }
+    }
+}
+
+/// Issue 35: a mixture's rows were sequential, so a global batch of a 0.7/0.3 mixture held
+/// anywhere from none to all of its rows from one source. Shuffled rows give each batch 22
+/// or 23 of 32 rows from the 0.7 source, and every rank's slice mixes them too.
+#[test]
+fn every_batch_of_a_mixture_holds_its_share() {
+    let seed = 11u64;
+    let of: Vec<Vec<u64>> = (0..2).map(|k| lengths_of(400, 300, k)).collect();
+    let stream = mixture_docs(&of, &[0.7, 0.3], seed);
+    let mut lengths = SourceLengths(of);
+    let mut plan = Plan::default();
+    let mut packer = Packer::new(&stream, spec(64, false, true), 32, 0, None, &mut lengths).unwrap();
+    let (mut rank0, mut batches) = (0u32, 0u32);
+    for _ in 0..200 {
+        packer.plan(&mut lengths, &mut plan).unwrap();
+        let mut source_of_row = [u32::MAX; 32];
+        for p in &plan.placed {
+            source_of_row[p.row as usize] = p.piece.doc.source;
+        }
+        let first = source_of_row.iter().filter(|&&s| s == 0).count();
+        assert!(first == 22 || first == 23, "batch {}: {first} of 32 rows from the 0.7 source", plan.step);
+        rank0 += source_of_row[..8].iter().filter(|&&s| s == 0).count() as u32;
+        batches += 1;
+    }
+    // Rank 0 of 4 (rows 0..8): about 0.7 of its rows from the first source too.
+    let share = f64::from(rank0) / f64::from(batches * 8);
+    assert!((0.62..0.78).contains(&share), "rank 0 read {share:.3} of its rows from the 0.7 source");
 }
 
 /// Issue 35: sequential packing put a handful of documents in a 32-row batch (median 4 at

@@ -280,7 +280,7 @@ fn packing_refuses_what_it_cannot_do() {
 
 /// Shuffled rows (issue 35): an epoch of `steps_per_epoch` batches reads no token twice and
 /// all but the tail; resumes stay exact on other world sizes and worker counts; they are
-/// the default for concat over a SHUFFLE stream of one dataset, and only there.
+/// the default for concat over a SHUFFLE stream.
 #[test]
 fn shuffled_rows_have_epochs_and_resume_exactly() {
     let dir = tempfile::tempdir().unwrap();
@@ -321,20 +321,48 @@ fn shuffled_rows_have_epochs_and_resume_exactly() {
     let joined: Vec<Row> = first.into_iter().chain(second).chain(third).collect();
     assert!(joined == whole, "resumed shuffled rows differ");
 
-    // A mixture, IID documents or best fit keep sequential rows by default; asked for, refused.
+    // A mixture has shuffled rows by default too, and no epochs; IID documents refuse them.
     let mixture = Stream::mixture(Mixture::new(vec![a.id(), b.id()], vec![0.6, 0.4]).unwrap(), 11, 1).unwrap();
     let both = vec![a.clone(), b.clone()];
     let loader = Loader::packed(mixture.clone(), 8, both.clone(), spec.clone(), options(0, 1, 0)).unwrap();
     assert_eq!(loader.steps_per_epoch(), None);
+    drop(loader);
     let asked = PackOptions { shuffle_rows: Some(true), ..spec.clone() };
-    let e = Loader::packed(mixture, 8, both, asked.clone(), options(0, 1, 0)).expect_err("refused").to_string();
-    assert!(e.contains("shuffled rows") && e.contains("mixture"), "{e}");
     let iid = Stream::new(a.id(), Mode::Iid, 11, 1).unwrap();
     let e = Loader::packed(iid, 8, vec![a.clone()], asked, options(0, 1, 0)).expect_err("refused").to_string();
     assert!(e.contains("SHUFFLE"), "{e}");
     // More rows than an epoch holds: refused, naming the way out.
     let e = Loader::packed(single, 4096, vec![a], spec, options(0, 1, 0)).expect_err("refused").to_string();
     assert!(e.contains("fewer than one global batch") && e.contains("sequential"), "{e}");
+}
+
+/// Shuffled rows over a mixture (issue 35): a 0.7/0.3 mixture's sequential rows put from
+/// none to all of a global batch's rows in one source; now every batch holds 5 or 6 of 8
+/// rows from the first source, each row whole from one source, and a job resumed on
+/// another world size and worker count reads the same rows.
+#[test]
+fn a_mixture_of_shuffled_rows_shares_every_batch_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Source::dataset(write_docs(&dir.path().join("a"), 1, 300)).unwrap();
+    let b = Source::dataset(write_docs(&dir.path().join("b"), 2, 200)).unwrap();
+    let mixture = Stream::mixture(Mixture::new(vec![a.id(), b.id()], vec![0.7, 0.3]).unwrap(), 5, 1).unwrap();
+    let both = vec![a, b];
+    let spec = PackOptions { shuffle_rows: None, ..pack(PackMode::Concat, 64) };
+    let (whole, _) = read(&mixture, &both, &spec, 8, 1, 2, None, 40);
+    let source = |row: &Row| row.0.iter().find(|&&t| t > 3).map(|&t| t / 100_000_000).expect("a row of tokens");
+    for (b, batch) in whole.chunks(8).enumerate() {
+        let first = batch.iter().filter(|r| source(r) == 1).count();
+        assert!(first == 5 || first == 6, "batch {b}: {first} of 8 rows from the 0.7 source");
+        for row in batch {
+            let s = source(row);
+            assert!(row.0.iter().all(|&t| t <= 3 || t / 100_000_000 == s), "a row mixes sources");
+        }
+    }
+    let (first, state) = read(&mixture, &both, &spec, 8, 4, 0, None, 13);
+    let (second, state) = read(&mixture, &both, &spec, 8, 2, 3, Some(&state), 11);
+    let (third, _) = read(&mixture, &both, &spec, 8, 1, 1, Some(&state), 16);
+    let joined: Vec<Row> = first.into_iter().chain(second).chain(third).collect();
+    assert!(joined == whole, "resumed mixture rows differ");
 }
 
 /// Every batch of a finite pass until the loader ends, rank by rank (each its own loader).

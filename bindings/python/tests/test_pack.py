@@ -166,6 +166,24 @@ def test_mixture_weights_count_tokens(tmp_path):
     assert abs(share[1] - 0.75) < 0.005, share
 
 
+def test_every_batch_of_a_mixture_holds_its_share(tmp_path):
+    # Issue 35: a mixture's packed rows were cut in order, so a 32-row batch of a 0.7/0.3
+    # mixture held anywhere from 0 to 32 rows of one source; now 22 or 23, in every batch.
+    a = write(tmp_path / "a", 600, salt=1)
+    b = write(tmp_path / "b", 600, salt=2)
+    mix = zrecord.Mixture([a, b], weights=[0.7, 0.3], seed=4)
+    first = []
+    with zrecord.DataLoader(mix, batch_size=32, pack=zrecord.Pack(seq_len=64), num_workers=2) as dl:
+        assert dl.steps_per_epoch is None
+        for _ in range(60):
+            x = next(dl)
+            source = x["source"]
+            assert (source == source[:, :1]).all(), "a row of two sources"
+            np.testing.assert_array_equal(source[:, 0], (x["tokens"][:, 0] >= 20_000_000).astype(np.int32))
+            first.append(int((source[:, 0] == 0).sum()))
+    assert set(first) <= {22, 23}, first
+
+
 def test_bad_packs_are_refused_with_the_reason(ds, tmp_path):
     with pytest.raises(ValueError, match="concat.*best_fit"):
         zrecord.Pack(mode="first_fit")

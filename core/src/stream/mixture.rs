@@ -173,7 +173,7 @@ fn bounds_of(weights: &[f64]) -> Result<Vec<u64>, StreamError> {
 ///
 /// With `x = q G + o` and `M = 2^64`, `[x mod M < c] = floor(x / M) - floor((x + M - c) / M) + 1`,
 /// so the count is two floor sums. Needs `n <= 2^62` so that every partial sum fits a u128.
-fn count_below(n: u64, offset: u64, bound: u64) -> u64 {
+pub(super) fn count_below(n: u64, offset: u64, bound: u64) -> u64 {
     const M: u128 = 1 << 64;
     let n128 = u128::from(n);
     let a = u128::from(GOLDEN);

@@ -53,6 +53,7 @@ pub mod pack;
 pub mod pass;
 mod permutation;
 pub mod rows;
+pub mod shares;
 mod state;
 
 use alloc::vec::Vec;

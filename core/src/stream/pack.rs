@@ -76,8 +76,8 @@ pub struct PackSpec {
     /// Best fit: tokens the window of waiting pieces holds before a batch is placed, at
     /// least `rows * seq_len` (concat ignores it and saves 0).
     pub window: u64,
-    /// Concat over a SHUFFLE stream of one dataset: each epoch's rows read in a shuffled
-    /// order, no row crossing an epoch ([`super::rows`]). `false`: rows in the order they
+    /// Concat over a SHUFFLE stream of one dataset or a mixture: each epoch's rows read in
+    /// a shuffled order, no row crossing an epoch ([`super::rows`]). `false`: rows in the order they
     /// are cut, running on across epochs.
     pub shuffle_rows: bool,
 }
@@ -387,7 +387,7 @@ impl Packer {
     /// Global batches per epoch of shuffled rows; `None` for sequential rows, which run
     /// on across the documents' epochs.
     pub fn steps_per_epoch(&self) -> Option<u64> {
-        self.shuffled.as_ref().map(ShuffledRows::steps_per_epoch)
+        self.shuffled.as_ref().and_then(ShuffledRows::steps_per_epoch)
     }
 
     /// Rows per global batch.

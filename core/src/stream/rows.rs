@@ -6,20 +6,31 @@
 //!
 //! An epoch has `R = floor(T / seq_len)` rows, where `T` is the virtual tokens of all
 //! documents (`bos` and `eos` counted), the same every epoch; the `T mod seq_len` tokens
-//! at the epoch's end are not read that epoch. It has `floor(R / rows)` global batches;
-//! the rows past the last whole batch are not read either. No row crosses an epoch, and
-//! every row of an epoch's batches is a distinct stretch of that epoch's tokens.
+//! at the epoch's end are not read that epoch. No row crosses an epoch, and every row of an
+//! epoch is a distinct stretch of that epoch's tokens.
+//!
+//! - One dataset: an epoch has `floor(R / rows)` global batches; the rows past the last
+//!   whole batch are not read.
+//! - A mixture: every source has its own epochs of rows, numbered from 0 on (its documents
+//!   in [`Permutation::for_source`] order, as sequential mixture packing reads them). Each
+//!   global batch takes a fixed number of rows from each source, its token share to within
+//!   one row ([`super::shares`]), and the rows of the batch are put in a keyed order of
+//!   their own so that every rank's slice mixes the sources too. A source's `j`-th row is
+//!   row `j mod R_s` of its epoch `j / R_s` in that epoch's row shuffle. A mixture has no
+//!   stream-wide epochs.
 //!
 //! Row `r` of epoch `e` is tokens `r seq_len ..` of the epoch's concatenation. Finding its
 //! documents needs the running token count at each position of the epoch's order: the
 //! [`Index`] keeps it at every [`STRIDE`]-th position (8 bytes per 16 documents: 50 MB
-//! for 10^8 documents), built once per epoch from the tables' lengths, and reads at most
-//! `STRIDE` lengths more per row (a stride of 64 made planning a third of a batch's cost). A batch depends on its step alone, so the resume state
-//! holds no cursor, and any world size or worker count reads the same rows.
+//! for 10^8 documents), built once per epoch (per source) from the tables' lengths, and
+//! reads at most `STRIDE` lengths more per row (a stride of 64 made planning a third of a
+//! batch's cost). A batch depends on its step alone, so the resume state holds no cursor,
+//! and any world size or worker count reads the same rows.
 
 use alloc::vec::Vec;
 
 use super::pack::{Doc, DocLengths, PackError, PackSpec, Piece, Placed, Plan};
+use super::shares::RowShares;
 use super::{Permutation, Stream};
 use crate::sampler::Mode;
 
@@ -29,9 +40,12 @@ pub const STRIDE: u64 = 16;
 /// Lengths read at a time while building an index.
 const CHUNK: usize = 4096;
 
-/// The source number the row permutation is keyed with, apart from every document
-/// permutation's (a mixture's sources are numbered from 0).
+/// The source number the row permutation of source 0 is keyed with, apart from every
+/// document permutation's (a mixture's sources are numbered from 0); source `s` adds `s`.
 const ROWS_KEY: u32 = 0x524f_5753; // "ROWS"
+
+/// The source number the order of a mixture batch's rows is keyed with.
+const BATCH_KEY: u32 = 0x4241_5443; // "BATC"
 
 /// The running token count of one epoch's document order, at every [`STRIDE`]-th position.
 #[derive(Clone, Debug)]
@@ -42,26 +56,40 @@ struct Index {
     counts: Vec<u64>,
 }
 
-/// Plans the global batches of shuffled packed rows over one dataset: see the module
-/// documentation.
+/// One dataset's (or mixture source's) epochs of rows.
 #[derive(Clone, Debug)]
-pub struct ShuffledRows {
-    spec: PackSpec,
-    rows: u32,
-    seed: u64,
+struct SourceRows {
+    source: u32,
     /// Documents per epoch.
     docs: u64,
     /// Rows per epoch, `R`.
     epoch_rows: u64,
     index: Index,
+}
+
+/// Plans the global batches of shuffled packed rows over one dataset or a mixture: see the
+/// module documentation.
+#[derive(Clone, Debug)]
+pub struct ShuffledRows {
+    spec: PackSpec,
+    rows: u32,
+    seed: u64,
+    sources: Vec<SourceRows>,
+    /// A mixture's rows per source and batch; `None` for one dataset.
+    shares: Option<RowShares>,
     indices: Vec<u64>,
     lengths: Vec<u64>,
+    /// A mixture batch's rows per source, and the rows each source gave earlier batches.
+    in_batch: Vec<u32>,
+    before: Vec<u64>,
+    /// A mixture batch's (slot, row) pairs, by slot.
+    slots: Vec<(u32, u32)>,
 }
 
 impl ShuffledRows {
     /// The planner of `rows` rows per global batch over `docs` (a SHUFFLE stream over one
-    /// dataset with a global batch of 1). Reads every document's length once to count the
-    /// epoch's tokens.
+    /// dataset, or a mixture, with a global batch of 1). Reads every document's length
+    /// once to count each source's epoch of tokens.
     pub fn new<L: DocLengths>(
         docs: &Stream,
         spec: PackSpec,
@@ -72,49 +100,75 @@ impl ShuffledRows {
         L::Error: From<PackError>,
     {
         let refuse = |why: &str| PackError::Spec(alloc::format!("shuffled rows {why}"));
-        if docs.mixture_sources().is_some() {
-            return Err(refuse("read one dataset, not a mixture (a mixture's rows are sequential)").into());
-        }
         if docs.mode() != Mode::Shuffle {
             return Err(refuse("need SHUFFLE mode: their epochs are the documents' shuffled epochs").into());
         }
         if docs.eras().len() > 1 {
             return Err(refuse("need a dataset that did not grow under the saved state").into());
         }
-        let n = docs.datasets()[0].length;
+        let mixture = docs.mixture_sources();
         let mut planner = ShuffledRows {
             spec,
             rows,
             seed: docs.seed(),
-            docs: n,
-            epoch_rows: 0,
-            index: Index { epoch: u64::MAX, counts: Vec::new() },
+            sources: docs
+                .datasets()
+                .iter()
+                .enumerate()
+                .map(|(s, d)| SourceRows {
+                    source: s as u32,
+                    docs: d.length,
+                    epoch_rows: 0,
+                    index: Index { epoch: u64::MAX, counts: Vec::new() },
+                })
+                .collect(),
+            shares: mixture.map(|m| RowShares::new(m, rows, docs.seed())),
             indices: Vec::with_capacity(CHUNK),
             lengths: Vec::with_capacity(CHUNK),
+            in_batch: alloc::vec![0; docs.datasets().len()],
+            before: alloc::vec![0; docs.datasets().len()],
+            slots: Vec::new(),
         };
-        planner.build(0, lengths)?;
-        let tokens = *planner.index.counts.last().unwrap_or(&0);
-        planner.epoch_rows = tokens / u64::from(spec.seq_len);
-        if planner.epoch_rows < u64::from(rows) {
-            return Err(PackError::Spec(alloc::format!(
-                "an epoch of {n} documents holds {tokens} tokens: {} rows of {}, fewer than one global batch of {rows} \
-                 rows (use fewer rows, shorter rows or rows=\"sequential\", which runs on across epochs)",
-                planner.epoch_rows,
-                spec.seq_len
-            ))
-            .into());
+        for s in 0..planner.sources.len() {
+            planner.build(s, 0, lengths)?;
+            let source = &mut planner.sources[s];
+            let tokens = *source.index.counts.last().unwrap_or(&0);
+            source.epoch_rows = tokens / u64::from(spec.seq_len);
+            let n = source.docs;
+            if mixture.is_some() && source.epoch_rows == 0 {
+                return Err(PackError::Spec(alloc::format!(
+                    "mixture source {s}: its {n} documents hold {tokens} tokens, less than one row of {} \
+                     (use shorter rows or rows=\"sequential\")",
+                    spec.seq_len
+                ))
+                .into());
+            }
+            if mixture.is_none() && source.epoch_rows < u64::from(rows) {
+                return Err(PackError::Spec(alloc::format!(
+                    "an epoch of {n} documents holds {tokens} tokens: {} rows of {}, fewer than one global batch of \
+                     {rows} rows (use fewer rows, shorter rows or rows=\"sequential\", which runs on across epochs)",
+                    source.epoch_rows,
+                    spec.seq_len
+                ))
+                .into());
+            }
         }
         Ok(planner)
     }
 
-    /// Global batches per epoch.
-    pub fn steps_per_epoch(&self) -> u64 {
-        self.epoch_rows / u64::from(self.rows)
+    /// Global batches per epoch over one dataset; `None` for a mixture, whose sources each
+    /// run their own epochs.
+    pub fn steps_per_epoch(&self) -> Option<u64> {
+        match self.shares {
+            None => Some(self.sources[0].epoch_rows / u64::from(self.rows)),
+            Some(_) => None,
+        }
     }
 
-    /// Rows per epoch (`R`): the epoch's tokens over `seq_len`.
-    pub fn epoch_rows(&self) -> u64 {
-        self.epoch_rows
+    /// Rows per epoch (`R`) of source `source` (0 for one dataset): its epoch's tokens over
+    /// `seq_len`.
+    pub fn epoch_rows(&self, source: usize) -> u64 {
+        self.sources[source].epoch_rows
     }
 
     /// Plans global batch `step` into `out` (its cursor left as it is: the step alone
@@ -123,41 +177,83 @@ impl ShuffledRows {
     where
         L::Error: From<PackError>,
     {
-        let per_epoch = self.steps_per_epoch();
-        let (epoch, within) = (step / per_epoch, step % per_epoch);
-        if self.index.epoch != epoch {
-            self.build(epoch, lengths)?;
-        }
-        let order = Permutation::new(self.docs, self.seed, epoch);
-        let shuffle = Permutation::for_source(self.epoch_rows, self.seed, ROWS_KEY, epoch);
         out.step = step;
         out.placed.clear();
         out.padding = 0;
-        let seq = u64::from(self.spec.seq_len);
-        for row in 0..self.rows {
-            let r = shuffle.at(within * u64::from(self.rows) + u64::from(row));
-            self.place_row(row, r * seq, &order, epoch, lengths, out)?;
+        let rows = u64::from(self.rows);
+        let Some(shares) = &self.shares else {
+            let per_epoch = self.sources[0].epoch_rows / rows;
+            let (epoch, within) = (step / per_epoch, step % per_epoch);
+            for row in 0..self.rows {
+                self.place(0, row, epoch, within * rows + u64::from(row), lengths, out)?;
+            }
+            return Ok(());
+        };
+        shares.in_batch(step, &mut self.in_batch);
+        shares.before(step, &mut self.before);
+        // Slots 0..rows hold the sources' rows one source after another; the batch's rows
+        // take the slots in a keyed order.
+        let order = Permutation::for_source(rows, self.seed, BATCH_KEY, step);
+        self.slots.clear();
+        self.slots.extend((0..self.rows).map(|row| (order.at(u64::from(row)) as u32, row)));
+        self.slots.sort_unstable();
+        let mut slot = 0usize;
+        for s in 0..self.sources.len() {
+            for k in 0..u64::from(self.in_batch[s]) {
+                let row = self.slots[slot].1;
+                slot += 1;
+                let j = self.before[s] + k;
+                let per_epoch = self.sources[s].epoch_rows;
+                self.place(s, row, j / per_epoch, j % per_epoch, lengths, out)?;
+            }
         }
+        // Pieces were placed source by source: the plan is read by row.
+        out.placed.sort_by_key(|p| p.row);
         Ok(())
     }
 
-    /// Places the row of tokens `first .. first + seq_len` of the epoch's concatenation.
+    /// Places, at row `row` of the batch, the row at position `within` of source `s`'s
+    /// epoch `epoch` in its row shuffle.
+    fn place<L: DocLengths>(
+        &mut self,
+        s: usize,
+        row: u32,
+        epoch: u64,
+        within: u64,
+        lengths: &mut L,
+        out: &mut Plan,
+    ) -> Result<(), L::Error> {
+        if self.sources[s].index.epoch != epoch {
+            self.build(s, epoch, lengths)?;
+        }
+        let source = &self.sources[s];
+        let key = ROWS_KEY.wrapping_add(source.source);
+        let r = Permutation::for_source(source.epoch_rows, self.seed, key, epoch).at(within);
+        self.place_row(s, row, r * u64::from(self.spec.seq_len), epoch, lengths, out)
+    }
+
+    /// Places the row of tokens `first .. first + seq_len` of source `s`'s epoch `epoch`
+    /// (whose index is built).
     fn place_row<L: DocLengths>(
         &mut self,
+        s: usize,
         row: u32,
         first: u64,
-        order: &Permutation,
         epoch: u64,
         lengths: &mut L,
         out: &mut Plan,
     ) -> Result<(), L::Error> {
         let seq = self.spec.seq_len;
+        let source = &self.sources[s];
+        let (docs, number) = (source.docs, source.source);
+        let order = Permutation::for_source(docs, self.seed, number, epoch);
         // The last kept count at or before the row's first token.
-        let k = self.index.counts.partition_point(|&c| c <= first) - 1;
-        let (mut position, mut before) = (k as u64 * STRIDE, self.index.counts[k]);
+        let counts = &source.index.counts;
+        let k = counts.partition_point(|&c| c <= first) - 1;
+        let (mut position, mut before) = (k as u64 * STRIDE, counts[k]);
         let mut col = 0u32;
         while col < seq {
-            let n = (self.docs - position).min(STRIDE) as usize;
+            let n = (docs - position).min(STRIDE) as usize;
             if n == 0 {
                 // Rows end before the epoch's last token: never here.
                 debug_assert!(false, "row at token {first} runs past the epoch");
@@ -167,14 +263,14 @@ impl ShuffledRows {
             order.fill(position, &mut self.indices);
             self.lengths.clear();
             self.lengths.resize(n, 0);
-            lengths.lengths(0, &self.indices, &mut self.lengths)?;
+            lengths.lengths(s, &self.indices, &mut self.lengths)?;
             for (&index, &len) in self.indices.iter().zip(&self.lengths) {
                 let len = self.spec.virtual_len(len);
                 let at = first + u64::from(col);
                 if before + len > at {
                     let start = at - before;
                     let take = (len - start).min(u64::from(seq - col)) as u32;
-                    let doc = Doc { source: 0, position: epoch * self.docs + position, index, len };
+                    let doc = Doc { source: number, position: epoch * docs + position, index, len };
                     out.placed.push(Placed { row, col, piece: Piece { doc, start, len: take } });
                     col += take;
                     if col == seq {
@@ -188,21 +284,22 @@ impl ShuffledRows {
         Ok(())
     }
 
-    /// The running counts of epoch `epoch`'s order.
-    fn build<L: DocLengths>(&mut self, epoch: u64, lengths: &mut L) -> Result<(), L::Error> {
-        let order = Permutation::new(self.docs, self.seed, epoch);
-        let counts = &mut self.index.counts;
+    /// The running counts of source `s`'s epoch `epoch` order.
+    fn build<L: DocLengths>(&mut self, s: usize, epoch: u64, lengths: &mut L) -> Result<(), L::Error> {
+        let source = &mut self.sources[s];
+        let order = Permutation::for_source(source.docs, self.seed, source.source, epoch);
+        let counts = &mut source.index.counts;
         counts.clear();
-        counts.reserve((self.docs / STRIDE + 2) as usize);
+        counts.reserve((source.docs / STRIDE + 2) as usize);
         let mut total = 0u64;
         let mut position = 0u64;
-        while position < self.docs {
-            let n = (self.docs - position).min(CHUNK as u64) as usize;
+        while position < source.docs {
+            let n = (source.docs - position).min(CHUNK as u64) as usize;
             self.indices.resize(n, 0);
             order.fill(position, &mut self.indices);
             self.lengths.clear();
             self.lengths.resize(n, 0);
-            lengths.lengths(0, &self.indices, &mut self.lengths)?;
+            lengths.lengths(s, &self.indices, &mut self.lengths)?;
             for &len in &self.lengths {
                 if position.is_multiple_of(STRIDE) {
                     counts.push(total);
@@ -212,7 +309,7 @@ impl ShuffledRows {
             }
         }
         counts.push(total);
-        self.index.epoch = epoch;
+        source.index.epoch = epoch;
         Ok(())
     }
 }

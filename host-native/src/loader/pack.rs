@@ -37,7 +37,7 @@ pub struct PackOptions {
     /// (`2 * rows * seq_len`).
     pub window: Option<u64>,
     /// Shuffled rows ([`zrecord_core::stream::rows`]): `Some(true)` asks for them (concat
-    /// over a SHUFFLE stream of one dataset), `Some(false)` for rows in the order they are
+    /// over a SHUFFLE stream of one dataset or a mixture), `Some(false)` for rows in the order they are
     /// cut; `None` takes them wherever they apply.
     pub shuffle_rows: Option<bool>,
 }
@@ -141,7 +141,7 @@ impl Packing {
             })
         };
         let concat = options.mode == zrecord_core::stream::pack::PackMode::Concat;
-        let applies = concat && !mixture && docs.mode() == zrecord_core::sampler::Mode::Shuffle;
+        let applies = concat && docs.mode() == zrecord_core::sampler::Mode::Shuffle;
         let spec = PackSpec {
             shuffle_rows: options.shuffle_rows.unwrap_or(applies),
             seq_len: options.seq_len,

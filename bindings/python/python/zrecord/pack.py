@@ -43,15 +43,17 @@ class Pack:
       global batches' worth) and each goes into the row with the least room that still
       holds it; ``pad`` fills the rest. ``DataLoader.stats["padding_fraction"]`` reports it.
 
-    ``row_order``: with ``mode="concat"`` over one dataset in SHUFFLE mode (the default
-    there), ``"shuffled"``: each epoch's documents, in the epoch's shuffled order, are cut
-    into rows, and the rows are read in a second shuffle, so a global batch draws its rows
-    from across the epoch (as Megatron-LM's GPT dataset does). The loader then has epochs
-    (``steps_per_epoch``, ``epoch``, ``epoch_iter()``): ``floor(tokens / L)`` rows per
-    epoch, whole global batches of them; the tokens past the epoch's last whole batch are
-    not read that epoch, and no row crosses an epoch. ``"sequential"``: rows in the order
-    they are cut, running on across epochs (the default for best_fit, mixtures and the
-    SEQUENTIAL and IID modes; ``"shuffled"`` is refused there).
+    ``row_order``: with ``mode="concat"`` over one dataset in SHUFFLE mode or a Mixture
+    (the default there), ``"shuffled"``: each epoch's documents, in the epoch's shuffled
+    order, are cut into rows, and the rows are read in a second shuffle, so a global batch
+    draws its rows from across the epoch (as Megatron-LM's GPT dataset does). Over one
+    dataset the loader then has epochs (``steps_per_epoch``, ``epoch``, ``epoch_iter()``):
+    ``floor(tokens / L)`` rows per epoch, whole global batches of them; the tokens past the
+    epoch's last whole batch are not read that epoch, and no row crosses an epoch. Over a
+    Mixture each source runs its own epochs of rows and every global batch holds each
+    source's token share to within one row. ``"sequential"``: rows in the order they are
+    cut, running on across epochs (the default for best_fit and the SEQUENTIAL and IID
+    modes; ``"shuffled"`` is refused there).
 
     ``bos`` / ``eos``: token ids put before / after every document. With a Mixture, the
     weights count tokens. The state of a packed loader resumes to the token, also with
