@@ -8,7 +8,9 @@ cd "$(dirname "$0")/../.."
 suites=(native locks concurrency loader warm)
 args=()
 for s in "${suites[@]}"; do args+=(--test "$s"); done
-mapfile -t bins < <(cargo test -q -p zrecord --no-run --message-format=json "${args[@]}" | python3 -c '
+# The workspace's default members, as `make test`'s `cargo test` builds them: with `-p zrecord`
+# cargo resolves features for that package alone and builds the suites a second time.
+mapfile -t bins < <(cargo test -q --no-run --message-format=json "${args[@]}" | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
