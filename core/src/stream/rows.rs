@@ -65,6 +65,10 @@ struct SourceRows {
     /// Rows per epoch, `R`.
     epoch_rows: u64,
     index: Index,
+    /// The document order and the row order of the index's epoch (the row order once `R`
+    /// is known).
+    order: Option<Permutation>,
+    row_order: Option<Permutation>,
 }
 
 /// Plans the global batches of shuffled packed rows over one dataset or a mixture: see the
@@ -120,6 +124,8 @@ impl ShuffledRows {
                     docs: d.length,
                     epoch_rows: 0,
                     index: Index { epoch: u64::MAX, counts: Vec::new() },
+                    order: None,
+                    row_order: None,
                 })
                 .collect(),
             shares: mixture.map(|m| RowShares::new(m, rows, docs.seed())),
@@ -226,9 +232,10 @@ impl ShuffledRows {
         if self.sources[s].index.epoch != epoch {
             self.build(s, epoch, lengths)?;
         }
-        let source = &self.sources[s];
+        let source = &mut self.sources[s];
         let key = ROWS_KEY.wrapping_add(source.source);
-        let r = Permutation::for_source(source.epoch_rows, self.seed, key, epoch).at(within);
+        let (rows, seed) = (source.epoch_rows, self.seed);
+        let r = source.row_order.get_or_insert_with(|| Permutation::for_source(rows, seed, key, epoch)).at(within);
         self.place_row(s, row, r * u64::from(self.spec.seq_len), epoch, lengths, out)
     }
 
@@ -246,7 +253,7 @@ impl ShuffledRows {
         let seq = self.spec.seq_len;
         let source = &self.sources[s];
         let (docs, number) = (source.docs, source.source);
-        let order = Permutation::for_source(docs, self.seed, number, epoch);
+        let order = source.order.as_ref().expect("built with the index");
         // The last kept count at or before the row's first token.
         let counts = &source.index.counts;
         let k = counts.partition_point(|&c| c <= first) - 1;
@@ -310,6 +317,8 @@ impl ShuffledRows {
         }
         counts.push(total);
         source.index.epoch = epoch;
+        source.order = Some(order);
+        source.row_order = None;
         Ok(())
     }
 }
