@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 use zrecord_core::stream::pack::{DocLengths, PackError, PackMode, PackSpec, Packer, Plan};
+use zrecord_core::stream::row_index::RowIndexKey;
 use zrecord_core::stream::Permutation;
 use zrecord_core::{DatasetId, Mixture, Mode, Stream};
 
@@ -306,4 +307,61 @@ fn a_batch_draws_from_across_the_epoch() {
     eprintln!("documents per batch: shuffled {shuffled}, sequential {sequential}, windows {windows}");
     assert!(sequential * 3 < windows, "sequential {sequential} vs windows {windows}: the test measures nothing");
     assert!(shuffled * 10 >= windows * 7, "shuffled rows: {shuffled} documents per batch, windows {windows}");
+}
+
+/// Lengths that keep the row indexes they are given, and count the lengths read.
+struct Saving {
+    lengths: Vec<u64>,
+    saved: HashMap<RowIndexKey, Vec<u64>>,
+    read: usize,
+}
+
+impl DocLengths for Saving {
+    type Error = PackError;
+    fn lengths(&mut self, _source: usize, indices: &[u64], out: &mut [u64]) -> Result<(), PackError> {
+        self.read += indices.len();
+        for (o, &i) in out.iter_mut().zip(indices) {
+            *o = self.lengths[i as usize];
+        }
+        Ok(())
+    }
+    fn saved_index(&mut self, _source: usize, key: &RowIndexKey) -> Option<Vec<u64>> {
+        self.saved.get(key).cloned()
+    }
+    fn save_index(&mut self, _source: usize, key: &RowIndexKey, counts: &[u64]) {
+        self.saved.insert(*key, counts.to_vec());
+    }
+}
+
+/// Issue 35: a saved row index spares the next planner reading every length (here 20,000
+/// of them) and plans the same rows; a saved index of other documents under the same key
+/// (a dataset rewritten in place) is caught by its spot checks and rebuilt.
+#[test]
+fn a_saved_row_index_is_used_when_it_matches_and_rebuilt_when_not() {
+    let (n, seed) = (20_000u64, 3u64);
+    let s = spec(512, false, true);
+    let stream = docs(n, seed);
+    let plans = |lengths: &mut Saving| {
+        let mut packer = Packer::new(&stream, s, 8, 0, None, lengths).unwrap();
+        let mut plan = Plan::default();
+        (0..5)
+            .map(|_| {
+                packer.plan(lengths, &mut plan).unwrap();
+                plan.placed.clone()
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut first = Saving { lengths: lengths_of(n, 300, 1), saved: HashMap::new(), read: 0 };
+    let built = plans(&mut first);
+    assert_eq!(first.saved.len(), 1, "the epoch's index was handed over");
+    assert!(first.read >= n as usize, "built from every length: {}", first.read);
+    let mut second = Saving { lengths: first.lengths.clone(), saved: first.saved.clone(), read: 0 };
+    assert_eq!(plans(&mut second), built);
+    assert!(second.read < 2_000, "the saved index read {} lengths", second.read);
+    // The same key over other documents: the saved counts are refused, the rows are right.
+    let mut other = Saving { lengths: lengths_of(n, 300, 2), saved: first.saved.clone(), read: 0 };
+    let fresh = plans(&mut Saving { lengths: other.lengths.clone(), saved: HashMap::new(), read: 0 });
+    assert_eq!(plans(&mut other), fresh);
+    assert!(other.read >= n as usize, "rebuilt: {}", other.read);
+    assert_ne!(fresh, built);
 }

@@ -50,7 +50,7 @@ pub use dataset::{drop_field, Column, Dataset, DatasetError, DatasetOptions, Dat
 pub use fs::{DirBackend, NativeFile};
 pub use loader::{
     global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, PackInfo, PackOptions,
-    Place, RaggedBatch, RaggedField, Skipped, Source, Transform, Warm,
+    Place, RaggedBatch, RaggedField, RowIndexDir, RowIndexes, Skipped, Source, Transform, Warm,
 };
 pub use zrecord_app::tools::{Conversion, Inspection, Verification};
 pub use zrecord_core::dataset::{Field, FieldKind, Manifest};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use zrecord::{
     Codec, Column, Dataset, DatasetWriter, Field, Loader, LoaderBatch, LoaderOptions, Mixture, Mode, OnError, PackMode,
-    PackOptions, Source, Stream, StreamState, WriteOptions,
+    PackOptions, RowIndexes, Source, Stream, StreamState, WriteOptions,
 };
 
 /// Document `i` of dataset `salt`: `1 + (i * 37) % 90` u32 tokens `salt * 10^8 + i * 1000 + k`,
@@ -40,6 +40,7 @@ fn pack(mode: PackMode, seq_len: u32) -> PackOptions {
         pad: 3,
         window: None,
         shuffle_rows: Some(false),
+        row_indexes: RowIndexes::Off,
     }
 }
 
@@ -453,4 +454,54 @@ fn a_finite_pass_of_samples_pads_its_last_batch_and_resumes() {
     let shuffled = Stream::new(source.id(), Mode::Shuffle, 0, 6).unwrap();
     let e = Loader::new(shuffled, vec![source], opts).err().unwrap();
     assert!(e.to_string().contains("SEQUENTIAL"), "{e}");
+}
+
+/// Issue 35: each epoch's row index of shuffled rows is kept in a directory, where the
+/// next loader (another rank, process or run) reads it instead of every length; a damaged
+/// file is rebuilt, and a long run keeps the last two epochs' files.
+#[test]
+fn row_indexes_are_kept_for_the_next_loader_and_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Source::dataset(write_docs(&dir.path().join("a"), 1, 300)).unwrap();
+    let docs = Stream::new(a.id(), Mode::Shuffle, 5, 1).unwrap();
+    let kept = dir.path().join("rows");
+    let spec =
+        PackOptions { shuffle_rows: None, row_indexes: RowIndexes::In(kept.clone()), ..pack(PackMode::Concat, 96) };
+    let files = || {
+        let mut names: Vec<String> =
+            std::fs::read_dir(&kept).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        names
+    };
+    let (first, _) = read(&docs, std::slice::from_ref(&a), &spec, 8, 1, 1, None, 3);
+    let saved = files();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert!(saved[0].ends_with("-0.zrri"), "{saved:?}");
+    let file = kept.join(&saved[0]);
+    let bytes = std::fs::read(&file).unwrap();
+    // Read back: the same rows; with the file damaged: the same rows, and a whole file again.
+    let (again, _) = read(&docs, std::slice::from_ref(&a), &spec, 8, 2, 0, None, 3);
+    assert!(again == first);
+    let mut bad = bytes.clone();
+    bad[100] ^= 1;
+    std::fs::write(&file, &bad).unwrap();
+    let (rebuilt, _) = read(&docs, std::slice::from_ref(&a), &spec, 8, 1, 0, None, 3);
+    assert!(rebuilt == first);
+    assert_eq!(std::fs::read(&file).unwrap(), bytes, "rebuilt and saved again");
+    // Four epochs: the files of epochs 2 and 3 are left.
+    let loader = Loader::packed(docs.clone(), 8, vec![a.clone()], spec.clone(), options(0, 1, 0)).unwrap();
+    let per_epoch = loader.steps_per_epoch().unwrap();
+    for _ in 0..3 * per_epoch + 1 {
+        loader.next().unwrap().unwrap();
+    }
+    drop(loader);
+    let left = files();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.iter().any(|n| n.ends_with("-2.zrri")) && left.iter().any(|n| n.ends_with("-3.zrri")), "{left:?}");
+    // Off: nothing read or written.
+    std::fs::remove_dir_all(&kept).unwrap();
+    let none = PackOptions { row_indexes: RowIndexes::Off, ..spec };
+    let (off, _) = read(&docs, std::slice::from_ref(&a), &none, 8, 1, 0, None, 3);
+    assert!(off == first);
+    assert!(!kept.exists());
 }

@@ -22,7 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use zrecord::{
     BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, PackMode,
-    PackOptions, RaggedField, Source, Stream, StreamState, Transform, Warm,
+    PackOptions, RaggedField, RowIndexes, Source, Stream, StreamState, Transform, Warm,
 };
 
 use crate::batch::pooled_array;
@@ -265,6 +265,19 @@ impl Pipeline {
                         )))
                     }
                 },
+            },
+            row_indexes: match pack.get_item("index_dir")? {
+                None => RowIndexes::Default,
+                Some(v) if v.is_none() => RowIndexes::Default,
+                Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => match v.extract::<bool>()? {
+                    false => RowIndexes::Off,
+                    true => {
+                        return Err(PyValueError::new_err(
+                            "pack index_dir is a directory, None (the default cache) or False (none)",
+                        ))
+                    }
+                },
+                Some(v) => RowIndexes::In(v.extract::<std::path::PathBuf>()?),
             },
         };
         let mixture = weights.is_some();

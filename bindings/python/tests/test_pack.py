@@ -184,6 +184,27 @@ def test_every_batch_of_a_mixture_holds_its_share(tmp_path):
     assert set(first) <= {22, 23}, first
 
 
+def test_row_indexes_are_kept_in_a_directory(ds, tmp_path):
+    # Issue 35: each epoch's row index of shuffled rows is kept where the next loader (a
+    # rank, a worker process, a later run) reads it instead of every document's length.
+    rows = tmp_path / "rows"
+
+    def batches(index_dir):
+        with loader(ds, 4, zrecord.Pack(seq_len=64, index_dir=index_dir)) as dl:
+            return [next(dl)["tokens"] for _ in range(5)]
+
+    first = batches(rows)
+    [saved] = list(rows.iterdir())
+    assert saved.name.endswith("-0.zrri")
+    np.testing.assert_array_equal(np.stack(batches(str(rows))), np.stack(first))
+    saved.write_bytes(b"not an index")
+    np.testing.assert_array_equal(np.stack(batches(rows)), np.stack(first))
+    assert saved.read_bytes()[:4] == b"ZRRI", "rebuilt and saved again"
+    np.testing.assert_array_equal(np.stack(batches(False)), np.stack(first))
+    with pytest.raises(ValueError, match="index_dir"):
+        zrecord.Pack(index_dir=True)
+
+
 def test_bad_packs_are_refused_with_the_reason(ds, tmp_path):
     with pytest.raises(ValueError, match="concat.*best_fit"):
         zrecord.Pack(mode="first_fit")

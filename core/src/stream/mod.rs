@@ -52,6 +52,7 @@ mod mixture;
 pub mod pack;
 pub mod pass;
 mod permutation;
+pub mod row_index;
 pub mod rows;
 pub mod shares;
 mod state;

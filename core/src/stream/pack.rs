@@ -27,6 +27,7 @@ use alloc::collections::{BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use super::row_index::RowIndexKey;
 use super::rows::ShuffledRows;
 use super::{Mixture, Permutation, Shard, StateError, Stream};
 
@@ -170,6 +171,17 @@ pub trait DocLengths {
     type Error;
     /// The tokens of samples `indices` of source `source`, into `out`.
     fn lengths(&mut self, source: usize, indices: &[u64], out: &mut [u64]) -> Result<(), Self::Error>;
+
+    /// A row index of source `source` saved earlier under `key` ([`super::row_index`]), if
+    /// the host keeps them: the counts [`super::row_index::decode`] gives for its file.
+    /// Shuffled rows check a few strides of it against the lengths before they use it.
+    fn saved_index(&mut self, _source: usize, _key: &RowIndexKey) -> Option<Vec<u64>> {
+        None
+    }
+
+    /// Keeps a row index shuffled rows built, for [`DocLengths::saved_index`] to find (best
+    /// effort: a host that cannot keep it drops it).
+    fn save_index(&mut self, _source: usize, _key: &RowIndexKey, _counts: &[u64]) {}
 }
 
 /// Documents whose lengths are read at a time.

@@ -30,8 +30,9 @@
 use alloc::vec::Vec;
 
 use super::pack::{Doc, DocLengths, PackError, PackSpec, Piece, Placed, Plan};
+use super::row_index::RowIndexKey;
 use super::shares::RowShares;
-use super::{Permutation, Stream};
+use super::{DatasetId, Permutation, Stream};
 use crate::sampler::Mode;
 
 /// Positions between two running counts the index keeps.
@@ -43,6 +44,9 @@ const CHUNK: usize = 4096;
 /// The source number the row permutation of source 0 is keyed with, apart from every
 /// document permutation's (a mixture's sources are numbered from 0); source `s` adds `s`.
 const ROWS_KEY: u32 = 0x524f_5753; // "ROWS"
+
+/// Strides of a saved index checked against the lengths before it is used.
+const CHECKED: u64 = 8;
 
 /// The source number the order of a mixture batch's rows is keyed with.
 const BATCH_KEY: u32 = 0x4241_5443; // "BATC"
@@ -60,6 +64,7 @@ struct Index {
 #[derive(Clone, Debug)]
 struct SourceRows {
     source: u32,
+    dataset: DatasetId,
     /// Documents per epoch.
     docs: u64,
     /// Rows per epoch, `R`.
@@ -121,6 +126,7 @@ impl ShuffledRows {
                 .enumerate()
                 .map(|(s, d)| SourceRows {
                     source: s as u32,
+                    dataset: *d,
                     docs: d.length,
                     epoch_rows: 0,
                     index: Index { epoch: u64::MAX, counts: Vec::new() },
@@ -291,10 +297,73 @@ impl ShuffledRows {
         Ok(())
     }
 
-    /// The running counts of source `s`'s epoch `epoch` order.
+    /// The running counts of source `s`'s epoch `epoch` order: a saved index the host
+    /// has if a few strides of it match the lengths, else built from the lengths (and
+    /// handed to the host to save).
     fn build<L: DocLengths>(&mut self, s: usize, epoch: u64, lengths: &mut L) -> Result<(), L::Error> {
-        let source = &mut self.sources[s];
+        let source = &self.sources[s];
+        let key = RowIndexKey {
+            source: source.source,
+            dataset: source.dataset,
+            seed: self.seed,
+            epoch,
+            bos: self.spec.bos.is_some(),
+            eos: self.spec.eos.is_some(),
+            stride: STRIDE,
+        };
         let order = Permutation::for_source(source.docs, self.seed, source.source, epoch);
+        if let Some(counts) = lengths.saved_index(s, &key) {
+            if counts.len() as u64 == key.counts() && self.matches(s, &order, &counts, lengths)? {
+                let source = &mut self.sources[s];
+                source.index = Index { epoch, counts };
+                source.order = Some(order);
+                source.row_order = None;
+                return Ok(());
+            }
+        }
+        self.count(s, epoch, order, lengths)?;
+        lengths.save_index(s, &key, &self.sources[s].index.counts);
+        Ok(())
+    }
+
+    /// Whether `counts` agree with the lengths at [`CHECKED`] strides spread over the
+    /// order: a saved index of other documents (a dataset rewritten in place to the same
+    /// identity) fails here rather than cutting rows at the wrong tokens.
+    fn matches<L: DocLengths>(
+        &mut self,
+        s: usize,
+        order: &Permutation,
+        counts: &[u64],
+        lengths: &mut L,
+    ) -> Result<bool, L::Error> {
+        let docs = self.sources[s].docs;
+        let strides = counts.len() as u64 - 1;
+        for i in 0..CHECKED.min(strides) {
+            let k = i * strides / CHECKED.min(strides);
+            let first = k * STRIDE;
+            let n = (docs - first).min(STRIDE) as usize;
+            self.indices.resize(n, 0);
+            order.fill(first, &mut self.indices);
+            self.lengths.clear();
+            self.lengths.resize(n, 0);
+            lengths.lengths(s, &self.indices, &mut self.lengths)?;
+            let tokens: u64 = self.lengths.iter().map(|&l| self.spec.virtual_len(l)).sum();
+            if counts[k as usize + 1].checked_sub(counts[k as usize]) != Some(tokens) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Builds source `s`'s running counts of epoch `epoch`'s `order` from the lengths.
+    fn count<L: DocLengths>(
+        &mut self,
+        s: usize,
+        epoch: u64,
+        order: Permutation,
+        lengths: &mut L,
+    ) -> Result<(), L::Error> {
+        let source = &mut self.sources[s];
         let counts = &mut source.index.counts;
         counts.clear();
         counts.reserve((source.docs / STRIDE + 2) as usize);

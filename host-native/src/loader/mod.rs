@@ -110,6 +110,7 @@ mod error;
 mod gather;
 mod options;
 mod pack;
+mod row_index;
 mod skip;
 mod source;
 mod warm;
@@ -119,7 +120,8 @@ pub use buffers::BufferPool;
 pub use error::{LoaderError, Place};
 pub use gather::{RaggedBatch, RaggedField};
 pub use options::{global_pool, LoaderOptions, Warm};
-pub use pack::{PackInfo, PackOptions};
+pub use pack::{PackInfo, PackOptions, RowIndexes};
+pub use row_index::RowIndexDir;
 pub use skip::{OnError, Skipped};
 pub use source::Source;
 

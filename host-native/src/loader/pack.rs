@@ -12,8 +12,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use zrecord_core::stream::pack::{DocLengths, PackCursor, PackError, PackSpec, Packer, Placed, Plan};
+use zrecord_core::stream::row_index::RowIndexKey;
 use zrecord_core::stream::{PackedState, Stream, StreamState};
 
+use super::row_index::RowIndexDir;
 use super::workers::Job;
 use super::{BufferPool, LoaderBatch, LoaderError, Source};
 use crate::{DatasetError, Error};
@@ -40,6 +42,31 @@ pub struct PackOptions {
     /// over a SHUFFLE stream of one dataset or a mixture), `Some(false)` for rows in the order they are
     /// cut; `None` takes them wherever they apply.
     pub shuffle_rows: Option<bool>,
+    /// Where shuffled rows keep each epoch's row index for other ranks, processes and runs
+    /// ([`RowIndexes`]).
+    pub row_indexes: RowIndexes,
+}
+
+/// Where shuffled packed rows keep their row indexes ([`super::row_index`]).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum RowIndexes {
+    /// [`RowIndexDir::default_dir`], for sources of at least 2^20 documents.
+    #[default]
+    Default,
+    /// Nowhere: every planner builds its own.
+    Off,
+    /// In this directory, for every source.
+    In(std::path::PathBuf),
+}
+
+impl RowIndexes {
+    fn dir(&self) -> Option<RowIndexDir> {
+        match self {
+            RowIndexes::Default => RowIndexDir::default_dir(),
+            RowIndexes::Off => None,
+            RowIndexes::In(dir) => Some(RowIndexDir::new(dir)),
+        }
+    }
 }
 
 /// What the packed batch of a job adds to it.
@@ -80,6 +107,8 @@ pub(super) struct Packing {
     pub pad: Vec<u8>,
     /// A mixture: batches carry each token's source.
     pub mixture: bool,
+    /// Where row indexes are kept, if anywhere.
+    pub row_indexes: Option<RowIndexDir>,
     /// Documents a batch cut at its end, decoded: the next batch starts with the rest of
     /// them, and takes them from here instead of decoding them again (a 100k-token
     /// document spans several batches).
@@ -165,6 +194,7 @@ impl Packing {
             eos: options.eos.map(|v| id_bytes("eos", v)).transpose()?,
             pad: id_bytes("pad", options.pad)?,
             mixture,
+            row_indexes: options.row_indexes.dir(),
             recent: Arc::default(),
         })
     }
@@ -204,21 +234,30 @@ fn token_bytes(v: u64, item: usize, signed: bool) -> Option<Vec<u8>> {
     Some(v.to_le_bytes()[..item].to_vec())
 }
 
-/// Document lengths in tokens, read from the sources' tables.
+/// Document lengths in tokens, read from the sources' tables; row indexes from a directory.
 pub(super) struct TableLengths<'a> {
     pub sources: &'a [Source],
-    pub field: usize,
-    pub item: usize,
+    pub packing: &'a Packing,
 }
 
 impl DocLengths for TableLengths<'_> {
     type Error = LoaderError;
     fn lengths(&mut self, source: usize, indices: &[u64], out: &mut [u64]) -> Result<(), LoaderError> {
-        self.sources[source].data().byte_lengths(self.field, indices, out)?;
+        self.sources[source].data().byte_lengths(self.packing.field, indices, out)?;
         for len in out.iter_mut() {
-            *len /= self.item as u64;
+            *len /= self.packing.item as u64;
         }
         Ok(())
+    }
+
+    fn saved_index(&mut self, source: usize, key: &RowIndexKey) -> Option<Vec<u64>> {
+        self.packing.row_indexes.as_ref()?.load(&self.sources[source], self.packing.field, key)
+    }
+
+    fn save_index(&mut self, source: usize, key: &RowIndexKey, counts: &[u64]) {
+        if let Some(dir) = &self.packing.row_indexes {
+            dir.save(&self.sources[source], self.packing.field, key, counts);
+        }
     }
 }
 
@@ -250,7 +289,7 @@ impl RankPlanner {
         step: u64,
         cursor: Option<&PackCursor>,
     ) -> Result<RankPlanner, LoaderError> {
-        let mut lengths = TableLengths { sources: &sources, field: packing.field, item: packing.item };
+        let mut lengths = TableLengths { sources: &sources, packing: &packing };
         let packer = Packer::new(docs, packing.spec, packing.rows, step, cursor, &mut lengths)?;
         let per_rank = per_rank as u32;
         Ok(RankPlanner {
@@ -265,7 +304,7 @@ impl RankPlanner {
 
     /// The next global batch's job: this rank's pieces.
     pub fn next_job(&mut self) -> Result<Job, LoaderError> {
-        let mut lengths = TableLengths { sources: &self.sources, field: self.packing.field, item: self.packing.item };
+        let mut lengths = TableLengths { sources: &self.sources, packing: &self.packing };
         self.packer.plan(&mut lengths, &mut self.plan)?;
         let first = self.first_row;
         let placed: Vec<Placed> =
