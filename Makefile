@@ -54,12 +54,14 @@ setup-rust:
 $(VENV)/.stamp-core: tests/requirements.txt
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -r tests/requirements.txt
+	# --no-compile: pip byte-compiles every module of every package it installs (torch, jax and
+	# ray hold tens of thousands); Python compiles the few a test imports when it imports them.
+	$(PIP) install -q --no-compile -r tests/requirements.txt
 	touch $@
 
 $(VENV)/.stamp: $(VENV)/.stamp-core tests/requirements-ml.txt
 	# torch and JAX for the multi-process tests (about 5 GB: PyPI's Linux torch brings CUDA wheels).
-	$(PIP) install -q -r tests/requirements-ml.txt
+	$(PIP) install -q --no-compile -r tests/requirements-ml.txt
 	touch $@
 
 setup-python: $(VENV)/.stamp

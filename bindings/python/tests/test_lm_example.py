@@ -1,7 +1,7 @@
 """docs/training.md's "Language-model pretraining" example runs as printed: its `zr convert` line
 turns a nanoGPT-style train.bin (written here: GPT-2 ids, 50256 after each document) into
-a token dataset, and its torchrun lines train 20 packed steps on four ranks, then 20 more
-resumed on two. The state they leave is the one a single process reaches after 40 steps."""
+a token dataset, and its torchrun lines train 10 packed steps on four ranks, then 10 more
+resumed on two. The state they leave is the one a single process reaches after 20 steps."""
 
 import json
 import os
@@ -45,12 +45,12 @@ def test_language_model_example(tmp_path):
     assert len(zrecord.Dataset(tmp_path / "train_tokens")) == 400
     p = run(["bash", "-c", train], 600, env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stdout
-    assert "at step 20: 20640 tokens in 20 steps on 4 ranks" in p.stdout, p.stdout
-    assert "at step 40: 20640 tokens in 20 steps on 2 ranks" in p.stdout, p.stdout
+    assert "at step 10: 10320 tokens in 10 steps on 4 ranks" in p.stdout, p.stdout
+    assert "at step 20: 10320 tokens in 10 steps on 2 ranks" in p.stdout, p.stdout
     saved = json.loads((tmp_path / "lm_state.json").read_text())
     with zrecord.DataLoader(zrecord.Dataset(tmp_path / "train_tokens"), batch_size=8, num_workers=0,
                             mode=zrecord.Sampler.Mode.SHUFFLE, seed=0, rank=0, world_size=1,
                             pack=zrecord.Pack(seq_len=129, mode="concat", eos=EOT)) as dl:
-        for _ in range(40):
+        for _ in range(20):
             next(dl)
         assert saved == dl.state_dict()
