@@ -7,6 +7,7 @@ SHELL := /bin/bash
 VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+COMPILE_VENV = $(VENV)/bin/python -m compileall -q -j 0 "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null || true
 CARGO ?= cargo
 NODE ?= node
 ZR := $(CURDIR)/target/release/zr
@@ -54,14 +55,18 @@ setup-rust:
 $(VENV)/.stamp-core: tests/requirements.txt
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	# --no-compile: pip byte-compiles every module of every package it installs (torch, jax and
-	# ray hold tens of thousands); Python compiles the few a test imports when it imports them.
+	# --no-compile, then compileall on every core: pip byte-compiles module by module in one
+	# process (torch, jax and ray hold tens of thousands); left to import time, every process
+	# of a multi-process test compiled them again. Some vendored files do not compile
+	# (pip skips them too): compileall's status is not a failure.
 	$(PIP) install -q --no-compile -r tests/requirements.txt
+	$(COMPILE_VENV)
 	touch $@
 
 $(VENV)/.stamp: $(VENV)/.stamp-core tests/requirements-ml.txt
 	# torch and JAX for the multi-process tests (about 5 GB: PyPI's Linux torch brings CUDA wheels).
 	$(PIP) install -q --no-compile -r tests/requirements-ml.txt
+	$(COMPILE_VENV)
 	touch $@
 
 setup-python: $(VENV)/.stamp

@@ -100,3 +100,43 @@ def test_bad_input_names_the_file_and_line_and_leaves_nothing(zr, corpus, tmp_pa
         zrecord.tokenize(tmp_path / "e.jsonl", tmp_path / "e", tokenizer=d / "tokenizer.json")
     ds = zrecord.tokenize(tmp_path / "e.jsonl", tmp_path / "e", tokenizer=d / "tokenizer.json", skip_empty=True)
     assert len(ds) == 1
+
+
+def test_other_json_fields_are_kept_beside_the_tokens(zr, corpus, tmp_path):
+    # Issue 35 item 7: text import kept only the text; a corpus's other fields (source,
+    # url, score, language) were lost. Now its strings, numbers and booleans are fields.
+    d, docs, expect = corpus
+    src = tmp_path / "meta.jsonl"
+    rows = [{"text": docs[k], "url": f"https://example.invalid/{k}", "score": k / 4, "n": k - 3,
+             "ok": k % 2 == 0, "meta": {"a": 1}} for k in range(40)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = run(zr, "convert", str(src), str(tmp_path / "out"), "--tokenizer", str(d / "tokenizer.json"))
+    assert p.returncode == 0, p.stderr
+    assert "kept the fields" in p.stderr and "left out the fields meta" in p.stderr, p.stderr
+    ds = zrecord.Dataset(tmp_path / "out")
+    assert sorted(f.name for f in ds.fields) == ["n", "ok", "score", "tokens", "url"]
+    for k in (0, 7, 39):
+        s = ds[k]
+        assert s["tokens"].tolist() == expect[k]
+        assert s["url"] == rows[k]["url"] and s["score"] == rows[k]["score"]
+        assert s["n"] == rows[k]["n"] and bool(s["ok"]) == rows[k]["ok"]
+    assert {f.name: f.dtype for f in ds.fields}["n"] == np.int64
+    # The same from Python, and the tokens alone when asked.
+    ds = zrecord.tokenize(src, tmp_path / "py", tokenizer=d / "tokenizer.json")
+    assert ds[5]["url"] == rows[5]["url"]
+    ds = zrecord.tokenize(src, tmp_path / "only", tokenizer=d / "tokenizer.json", keep_fields=False)
+    assert [f.name for f in ds.fields] == ["tokens"]
+    p = run(zr, "convert", str(src), str(tmp_path / "only2"), "--tokenizer", str(d / "tokenizer.json"),
+            "--tokens-only")
+    assert p.returncode == 0, p.stderr
+    assert [f.name for f in zrecord.Dataset(tmp_path / "only2").fields] == ["tokens"]
+    # A later line without a kept field, or with another kind: named, and nothing written.
+    src.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[1]) + "\n" + json.dumps({"text": "x", "n": 1}) + "\n")
+    p = run(zr, "convert", str(src), str(tmp_path / "bad"), "--tokenizer", str(d / "tokenizer.json"))
+    assert p.returncode != 0
+    assert str(src) in p.stderr and "line 3" in p.stderr and "--tokens-only" in p.stderr, p.stderr
+    assert not (tmp_path / "bad").exists()
+    src.write_text(json.dumps(rows[0]) + "\n" + json.dumps({**rows[1], "n": "seven"}) + "\n")
+    with pytest.raises(ValueError, match='line 2: field "n" is a string here, an integer on the first line'):
+        zrecord.tokenize(src, tmp_path / "bad", tokenizer=d / "tokenizer.json")
+    assert not (tmp_path / "bad").exists()

@@ -40,7 +40,7 @@ fn counts(done: &TextImported) -> Counts {
 /// reads: their documents encoded with `tokenizer` into the dataset `output`.
 #[pyfunction]
 #[pyo3(name = "_tokenize_files", signature = (input, tokenizer, output, text_field, eos, codec, skip_empty,
-                                              shard_records = None, progress = None))]
+                                              shard_records = None, progress = None, keep_fields = true))]
 #[allow(clippy::too_many_arguments)]
 pub fn tokenize_files(
     py: Python<'_>,
@@ -53,8 +53,9 @@ pub fn tokenize_files(
     skip_empty: bool,
     shard_records: Option<u64>,
     progress: Option<Py<PyAny>>,
+    keep_fields: bool,
 ) -> PyResult<Counts> {
-    let options = import_options(text_field, eos, codec, skip_empty, shard_records)?;
+    let options = TextImport { keep_fields, ..import_options(text_field, eos, codec, skip_empty, shard_records)? };
     let mut reporter = crate::progress::Progress::new(progress);
     let bar = &mut reporter;
     let done = call(py, move || {

@@ -159,12 +159,19 @@ impl Native {
             codec: o.policy.codec,
             write,
             block_bytes: (o.chunk_mib << 20).max(1 << 20),
+            keep_fields: !text.tokens_only,
         };
         let started = std::time::Instant::now();
         let done = import_text(&inputs, tokenizer, output, &import, &mut |d, t| self.progress("tokenize", d, t))
             .map_err(failure)?;
         if done.empty > 0 {
             self.err(&format!("zr: {} documents with no token left out (--skip-empty)\n", done.empty));
+        }
+        if !done.kept.is_empty() {
+            self.err(&format!("zr: kept the fields {} beside tokens (--tokens-only: none)\n", done.kept.join(", ")));
+        }
+        if !done.left_out.is_empty() {
+            self.err(&format!("zr: left out the fields {} (null, array or object values)\n", done.left_out.join(", ")));
         }
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         self.err(&format!(

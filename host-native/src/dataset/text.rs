@@ -8,7 +8,11 @@
 //! text), a block of documents at a time, the block's documents encoded in parallel on
 //! rayon's pool; with `eos`, that id ends every document. The output is a dataset of one
 //! ragged field, `tokens`, one sample per document, in input order: `<u2` when the
-//! vocabulary fits 16 bits, else `<u4`. Memory stays bounded by a block (plus the longest
+//! vocabulary fits 16 bits, else `<u4`. The other fields of JSON Lines objects are kept
+//! beside it (unless `keep_fields` is off): the first object's strings become string
+//! fields, its integers `<i8`, its other numbers `<f8` and its booleans `|b1` (nulls,
+//! arrays and objects are left out, and said so), and every later object must have each
+//! kept field, of the same kind. Memory stays bounded by a block (plus the longest
 //! document); the write is the dataset writer's, so nothing is published before the
 //! commit, and the `zr` front end stages the output beside its final name.
 //!
@@ -46,6 +50,9 @@ pub struct TextImport {
     /// Bytes of text encoded per block (default 4 MiB): a block is encoded (in parallel)
     /// while the one before is compressed and written.
     pub block_bytes: usize,
+    /// Keep the other fields of JSON Lines objects as fields of their own (the default);
+    /// `false`: the tokens only.
+    pub keep_fields: bool,
 }
 
 impl Default for TextImport {
@@ -56,6 +63,7 @@ impl Default for TextImport {
             codec: Codec::Flate,
             write: WriteOptions::default(),
             block_bytes: 4 << 20,
+            keep_fields: true,
         }
     }
 }
@@ -71,6 +79,10 @@ pub struct TextImported {
     pub tokens: u64,
     /// Bytes of text read.
     pub text_bytes: u64,
+    /// The fields kept beside `tokens`.
+    pub kept: Vec<String>,
+    /// The fields of the first object left out (nulls, arrays, objects).
+    pub left_out: Vec<String>,
 }
 
 /// The files `input` names: itself, or a directory's `.jsonl`, `.json` and `.txt` files in
@@ -119,15 +131,30 @@ pub fn import_text(
     options: &TextImport,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<TextImported, DatasetError> {
-    let mut writer = TextWriter::open(tokenizer, output, options)?;
+    let (kept, left_out) = match options.keep_fields {
+        true => kept_fields(inputs, &options.text_field)?,
+        false => (Vec::new(), Vec::new()),
+    };
+    let fields: Vec<Field> = kept.iter().map(|k| k.field(options.codec)).collect();
+    let mut writer = TextWriter::open_with(tokenizer, output, options, fields)?;
+    writer.kept = kept.iter().map(|k| k.name.clone()).collect();
+    writer.left_out = left_out;
     let total: u64 = inputs.iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum();
     let mut read = 0u64;
     progress(0, total);
     let mut block: Vec<String> = Vec::new();
+    let mut extras: Vec<Values> = kept.iter().map(Kept::values).collect();
     let mut block_bytes = 0usize;
     for path in inputs {
         let file = File::open(path).map_err(io_at(path, "open"))?;
         let jsonl = path.extension().is_none_or(|x| x != "txt");
+        if !jsonl && !kept.is_empty() {
+            let what = format!(
+                "is a text file, with no field {:?} that the JSON Lines input keeps (--tokens-only keeps none)",
+                kept[0].name
+            );
+            return Err(DatasetError::at(path, None, Error::InvalidArgument(what)));
+        }
         if !jsonl {
             let mut text = String::new();
             BufReader::new(file)
@@ -154,27 +181,167 @@ pub fn import_text(
                 if line.trim().is_empty() {
                     continue;
                 }
-                let text = text_of(&line, &options.text_field).map_err(|what| {
+                let at_line = |what: String| {
                     DatasetError::at(path, None, Error::InvalidArgument(format!("line {number}: {what}")))
-                })?;
+                };
+                let (text, object) = text_of(&line, &options.text_field).map_err(at_line)?;
+                for (k, values) in kept.iter().zip(&mut extras) {
+                    k.push(object.get(&k.name), values).map_err(at_line)?;
+                }
                 block_bytes += text.len();
                 block.push(text);
                 if block_bytes >= options.block_bytes {
-                    writer.write(std::mem::take(&mut block))?;
+                    let fresh = kept.iter().map(Kept::values).collect();
+                    writer.write_with(std::mem::take(&mut block), std::mem::replace(&mut extras, fresh))?;
                     block_bytes = 0;
                     progress(read, total);
                 }
             }
         }
         if block_bytes >= options.block_bytes {
-            writer.write(std::mem::take(&mut block))?;
+            let fresh = kept.iter().map(Kept::values).collect();
+            writer.write_with(std::mem::take(&mut block), std::mem::replace(&mut extras, fresh))?;
             block_bytes = 0;
         }
         progress(read, total);
     }
-    writer.write(block)?;
+    writer.write_with(block, extras)?;
     progress(total, total);
     writer.commit()
+}
+
+/// A field of the JSON Lines objects kept beside the tokens, and what kind its values are.
+#[derive(Clone, Debug)]
+struct Kept {
+    name: String,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    String,
+    Integer,
+    Number,
+    Boolean,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::String => "a string",
+            Kind::Integer => "an integer",
+            Kind::Number => "a number",
+            Kind::Boolean => "a boolean",
+        }
+    }
+}
+
+impl Kept {
+    fn field(&self, codec: Codec) -> Field {
+        match self.kind {
+            Kind::String => Field::string(&self.name, codec),
+            Kind::Integer => Field::fixed(&self.name, "<i8", &[], Codec::Raw),
+            Kind::Number => Field::fixed(&self.name, "<f8", &[], Codec::Raw),
+            Kind::Boolean => Field::fixed(&self.name, "|b1", &[], Codec::Raw),
+        }
+    }
+
+    fn values(&self) -> Values {
+        match self.kind {
+            Kind::String => Values::Ragged { values: Vec::new(), offsets: vec![0] },
+            _ => Values::Fixed(Vec::new()),
+        }
+    }
+
+    /// Adds one object's value (`None`: the object has no such field).
+    fn push(&self, value: Option<&serde_json::Value>, to: &mut Values) -> Result<(), String> {
+        use serde_json::Value;
+        let wrong = |v: &Value| {
+            format!(
+                "field {:?} is {} here, {} on the first line (--tokens-only keeps none)",
+                self.name,
+                json_kind(v),
+                self.kind.name()
+            )
+        };
+        let Some(v) = value else {
+            return Err(format!("no field {:?}, which the first line has (--tokens-only keeps none)", self.name));
+        };
+        match (self.kind, v, to) {
+            (Kind::String, Value::String(text), Values::Ragged { values, offsets }) => {
+                values.extend_from_slice(text.as_bytes());
+                offsets.push(values.len() as u64);
+            }
+            (Kind::Integer, Value::Number(n), Values::Fixed(out)) => {
+                out.extend_from_slice(&n.as_i64().ok_or_else(|| wrong(v))?.to_le_bytes());
+            }
+            (Kind::Number, Value::Number(n), Values::Fixed(out)) => {
+                out.extend_from_slice(&n.as_f64().ok_or_else(|| wrong(v))?.to_le_bytes());
+            }
+            (Kind::Boolean, Value::Bool(b), Values::Fixed(out)) => out.push(u8::from(*b)),
+            _ => return Err(wrong(v)),
+        }
+        Ok(())
+    }
+}
+
+/// The values of one kept field for a block of documents.
+#[derive(Debug)]
+enum Values {
+    Fixed(Vec<u8>),
+    Ragged { values: Vec<u8>, offsets: Vec<u64> },
+}
+
+impl Values {
+    fn column(&self) -> Column<'_> {
+        match self {
+            Values::Fixed(bytes) => Column::Fixed(bytes),
+            Values::Ragged { values, offsets } => Column::Ragged { values, offsets },
+        }
+    }
+}
+
+/// The fields kept: those of the first JSON Lines object of `inputs` (in key order) but the
+/// text, and the names of those left out (nulls, arrays, objects).
+fn kept_fields(inputs: &[PathBuf], text_field: &str) -> Result<(Vec<Kept>, Vec<String>), DatasetError> {
+    use serde_json::Value;
+    let Some(path) = inputs.iter().find(|p| p.extension().is_none_or(|x| x != "txt")) else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let file = File::open(path).map_err(io_at(path, "open"))?;
+    let mut number = 0u64;
+    for line in BufReader::new(file).lines() {
+        let line = line
+            .map_err(|e| DatasetError::at(path, None, Error::InvalidArgument(format!("line {}: {e}", number + 1))))?;
+        number += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (_, object) = text_of(&line, text_field)
+            .map_err(|what| DatasetError::at(path, None, Error::InvalidArgument(format!("line {number}: {what}"))))?;
+        let (mut kept, mut left_out) = (Vec::new(), Vec::new());
+        for (name, v) in &object {
+            let kind = match v {
+                Value::String(_) => Kind::String,
+                Value::Number(n) if n.is_i64() => Kind::Integer,
+                Value::Number(_) => Kind::Number,
+                Value::Bool(_) => Kind::Boolean,
+                _ => {
+                    left_out.push(name.clone());
+                    continue;
+                }
+            };
+            if name == "tokens" {
+                let what = format!(
+                    "line {number}: a field \"tokens\" clashes with the token field (--tokens-only keeps none)"
+                );
+                return Err(DatasetError::at(path, None, Error::InvalidArgument(what)));
+            }
+            kept.push(Kept { name: name.clone(), kind });
+        }
+        return Ok((kept, left_out));
+    }
+    Ok((Vec::new(), Vec::new()))
 }
 
 /// Documents of text, block by block, into a dataset of token documents: [`import_text`]
@@ -194,22 +361,38 @@ pub struct TextWriter {
     tokens: u64,
     /// Bytes of text written (what [`TextImported::text_bytes`] reports).
     text_bytes: u64,
+    /// Kept fields beside `tokens`, and fields left out (reported by the commit).
+    kept: Vec<String>,
+    left_out: Vec<String>,
 }
 
 impl TextWriter {
     /// A writer of `tokenizer`'s ids into the dataset at `output` (its field `tokens`:
     /// `<u2` when the vocabulary and `eos` fit 16 bits, else `<u4`).
     pub fn open(tokenizer: Arc<Tokenizer>, output: &Path, options: &TextImport) -> Result<TextWriter, DatasetError> {
+        Self::open_with(tokenizer, output, options, Vec::new())
+    }
+
+    /// The same with `fields` after `tokens`, whose values [`TextWriter::write_with`] takes.
+    pub fn open_with(
+        tokenizer: Arc<Tokenizer>,
+        output: &Path,
+        options: &TextImport,
+        fields: Vec<Field>,
+    ) -> Result<TextWriter, DatasetError> {
         let vocab = tokenizer.get_vocab_size(true) as u64;
         let wide = vocab > 1 << 16 || options.eos.is_some_and(|e| e >= 1 << 16);
         let field = Field::ragged("tokens", if wide { "<u4" } else { "<u2" }, options.codec);
-        let mut writer = DatasetWriter::open(output, vec![field], options.write)?;
+        let mut writer = DatasetWriter::open(output, std::iter::once(field).chain(fields).collect(), options.write)?;
         let (to_stager, blocks) = sync_channel::<Encoded>(1);
         let stager = std::thread::Builder::new()
             .name("zrecord-text-stager".into())
             .spawn(move || {
                 for block in blocks {
-                    writer.write(&[Column::Ragged { values: &block.values, offsets: &block.offsets }])?;
+                    let tokens = Column::Ragged { values: &block.values, offsets: &block.offsets };
+                    let columns: Vec<Column<'_>> =
+                        std::iter::once(tokens).chain(block.extras.iter().map(Values::column)).collect();
+                    writer.write(&columns)?;
                 }
                 Ok(writer)
             })
@@ -224,11 +407,19 @@ impl TextWriter {
             docs: 0,
             tokens: 0,
             text_bytes: 0,
+            kept: Vec::new(),
+            left_out: Vec::new(),
         })
     }
 
     /// Encodes `texts` (in parallel) and stages their documents, in order.
     pub fn write(&mut self, texts: Vec<String>) -> Result<(), DatasetError> {
+        self.write_with(texts, Vec::new())
+    }
+
+    /// The same with the values of the fields [`TextWriter::open_with`] added, one per
+    /// text each.
+    fn write_with(&mut self, texts: Vec<String>, extras: Vec<Values>) -> Result<(), DatasetError> {
         if texts.is_empty() {
             return Ok(());
         }
@@ -259,7 +450,7 @@ impl TextWriter {
         self.docs += count;
         self.tokens += (values.len() / item) as u64;
         self.text_bytes += bytes as u64;
-        let sent = self.to_stager.as_ref().is_some_and(|s| s.send(Encoded { values, offsets }).is_ok());
+        let sent = self.to_stager.as_ref().is_some_and(|s| s.send(Encoded { values, offsets, extras }).is_ok());
         if !sent {
             // The stager stopped on an error: it is the one to report.
             return Err(self.join_stager().err().unwrap_or_else(|| self.stopped()));
@@ -288,6 +479,8 @@ impl TextWriter {
             empty,
             tokens: self.tokens,
             text_bytes: self.text_bytes,
+            kept: std::mem::take(&mut self.kept),
+            left_out: std::mem::take(&mut self.left_out),
         })
     }
 }
@@ -296,6 +489,8 @@ impl TextWriter {
 struct Encoded {
     values: Vec<u8>,
     offsets: Vec<u64>,
+    /// The kept fields' values.
+    extras: Vec<Values>,
 }
 
 impl Drop for TextWriter {
@@ -309,14 +504,14 @@ impl Drop for TextWriter {
     }
 }
 
-/// The text of one JSON Lines line.
-fn text_of(line: &str, field: &str) -> Result<String, String> {
+/// The text of one JSON Lines line, and the rest of its object.
+fn text_of(line: &str, field: &str) -> Result<(String, serde_json::Map<String, serde_json::Value>), String> {
     let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let serde_json::Value::Object(mut object) = value else {
         return Err("not a JSON object (JSON Lines input holds one object per line)".into());
     };
     match object.remove(field) {
-        Some(serde_json::Value::String(text)) => Ok(text),
+        Some(serde_json::Value::String(text)) => Ok((text, object)),
         Some(other) => Err(format!("field {field:?} is not a string but {}", json_kind(&other))),
         None => {
             let keys: Vec<&String> = object.keys().collect();

@@ -28,6 +28,7 @@ def tokenize(
     shard_records: Optional[int] = None,
     batch_size: int = 8192,
     progress: Progress = False,
+    keep_fields: bool = True,
 ) -> Dataset:
     """Encodes the documents of ``source`` with ``tokenizer`` (a ``tokenizer.json``) and adds
     them to the dataset ``out`` (created when missing) as the ragged field ``tokens``:
@@ -44,6 +45,12 @@ def tokenize(
     it was). A document that encodes to no token (with no ``eos``) fails the write, naming
     it, or with ``skip_empty=True`` is left out and counted, as every writer does.
     ``zr convert TEXT OUT --tokenizer tokenizer.json`` is the same from the shell.
+
+    JSON Lines objects keep their other fields beside ``tokens`` (``keep_fields=False``:
+    the tokens only): the first object's strings become string fields, its integers
+    ``int64``, its other numbers ``float64`` and its booleans ``bool``; nulls, arrays and
+    objects are left out. Every later object must have each kept field, of the same kind
+    (an error names the file and line). Parquet and iterables give the tokens only.
     """
     if eos is not None and not (isinstance(eos, int) and 0 <= eos < 1 << 32):
         raise ValueError(f"eos must be a token id from 0 to 2**32 - 1, not {eos!r}")
@@ -53,7 +60,8 @@ def tokenize(
         parquet = _parquet_files(path)
         if parquet is None:
             with reporter(progress, "tokenize", unit="B") as report:
-                _zrecord._tokenize_files(str(path), tok, out, text_field, eos, codec, skip_empty, shard_records, report)
+                _zrecord._tokenize_files(str(path), tok, out, text_field, eos, codec, skip_empty, shard_records, report,
+                                         keep_fields)
             return Dataset(out)
         source = _parquet_texts(parquet, text_field, batch_size)
     elif isinstance(source, (bytes, bytearray)):

@@ -51,12 +51,14 @@ usage:
                                 as the ragged field tokens
                                 (--skip-empty: leave out empty documents, two ids in a row,
                                 and count them; without it they fail the conversion)
-  zr convert TEXT OUT --tokenizer tokenizer.json [--text-field text] [--eos ID] ...
+  zr convert TEXT OUT --tokenizer tokenizer.json [--text-field text] [--eos ID] [--tokens-only] ...
                                 tokenize a JSON Lines file (its text under --text-field), a
                                 .txt file (one document) or a directory of them with a
                                 Hugging Face tokenizer.json, on all cores, into the dataset
                                 OUT's ragged field tokens (uint16, or uint32 past 65536 ids),
-                                one sample per document, ID after each
+                                one sample per document, ID after each; the JSON objects'
+                                other strings, numbers and booleans become fields beside it
+                                (--tokens-only: none)
   zr convert DATA.bin OUT --megatron [--shard-records N] ...
                                 a Megatron-LM indexed dataset (DATA.bin with DATA.idx) into
                                 the dataset OUT's ragged field tokens, one sample per
@@ -303,7 +305,7 @@ impl Command {
         let switches: &[&str] = match cmd.as_str() {
             "inspect" => &["json"],
             "verify" => &["json", "seal"],
-            "convert" => &["skip-empty", "megatron"],
+            "convert" => &["skip-empty", "megatron", "tokens-only"],
             _ => &[],
         };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
@@ -417,6 +419,9 @@ impl Command {
                     ),
                     None => None,
                 };
+                if flag("tokens-only").is_some() && flag("tokenizer").is_none() {
+                    return Err(usage("--tokens-only goes with --tokenizer FILE (text to tokenize)".into()));
+                }
                 let text = match (flag("tokenizer"), flag("text-field")) {
                     (None, None) => None,
                     (None, Some(_)) => {
@@ -438,6 +443,7 @@ impl Command {
                             tokenizer: String::from(tokenizer),
                             text_field: String::from(field.unwrap_or("text")),
                             eos,
+                            tokens_only: flag("tokens-only").is_some(),
                         })
                     }
                 };
@@ -636,6 +642,9 @@ impl Command {
                     v.push(format!("--text-field={}", t.text_field));
                     if let Some(eos) = t.eos {
                         v.push(format!("--eos={eos}"));
+                    }
+                    if t.tokens_only {
+                        v.push(s("--tokens-only"));
                     }
                 }
                 v

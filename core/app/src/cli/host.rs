@@ -158,6 +158,8 @@ pub struct TextImport {
     pub text_field: String,
     /// An id put after every document.
     pub eos: Option<u32>,
+    /// Keep no field of the JSON objects but the tokens.
+    pub tokens_only: bool,
 }
 
 /// What [`Host::import_fields`] did.
