@@ -140,3 +140,28 @@ def test_other_json_fields_are_kept_beside_the_tokens(zr, corpus, tmp_path):
     with pytest.raises(ValueError, match='line 2: field "n" is a string here, an integer on the first line'):
         zrecord.tokenize(src, tmp_path / "bad", tokenizer=d / "tokenizer.json")
     assert not (tmp_path / "bad").exists()
+
+
+def test_parquet_columns_are_kept_beside_the_tokens(corpus, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    d, docs, expect = corpus
+    table = pa.table({"body": docs[:300], "lang": [f"l{k % 3}" for k in range(300)], "year": list(range(300)),
+                      "w": [k / 8 for k in range(300)], "ok": [k % 5 == 0 for k in range(300)],
+                      "tags": [[1, 2]] * 300})
+    pq.write_table(table, tmp_path / "c.parquet", row_group_size=64)
+    ds = zrecord.tokenize(tmp_path / "c.parquet", tmp_path / "out", tokenizer=d / "tokenizer.json",
+                          text_field="body", batch_size=50)
+    assert [f.name for f in ds.fields] == ["tokens", "lang", "year", "w", "ok"]
+    for k in (0, 49, 50, 299):
+        s = ds[k]
+        assert s["tokens"].tolist() == expect[k]
+        assert (s["lang"], int(s["year"]), float(s["w"]), bool(s["ok"])) == (f"l{k % 3}", k, k / 8, k % 5 == 0)
+    ds = zrecord.tokenize(tmp_path / "c.parquet", tmp_path / "only", tokenizer=d / "tokenizer.json",
+                          text_field="body", keep_fields=False)
+    assert [f.name for f in ds.fields] == ["tokens"]
+    pq.write_table(pa.table({"body": ["a b", "c"], "lang": ["x", None]}), tmp_path / "n.parquet")
+    with pytest.raises(ValueError, match="'lang' holds a null"):
+        zrecord.tokenize(tmp_path / "n.parquet", tmp_path / "bad", tokenizer=d / "tokenizer.json", text_field="body")
+    assert not (tmp_path / "bad").exists()

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use zrecord::dataset::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};
+use zrecord::dataset::{
+    import_text, load_tokenizer, text_inputs, Kind, TextImport, TextImported, TextWriter, Tokenizer, Values,
+};
 use zrecord::{Codec, WriteOptions};
 
 use crate::dataset::{call, to_py};
@@ -76,7 +78,8 @@ pub struct PyTextWriter {
 #[pymethods]
 impl PyTextWriter {
     #[new]
-    #[pyo3(signature = (output, tokenizer, eos, codec, skip_empty, shard_records = None))]
+    #[pyo3(signature = (output, tokenizer, eos, codec, skip_empty, shard_records = None, kept = Vec::new()))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         output: PathBuf,
@@ -85,19 +88,46 @@ impl PyTextWriter {
         codec: &str,
         skip_empty: bool,
         shard_records: Option<u64>,
+        kept: Vec<(String, String)>,
     ) -> PyResult<Self> {
         let options = import_options(String::new(), eos, codec, skip_empty, shard_records)?;
+        let kept = kept
+            .into_iter()
+            .map(|(name, kind)| {
+                Kind::from_name(&kind)
+                    .map(|k| (name, k))
+                    .ok_or_else(|| PyValueError::new_err(format!("a kept field's kind is {kind:?}")))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let writer = call(py, move || {
             let tokenizer: Arc<Tokenizer> = load_tokenizer(&tokenizer)?;
-            TextWriter::open(tokenizer, &output, &options)
+            TextWriter::open_kept(tokenizer, &output, &options, &kept)
         })?;
         Ok(PyTextWriter { inner: Some(writer) })
     }
 
-    /// Encodes and stages `texts`, in order.
-    fn write(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
+    /// Encodes and stages `texts`, in order, with the kept fields' values: per field, a list
+    /// of strings or the bytes of its `<i8`, `<f8` or `|b1` values.
+    #[pyo3(signature = (texts, extras = Vec::new()))]
+    fn write(&mut self, py: Python<'_>, texts: Vec<String>, extras: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
         let writer = self.inner.as_mut().ok_or_else(|| PyValueError::new_err("the writer was committed"))?;
-        py.detach(|| writer.write(texts)).map_err(|e| to_py(py, e))
+        let extras = extras
+            .iter()
+            .map(|v| match v.extract::<Vec<u8>>() {
+                Ok(bytes) if v.is_instance_of::<pyo3::types::PyBytes>() => Ok(Values::Fixed(bytes)),
+                _ => {
+                    let strings: Vec<String> = v.extract()?;
+                    let mut values = Vec::new();
+                    let mut offsets = vec![0u64];
+                    for s in &strings {
+                        values.extend_from_slice(s.as_bytes());
+                        offsets.push(values.len() as u64);
+                    }
+                    Ok(Values::Ragged { values, offsets })
+                }
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        py.detach(|| writer.write_with(texts, extras)).map_err(|e| to_py(py, e))
     }
 
     /// Publishes the documents written; returns `(documents, tokens, text bytes, documents

@@ -217,15 +217,32 @@ struct Kept {
     kind: Kind,
 }
 
+/// What a kept field holds: its values' kind in JSON (or an Arrow column's), and so its
+/// dtype: a string field, `<i8`, `<f8` or `|b1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
+    /// Text: a string field.
     String,
+    /// Integers: `<i8`.
     Integer,
+    /// Other numbers: `<f8`.
     Number,
+    /// Booleans: `|b1`.
     Boolean,
 }
 
 impl Kind {
+    /// The kind called `name`: `string`, `integer`, `number` or `boolean`.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        match name {
+            "string" => Some(Kind::String),
+            "integer" => Some(Kind::Integer),
+            "number" => Some(Kind::Number),
+            "boolean" => Some(Kind::Boolean),
+            _ => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::String => "a string",
@@ -285,11 +302,18 @@ impl Kept {
     }
 }
 
-/// The values of one kept field for a block of documents.
+/// The values of one kept field for a block of documents, as [`Column`] lays them out.
 #[derive(Debug)]
-enum Values {
+pub enum Values {
+    /// `<i8`, `<f8` or `|b1` values, back to back.
     Fixed(Vec<u8>),
-    Ragged { values: Vec<u8>, offsets: Vec<u64> },
+    /// UTF-8 strings back to back, and `n + 1` byte offsets.
+    Ragged {
+        /// The strings' bytes.
+        values: Vec<u8>,
+        /// Byte offsets, `n + 1`, from 0.
+        offsets: Vec<u64>,
+    },
 }
 
 impl Values {
@@ -417,9 +441,28 @@ impl TextWriter {
         self.write_with(texts, Vec::new())
     }
 
-    /// The same with the values of the fields [`TextWriter::open_with`] added, one per
-    /// text each.
-    fn write_with(&mut self, texts: Vec<String>, extras: Vec<Values>) -> Result<(), DatasetError> {
+    /// A writer that keeps the fields `kept` (name and kind) beside `tokens`, whose values
+    /// [`TextWriter::write_with`] takes (Parquet columns from Python).
+    pub fn open_kept(
+        tokenizer: Arc<Tokenizer>,
+        output: &Path,
+        options: &TextImport,
+        kept: &[(String, Kind)],
+    ) -> Result<TextWriter, DatasetError> {
+        let kept: Vec<Kept> = kept.iter().map(|(name, kind)| Kept { name: name.clone(), kind: *kind }).collect();
+        let mut writer =
+            Self::open_with(tokenizer, output, options, kept.iter().map(|k| k.field(options.codec)).collect())?;
+        writer.kept = kept.into_iter().map(|k| k.name).collect();
+        Ok(writer)
+    }
+
+    /// The same as [`TextWriter::write`] with the values of the fields the writer keeps, one
+    /// per text each, in the writer's order.
+    pub fn write_with(&mut self, texts: Vec<String>, extras: Vec<Values>) -> Result<(), DatasetError> {
+        if extras.len() != self.kept.len() {
+            let what = format!("{} kept fields' values for {} fields", extras.len(), self.kept.len());
+            return Err(DatasetError::at(&self.output, None, Error::InvalidArgument(what)));
+        }
         if texts.is_empty() {
             return Ok(());
         }

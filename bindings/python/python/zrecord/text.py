@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
+
+import numpy as np
 
 from . import _zrecord
 from ._progress import Progress, reporter
@@ -50,7 +52,9 @@ def tokenize(
     the tokens only): the first object's strings become string fields, its integers
     ``int64``, its other numbers ``float64`` and its booleans ``bool``; nulls, arrays and
     objects are left out. Every later object must have each kept field, of the same kind
-    (an error names the file and line). Parquet and iterables give the tokens only.
+    (an error names the file and line). Parquet keeps its other columns the same way (string,
+    integer, floating and boolean columns, by the first file's schema; a null fails the
+    write); an iterable of strings gives the tokens only.
     """
     if eos is not None and not (isinstance(eos, int) and 0 <= eos < 1 << 32):
         raise ValueError(f"eos must be a token id from 0 to 2**32 - 1, not {eos!r}")
@@ -63,20 +67,15 @@ def tokenize(
                 _zrecord._tokenize_files(str(path), tok, out, text_field, eos, codec, skip_empty, shard_records, report,
                                          keep_fields)
             return Dataset(out)
-        source = _parquet_texts(parquet, text_field, batch_size)
+        kept, blocks = _parquet_blocks(parquet, text_field, batch_size, keep_fields)
     elif isinstance(source, (bytes, bytearray)):
         raise TypeError("tokenize takes a path or an iterable of strings, not bytes")
-    writer = _zrecord._TextWriter(out, tok, eos, codec, skip_empty, shard_records)
+    else:
+        kept, blocks = [], _string_blocks(source, batch_size)
+    writer = _zrecord._TextWriter(out, tok, eos, codec, skip_empty, shard_records, kept)
     try:
-        block: list = []
-        for k, text in enumerate(_texts(source)):
-            if not isinstance(text, str):
-                raise TypeError(f"document {k} is {type(text).__name__}, not str")
-            block.append(text)
-            if len(block) >= batch_size:
-                writer.write(block)
-                block = []
-        writer.write(block)
+        for texts, extras in blocks:
+            writer.write(texts, extras)
         writer.commit()
     except BaseException:
         writer.discard()
@@ -84,13 +83,17 @@ def tokenize(
     return Dataset(out)
 
 
-def _texts(source: Any) -> Iterable[Any]:
-    """The documents of an iterable of strings, or of blocks of them (Parquet batches)."""
-    for item in source:
-        if isinstance(item, list):
-            yield from item
-        else:
-            yield item
+def _string_blocks(source: Iterable[Any], batch_size: int) -> Iterator[tuple]:
+    """Blocks of ``batch_size`` documents of an iterable of strings (no kept fields)."""
+    block: list = []
+    for k, text in enumerate(source):
+        if not isinstance(text, str):
+            raise TypeError(f"document {k} is {type(text).__name__}, not str")
+        block.append(text)
+        if len(block) >= batch_size:
+            yield block, []
+            block = []
+    yield block, []
 
 
 def _parquet_files(path: Path) -> Optional[list]:
@@ -102,18 +105,60 @@ def _parquet_files(path: Path) -> Optional[list]:
     return [path] if path.suffix == ".parquet" else None
 
 
-def _parquet_texts(files: list, text_field: str, batch_size: int) -> Iterable[list]:
+def _parquet_kind(t) -> Optional[str]:
+    """What an Arrow column type keeps as (the JSON Lines rule), or None to leave it out."""
+    import pyarrow.types as pt
+
+    if pt.is_string(t) or pt.is_large_string(t):
+        return "string"
+    if pt.is_integer(t):
+        return "integer"
+    if pt.is_floating(t):
+        return "number"
+    if pt.is_boolean(t):
+        return "boolean"
+    return None
+
+
+def _parquet_blocks(files: list, text_field: str, batch_size: int, keep_fields: bool) -> tuple:
+    """The columns kept beside the text (``(name, kind)``, by the first file's schema) and
+    the files' blocks: ``(texts, values of each kept column)``."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError("tokenizing Parquet needs pyarrow (pip install pyarrow)") from None
-    for f in files:
-        pf = pq.ParquetFile(f)
-        if text_field not in pf.schema_arrow.names:
-            raise ValueError(f"{f}: no column {text_field!r} (its columns: {pf.schema_arrow.names}); "
-                             "text_field names the one holding the text")
-        for batch in pf.iter_batches(batch_size=batch_size, columns=[text_field]):
-            texts = batch.column(0).to_pylist()
-            if None in texts:
-                raise ValueError(f"{f}: column {text_field!r} holds a null (row {texts.index(None)} of a batch)")
-            yield texts
+    schema = pq.ParquetFile(files[0]).schema_arrow
+    kept = [(f.name, _parquet_kind(f.type)) for f in schema if keep_fields and f.name != text_field]
+    kept = [(n, k) for n, k in kept if k is not None]
+    if any(n == "tokens" for n, _ in kept):
+        raise ValueError(f'{files[0]}: a column "tokens" clashes with the token field (keep_fields=False keeps none)')
+
+    def blocks():
+        for f in files:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            if text_field not in names:
+                raise ValueError(f"{f}: no column {text_field!r} (its columns: {names}); "
+                                 "text_field names the one holding the text")
+            for name, kind in kept:
+                if name not in names or _parquet_kind(pf.schema_arrow.field(name).type) != kind:
+                    raise ValueError(f"{f}: no {kind} column {name!r}, which {files[0]} has "
+                                     "(keep_fields=False keeps none)")
+            columns = [text_field] + [n for n, _ in kept]
+            for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+                texts = batch.column(0).to_pylist()
+                if None in texts:
+                    raise ValueError(f"{f}: column {text_field!r} holds a null (row {texts.index(None)} of a batch)")
+                extras = []
+                for k, (name, kind) in enumerate(kept, start=1):
+                    col = batch.column(k)
+                    if col.null_count:
+                        raise ValueError(f"{f}: column {name!r} holds a null (keep_fields=False keeps none)")
+                    if kind == "string":
+                        extras.append(col.to_pylist())
+                    else:
+                        dtype = {"integer": "<i8", "number": "<f8", "boolean": "|b1"}[kind]
+                        extras.append(np.asarray(col.to_numpy(zero_copy_only=False)).astype(dtype).tobytes())
+                yield texts, extras
+
+    return kept, blocks()
