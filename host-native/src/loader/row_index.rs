@@ -38,7 +38,12 @@ impl RowIndexDir {
     /// `~/.cache/zrecord/rows`, for sources of at least [`DEFAULT_MIN_DOCS`] documents.
     /// `None` when no such directory can be named (no `HOME`).
     pub fn default_dir() -> Option<RowIndexDir> {
-        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        Self::default_from(|k| std::env::var_os(k))
+    }
+
+    /// [`RowIndexDir::default_dir`] with the environment read through `env`.
+    fn default_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<RowIndexDir> {
+        let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
         let dir = var("ZRECORD_CACHE_DIR")
             .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("zrecord")))
             .or_else(|| var("HOME").map(|h| h.join(".cache").join("zrecord")))?;
@@ -113,5 +118,27 @@ impl RowIndexDir {
             }
         }
         XxHash3_64::oneshot(text.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_directory_follows_the_environment_for_large_sources_only() {
+        fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| std::ffi::OsString::from(v))
+        }
+        let d =
+            RowIndexDir::default_from(env(&[("ZRECORD_CACHE_DIR", "/z"), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]))
+                .unwrap();
+        assert_eq!((d.dir(), d.min_docs), (Path::new("/z/rows"), DEFAULT_MIN_DOCS));
+        let d = RowIndexDir::default_from(env(&[("ZRECORD_CACHE_DIR", ""), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]));
+        assert_eq!(d.unwrap().dir(), Path::new("/x/zrecord/rows"));
+        let d = RowIndexDir::default_from(env(&[("HOME", "/h")])).unwrap();
+        assert_eq!(d.dir(), Path::new("/h/.cache/zrecord/rows"));
+        assert!(RowIndexDir::default_from(env(&[])).is_none());
+        assert_eq!(RowIndexDir::new("/d").min_docs, 0, "an explicit directory keeps every source's");
     }
 }
