@@ -73,6 +73,8 @@ pub fn tokenize_files(
 #[pyclass(module = "zrecord", name = "_TextWriter")]
 pub struct PyTextWriter {
     inner: Option<TextWriter>,
+    /// The kinds of the kept fields, in order.
+    kinds: Vec<Kind>,
 }
 
 #[pymethods]
@@ -99,32 +101,29 @@ impl PyTextWriter {
                     .ok_or_else(|| PyValueError::new_err(format!("a kept field's kind is {kind:?}")))
             })
             .collect::<PyResult<Vec<_>>>()?;
+        let kinds = kept.iter().map(|(_, k)| *k).collect();
         let writer = call(py, move || {
             let tokenizer: Arc<Tokenizer> = load_tokenizer(&tokenizer)?;
             TextWriter::open_kept(tokenizer, &output, &options, &kept)
         })?;
-        Ok(PyTextWriter { inner: Some(writer) })
+        Ok(PyTextWriter { inner: Some(writer), kinds })
     }
 
     /// Encodes and stages `texts`, in order, with the kept fields' values: per field, a list
-    /// of strings or the bytes of its `<i8`, `<f8` or `|b1` values.
+    /// of its values (str, int, float or bool, as its kind).
     #[pyo3(signature = (texts, extras = Vec::new()))]
     fn write(&mut self, py: Python<'_>, texts: Vec<String>, extras: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
         let writer = self.inner.as_mut().ok_or_else(|| PyValueError::new_err("the writer was committed"))?;
         let extras = extras
             .iter()
-            .map(|v| match v.extract::<Vec<u8>>() {
-                Ok(bytes) if v.is_instance_of::<pyo3::types::PyBytes>() => Ok(Values::Fixed(bytes)),
-                _ => {
-                    let strings: Vec<String> = v.extract()?;
-                    let mut values = Vec::new();
-                    let mut offsets = vec![0u64];
-                    for s in &strings {
-                        values.extend_from_slice(s.as_bytes());
-                        offsets.push(values.len() as u64);
-                    }
-                    Ok(Values::Ragged { values, offsets })
-                }
+            .zip(&self.kinds)
+            .map(|(v, kind)| {
+                Ok(match kind {
+                    Kind::String => Values::strings(v.extract::<Vec<String>>()?),
+                    Kind::Integer => Values::fixed(v.extract::<Vec<i64>>()?.iter().map(|x| x.to_le_bytes())),
+                    Kind::Number => Values::fixed(v.extract::<Vec<f64>>()?.iter().map(|x| x.to_le_bytes())),
+                    Kind::Boolean => Values::fixed(v.extract::<Vec<bool>>()?.iter().map(|&x| [u8::from(x)])),
+                })
             })
             .collect::<PyResult<Vec<_>>>()?;
         py.detach(|| writer.write_with(texts, extras)).map_err(|e| to_py(py, e))

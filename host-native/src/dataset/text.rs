@@ -135,9 +135,7 @@ pub fn import_text(
         true => kept_fields(inputs, &options.text_field)?,
         false => (Vec::new(), Vec::new()),
     };
-    let fields: Vec<Field> = kept.iter().map(|k| k.field(options.codec)).collect();
-    let mut writer = TextWriter::open_with(tokenizer, output, options, fields)?;
-    writer.kept = kept.iter().map(|k| k.name.clone()).collect();
+    let mut writer = TextWriter::open_fields(tokenizer, output, options, kept.clone())?;
     writer.left_out = left_out;
     let total: u64 = inputs.iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum();
     let mut read = 0u64;
@@ -317,6 +315,22 @@ pub enum Values {
 }
 
 impl Values {
+    /// Strings, one per document.
+    pub fn strings(strings: impl IntoIterator<Item = impl AsRef<str>>) -> Values {
+        let mut values = Vec::new();
+        let mut offsets = vec![0u64];
+        for s in strings {
+            values.extend_from_slice(s.as_ref().as_bytes());
+            offsets.push(values.len() as u64);
+        }
+        Values::Ragged { values, offsets }
+    }
+
+    /// Fixed-size values, one per document, each as its little-endian bytes.
+    pub fn fixed<const N: usize>(values: impl IntoIterator<Item = [u8; N]>) -> Values {
+        Values::Fixed(values.into_iter().flatten().collect())
+    }
+
     fn column(&self) -> Column<'_> {
         match self {
             Values::Fixed(bytes) => Column::Fixed(bytes),
@@ -394,20 +408,33 @@ impl TextWriter {
     /// A writer of `tokenizer`'s ids into the dataset at `output` (its field `tokens`:
     /// `<u2` when the vocabulary and `eos` fit 16 bits, else `<u4`).
     pub fn open(tokenizer: Arc<Tokenizer>, output: &Path, options: &TextImport) -> Result<TextWriter, DatasetError> {
-        Self::open_with(tokenizer, output, options, Vec::new())
+        Self::open_fields(tokenizer, output, options, Vec::new())
     }
 
-    /// The same with `fields` after `tokens`, whose values [`TextWriter::write_with`] takes.
-    pub fn open_with(
+    /// A writer that keeps the fields `kept` (name and kind) beside `tokens`, whose values
+    /// [`TextWriter::write_with`] takes (Parquet columns from Python).
+    pub fn open_kept(
         tokenizer: Arc<Tokenizer>,
         output: &Path,
         options: &TextImport,
-        fields: Vec<Field>,
+        kept: &[(String, Kind)],
+    ) -> Result<TextWriter, DatasetError> {
+        let kept = kept.iter().map(|(name, kind)| Kept { name: name.clone(), kind: *kind }).collect();
+        Self::open_fields(tokenizer, output, options, kept)
+    }
+
+    /// The writer of `tokens` and the fields `kept`, in that order.
+    fn open_fields(
+        tokenizer: Arc<Tokenizer>,
+        output: &Path,
+        options: &TextImport,
+        kept: Vec<Kept>,
     ) -> Result<TextWriter, DatasetError> {
         let vocab = tokenizer.get_vocab_size(true) as u64;
         let wide = vocab > 1 << 16 || options.eos.is_some_and(|e| e >= 1 << 16);
         let field = Field::ragged("tokens", if wide { "<u4" } else { "<u2" }, options.codec);
-        let mut writer = DatasetWriter::open(output, std::iter::once(field).chain(fields).collect(), options.write)?;
+        let fields = std::iter::once(field).chain(kept.iter().map(|k| k.field(options.codec))).collect();
+        let mut writer = DatasetWriter::open(output, fields, options.write)?;
         let (to_stager, blocks) = sync_channel::<Encoded>(1);
         let stager = std::thread::Builder::new()
             .name("zrecord-text-stager".into())
@@ -431,7 +458,7 @@ impl TextWriter {
             docs: 0,
             tokens: 0,
             text_bytes: 0,
-            kept: Vec::new(),
+            kept: kept.into_iter().map(|k| k.name).collect(),
             left_out: Vec::new(),
         })
     }
@@ -439,21 +466,6 @@ impl TextWriter {
     /// Encodes `texts` (in parallel) and stages their documents, in order.
     pub fn write(&mut self, texts: Vec<String>) -> Result<(), DatasetError> {
         self.write_with(texts, Vec::new())
-    }
-
-    /// A writer that keeps the fields `kept` (name and kind) beside `tokens`, whose values
-    /// [`TextWriter::write_with`] takes (Parquet columns from Python).
-    pub fn open_kept(
-        tokenizer: Arc<Tokenizer>,
-        output: &Path,
-        options: &TextImport,
-        kept: &[(String, Kind)],
-    ) -> Result<TextWriter, DatasetError> {
-        let kept: Vec<Kept> = kept.iter().map(|(name, kind)| Kept { name: name.clone(), kind: *kind }).collect();
-        let mut writer =
-            Self::open_with(tokenizer, output, options, kept.iter().map(|k| k.field(options.codec)).collect())?;
-        writer.kept = kept.into_iter().map(|k| k.name).collect();
-        Ok(writer)
     }
 
     /// The same as [`TextWriter::write`] with the values of the fields the writer keeps, one

@@ -60,7 +60,7 @@ impl RowIndexDir {
         if key.dataset.length < self.min_docs {
             return None;
         }
-        let bytes = std::fs::read(self.file(source, field, key, key.epoch)).ok()?;
+        let bytes = std::fs::read(self.file(self.tag(source, field, key), key.epoch)).ok()?;
         row_index::decode(&bytes, key)
     }
 
@@ -70,14 +70,14 @@ impl RowIndexDir {
         if key.dataset.length < self.min_docs || std::fs::create_dir_all(&self.dir).is_err() {
             return;
         }
-        let path = self.file(source, field, key, key.epoch);
+        let tag = self.tag(source, field, key);
+        let path = self.file(tag, key.epoch);
         let tmp = path.with_extension(format!("zrri-tmp-{}-{:?}", std::process::id(), std::thread::current().id()));
         let written = std::fs::write(&tmp, row_index::encode(key, counts)).and_then(|()| std::fs::rename(&tmp, &path));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
             return;
         }
-        let tag = self.tag(source, field, key);
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -93,8 +93,8 @@ impl RowIndexDir {
         }
     }
 
-    fn file(&self, source: &Source, field: usize, key: &RowIndexKey, epoch: u64) -> PathBuf {
-        self.dir.join(format!("{:016x}-{epoch}.zrri", self.tag(source, field, key)))
+    fn file(&self, tag: u64, epoch: u64) -> PathBuf {
+        self.dir.join(format!("{tag:016x}-{epoch}.zrri"))
     }
 
     /// What names a source's documents and the key but its epoch.

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 
-import numpy as np
 
 from . import _zrecord
 from ._progress import Progress, reporter
@@ -150,15 +149,11 @@ def _parquet_blocks(files: list, text_field: str, batch_size: int, keep_fields: 
                 if None in texts:
                     raise ValueError(f"{f}: column {text_field!r} holds a null (row {texts.index(None)} of a batch)")
                 extras = []
-                for k, (name, kind) in enumerate(kept, start=1):
+                for k, (name, _) in enumerate(kept, start=1):
                     col = batch.column(k)
                     if col.null_count:
                         raise ValueError(f"{f}: column {name!r} holds a null (keep_fields=False keeps none)")
-                    if kind == "string":
-                        extras.append(col.to_pylist())
-                    else:
-                        dtype = {"integer": "<i8", "number": "<f8", "boolean": "|b1"}[kind]
-                        extras.append(np.asarray(col.to_numpy(zero_copy_only=False)).astype(dtype).tobytes())
+                    extras.append(col.to_pylist())
                 yield texts, extras
 
     return kept, blocks()
