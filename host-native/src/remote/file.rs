@@ -20,13 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bytes::Bytes;
-use futures::future::{BoxFuture, FutureExt, Shared};
 use object_store::{GetOptions, GetRange};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 use zrecord_core::io::{Backend, LockMode, StorageFile};
 
 use super::disk::DiskCache;
 use super::objects::{Object, Objects};
+use super::pending::{Answering, Pending};
 use super::plan::{NextUse, ReadPlan};
 use super::{lock, Remote, MAX_GAP};
 
@@ -43,7 +43,8 @@ pub const CACHE_BYTES: u64 = 1 << 30;
 /// Bytes of record data a cache directory keeps by default ([`super::disk::DiskCache`]).
 pub const DISK_CACHE_BYTES: u64 = 16 << 30;
 
-type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<IoError>>>>;
+/// A range's bytes, on their way or come.
+type Fetch = Arc<Pending>;
 
 /// The record bytes a remote dataset keeps, up to a byte budget, shared by all its files.
 ///
@@ -208,7 +209,7 @@ impl Cache {
             for (&start, span) in &mut spans.map {
                 // Not taken by a read: on its way (a read waits for it), or, without a
                 // loader, come and free to go (polling tells).
-                if span.fetch.peek().is_none() && (streaming || span.fetch.clone().now_or_never().is_none()) {
+                if !span.fetch.taken() && (streaming || span.fetch.peek().is_none()) {
                     untaken += span.end - start;
                     continue;
                 }
@@ -245,9 +246,16 @@ impl Cache {
                 dropped = true;
             }
         }
-        // Nothing to drop while streaming: what is held is mostly untaken. Look again once a
-        // tenth of the budget more is held, not on every read (a look visits every range).
-        let again = if dropped || !streaming { 0 } else { held + limit / 10 };
+        // A look visits every range: it is not taken on every read. After one that dropped
+        // ranges, the next waits until a twentieth of the budget more is held (a 10% cache
+        // over 12 KiB records holds some 2,000 ranges: a look per read cost more than the
+        // read). One that found nothing to drop while streaming (what is held is mostly
+        // untaken) waits for a tenth.
+        let again = match (dropped, streaming) {
+            (_, false) => 0,
+            (true, true) => self.held() + limit / 10,
+            (false, true) => held + limit / 10,
+        };
         self.look_above.store(again, Ordering::Relaxed);
     }
 }
@@ -310,72 +318,55 @@ impl RemoteFile {
     /// Starts fetching `start..end` (within the stored bytes) and records it, with the
     /// records it holds.
     fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>) -> Fetch {
+        let mut sent = self.send(spans, vec![(start, end, indices)]);
+        sent.pop().expect("one range sent")
+    }
+
+    /// Starts fetching each of `ranges` (`start..end` within the stored bytes, and the
+    /// records inside) and records them. One task sends them all (see [`super::pending`]);
+    /// the slots come back in the order of `ranges`.
+    fn send(&self, spans: &mut Spans, ranges: Vec<(u64, u64, Vec<u32>)>) -> Vec<Fetch> {
         // Bytes on disk from an earlier fetch (this run's or another's) are read there.
-        let disk = self.cache.disk().map(|d| (d, DiskCache::key(&self.object)));
-        if let Some((d, bytes)) = disk.as_ref().and_then(|(d, key)| Some((d, d.get(key, start, end)?))) {
-            d.publish(self.remote.stats());
-            let fetch: Fetch = futures::future::ready(Ok(bytes)).boxed().shared();
-            return self.keep(spans, start, end, indices, fetch);
+        let disk = self.cache.disk().map(|d| (d.clone(), DiskCache::key(&self.object)));
+        let plan = disk.as_ref().and_then(|_| self.cache.plan());
+        let mut slots = Vec::with_capacity(ranges.len());
+        let mut jobs = Vec::with_capacity(ranges.len());
+        for (start, end, indices) in ranges {
+            if let Some((d, bytes)) = disk.as_ref().and_then(|(d, key)| Some((d, d.get(key, start, end)?))) {
+                d.publish(self.remote.stats());
+                slots.push(self.keep(spans, start, end, indices, Pending::ready(Ok(bytes))));
+                continue;
+            }
+            let samples = disk.as_ref().map(|_| indices.iter().map(|&i| self.spans.base + u64::from(i)).collect());
+            let slot = self.keep(spans, start, end, indices, Pending::new());
+            jobs.push((start, end, samples, Answering(Arc::clone(&slot))));
+            slots.push(slot);
         }
-        let kept =
-            disk.map(|(d, key)| (d, key, indices.iter().map(|&i| self.spans.base + u64::from(i)).collect::<Vec<_>>()));
-        let plan = self.cache.plan();
+        if jobs.is_empty() {
+            return slots;
+        }
         let metadata = self.metadata;
         let remote = self.remote.clone();
         let path = remote.path(&self.name);
         let etag = self.object.etag.clone();
-        let what = format!("read {} bytes {start}..{end}", self.shown());
-        let task = super::runtime().spawn(async move {
-            // Timed from the permit on: waiting for one is not the store's latency.
-            let _permit = super::read_permit().await;
-            let began = std::time::Instant::now();
-            let fetched = remote
-                .retrying(&what, || {
-                    let options = GetOptions {
-                        range: Some(GetRange::Bounded(start..end)),
-                        if_match: etag.clone(),
-                        ..GetOptions::default()
-                    };
-                    let client = remote.client().clone();
-                    let path = path.clone();
-                    async move {
-                        let got = client.get_opts(&path, options).await?;
-                        let tag = got.meta.e_tag.clone();
-                        Ok((got.bytes().await?, tag))
+        let shown = self.shown();
+        super::runtime().spawn(async move {
+            let fetches = jobs.into_iter().map(|(start, end, samples, answering): (u64, u64, Option<Vec<u64>>, _)| {
+                let (remote, path, etag, shown) = (&remote, &path, &etag, &shown);
+                let (disk, plan) = (&disk, &plan);
+                async move {
+                    let answer = fetch_range(remote, path, etag, shown, start, end).await;
+                    if let (Ok(bytes), Some((disk, key)), Some(samples)) = (&answer, disk, samples) {
+                        disk.publish(remote.stats());
+                        disk.put(key, start, bytes, samples, metadata, plan.as_ref());
                     }
-                })
-                .await?;
-            let (bytes, tag) = fetched;
-            // A store that ignores If-Match still says which version it sent.
-            if let (Some(want), Some(got)) = (&etag, &tag) {
-                if want != got {
-                    return Err(IoError::new(IoErrorKind::Other, what, super::CHANGED));
+                    answering.0.set(answer.map_err(Arc::new));
                 }
-            }
-            if bytes.len() as u64 != end - start {
-                return Err(IoError::new(
-                    IoErrorKind::UnexpectedEof,
-                    what,
-                    format!("{} bytes came back: the object is shorter than its listing says", bytes.len()),
-                ));
-            }
-            remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            remote.observe(bytes.len() as u64, began.elapsed());
-            if let Some((disk, key, samples)) = kept {
-                disk.publish(remote.stats());
-                disk.put(&key, start, &bytes, samples, metadata, plan.as_ref());
-            }
-            Ok(bytes)
+            });
+            // All at once: each waits for a read permit of its own.
+            futures::future::join_all(fetches).await;
         });
-        let fetch: Fetch = async move {
-            match task.await {
-                Ok(r) => r.map_err(Arc::new),
-                Err(e) => Err(Arc::new(IoError::new(IoErrorKind::Other, "remote read", e.to_string()))),
-            }
-        }
-        .boxed()
-        .shared();
-        self.keep(spans, start, end, indices, fetch)
+        slots
     }
 
     /// Records `fetch` as the span `start..end` holding records `indices`.
@@ -414,6 +405,7 @@ impl RemoteFile {
         let roomy = self.cache.brings_along();
         let span_cap = if roomy { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
         let mut run: Option<(u64, u64, Vec<u32>)> = None;
+        let mut ranges = Vec::new();
         for (s, e, index) in wanted {
             if let Some((held, _, _)) = covering(spans, s, e) {
                 // Held already, perhaps brought along by a neighbour's request: the range
@@ -438,9 +430,9 @@ impl RemoteFile {
                     Some((rs, e.max(re), ix))
                 }
                 Some((rs, re, ix)) => {
-                    drop(self.spawn(spans, rs, re, ix)); // the task runs on its own; a read waits for it
-                                                         // A roomy cache tiles: the next request starts where the capped one
-                                                         // ended, so no record between them is left to a request of its own.
+                    ranges.push((rs, re, ix));
+                    // A roomy cache tiles: the next request starts where the capped one
+                    // ended, so no record between them is left to a request of its own.
                     let from = if roomy && re < s && bridgeable(spans, re, s) { re } else { s };
                     Some((from, e, index.into_iter().collect()))
                 }
@@ -454,8 +446,10 @@ impl RemoteFile {
             if roomy && re < stored && stored - rs <= span_cap && bridgeable(spans, re, stored) {
                 re = stored;
             }
-            drop(self.spawn(spans, rs, re, ix));
+            ranges.push((rs, re, ix));
         }
+        // One task sends them all; a read waits for its own.
+        drop(self.send(spans, ranges));
     }
 
     /// Copies `start..start + buf.len()` (within the stored bytes) into `buf`.
@@ -489,7 +483,7 @@ impl RemoteFile {
             }
             // Only a read whose bytes are still on their way is timed (a hit is not).
             let waited = fetch.peek().is_none().then(std::time::Instant::now);
-            let bytes = self.remote.block(fetch).map_err(|e| (*e).clone())?;
+            let bytes = fetch.wait().map_err(|e| (*e).clone())?;
             if waited.is_some_and(|w| w.elapsed() > super::STALL) {
                 self.remote.stats().stalls.fetch_add(1, Ordering::Relaxed);
             }
@@ -501,6 +495,53 @@ impl RemoteFile {
         }
         Ok(())
     }
+}
+
+/// GETs `start..end` of the object at `path` (the version `etag`, when known), retried as
+/// `remote` says, timed from the read permit on (waiting for one is not the store's
+/// latency) and counted.
+async fn fetch_range(
+    remote: &Remote,
+    path: &object_store::path::Path,
+    etag: &Option<String>,
+    shown: &str,
+    start: u64,
+    end: u64,
+) -> Result<Bytes, IoError> {
+    let _permit = super::read_permit().await;
+    let began = std::time::Instant::now();
+    let what = format!("read {shown} bytes {start}..{end}");
+    let (bytes, tag) = remote
+        .retrying(&what, || {
+            let options = GetOptions {
+                range: Some(GetRange::Bounded(start..end)),
+                if_match: etag.clone(),
+                ..GetOptions::default()
+            };
+            let client = remote.client().clone();
+            async move {
+                let got = client.get_opts(path, options).await?;
+                let tag = got.meta.e_tag.clone();
+                Ok((got.bytes().await?, tag))
+            }
+        })
+        .await?;
+    // A store that ignores If-Match still says which version it sent.
+    if let (Some(want), Some(got)) = (etag, &tag) {
+        if want != got {
+            return Err(IoError::new(IoErrorKind::Other, what, super::CHANGED));
+        }
+    }
+    if bytes.len() as u64 != end - start {
+        return Err(IoError::new(
+            IoErrorKind::UnexpectedEof,
+            what,
+            format!("{} bytes came back: the object is shorter than its listing says", bytes.len()),
+        ));
+    }
+    remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    remote.observe(bytes.len() as u64, began.elapsed());
+    Ok(bytes)
 }
 
 /// Whether a roomy cache's request may take in `from..to` besides what was asked: no more
@@ -518,7 +559,8 @@ fn covering(spans: &Spans, start: u64, end: u64) -> Option<(u64, u64, Fetch)> {
         .map
         .range(reach..=start)
         .rev()
-        .find(|(_, span)| span.end >= end)
+        // A forked child does not wait for its parent's requests: it sends its own.
+        .find(|(_, span)| span.end >= end && !span.fetch.orphaned())
         .map(|(&s, span)| (s, span.end, span.fetch.clone()))
 }
 

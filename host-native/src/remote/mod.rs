@@ -16,6 +16,7 @@
 pub mod disk;
 pub mod file;
 pub mod objects;
+mod pending;
 mod per_process;
 mod permits;
 pub mod plan;

@@ -22,7 +22,7 @@ extern "C" fn after_fork_child() {
 }
 
 /// This process's generation; the first call installs the fork handler.
-fn generation() -> u32 {
+pub(crate) fn generation() -> u32 {
     static HOOKED: Once = Once::new();
     HOOKED.call_once(|| {
         // SAFETY: the handler is an `extern "C"` function with static lifetime that never
