@@ -638,13 +638,18 @@ fn a_small_cache_streams_within_its_budget_and_closes_without_fetching() {
     // What the workers and the queue hold besides: a batch each, and one being read.
     let batches = (2 + 2 + 1) * 16 * (record + 8);
     eprintln!("held at most {most} bytes of a {limit}-byte cache");
-    let before = far.remote_stats().unwrap().requests;
+    let before = far.remote_stats().unwrap();
     loader.close();
-    let closing = far.remote_stats().unwrap().requests - before;
-    eprintln!("{closing} requests sent while closing");
-    // At most what the sampler was announcing when told to stop (a few batches' images
-    // and a label request per shard), not the workers' batches fetched again.
-    assert!(closing <= 4 * (16 + 8), "{closing} requests sent while closing");
+    let after = far.remote_stats().unwrap();
+    let (closing, stalled) = (after.requests - before.requests, after.stalls - before.stalls);
+    eprintln!("{closing} requests sent while closing, {stalled} reads stalled");
+    // The workers' last batches are read from ranges still held, not fetched again one
+    // record at a time while the reader waits. Requests are not the measure: those the
+    // sampler was announcing when told to stop go out too (0 to 91 in 70 runs, with or
+    // without the fault). Stalls are: with the plan dropped before the workers were
+    // joined, 1 to 9 reads stalled in each of 10 runs (4 or more in 9); as it is, none in
+    // 50 runs and at most 1 in 40 beside two busy loops.
+    assert!(stalled <= 3, "{stalled} reads stalled while closing ({closing} requests sent)");
     // Measured: 6.6-7.0 MB now, 8.1-8.6 MB before (kept ranges up to the budget, the
     // window on top), of a 4.96 MB budget.
     assert!(

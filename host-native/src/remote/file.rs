@@ -65,9 +65,13 @@ pub struct Cache {
     disk: RwLock<Option<Arc<DiskCache>>>,
     /// Loaders streaming the dataset now ([`Cache::streaming`]).
     streams: AtomicU64,
-    /// [`Cache::evict`] does not look at the ranges again until more than this is held:
-    /// set when a look found nothing to drop (what is held is mostly on its way).
+    /// [`Cache::evict`] does not look at the ranges again until more than this is counted:
+    /// set when a look could not drop enough (what is held is mostly on its way).
     look_above: AtomicU64,
+    /// Bytes of kept ranges no read has taken yet (on their way, or come and not read).
+    untaken: AtomicU64,
+    /// Bytes of taken ranges the last look found the read-ahead about to read again.
+    shielded: AtomicU64,
     /// Bytes the loader's read-ahead holds ahead of its reads ([`Cache::set_read_ahead`]).
     ahead: AtomicU64,
 }
@@ -100,6 +104,8 @@ impl Cache {
             disk: RwLock::new(None),
             streams: AtomicU64::new(0),
             look_above: AtomicU64::new(0),
+            untaken: AtomicU64::new(0),
+            shielded: AtomicU64::new(0),
             ahead: AtomicU64::new(0),
         })
     }
@@ -179,38 +185,64 @@ impl Cache {
         files.push(Arc::downgrade(file));
     }
 
-    /// Drops ranges until the cache is 10% under budget: furthest next use first (ranges
-    /// no plan knows, and every range without a plan, oldest first). Ranges still on their
-    /// way stay. While a loader streams the dataset, ranges no read has taken yet (on their
-    /// way, or come and not yet read: the read-ahead's and the batches being gathered) stay
-    /// too, and are not counted: the read-ahead's window has its own share of the budget
-    /// ([`Cache::set_read_ahead`]), and the ranges a read took are held to the rest.
-    /// Counting the untaken ones as they come (the batches being gathered and requests that
-    /// overlap vary) dropped the ranges a read was about to take, and a 10% cache at 20 ms
-    /// fetched a tenth of each batch again, one record at a time, at 0.03x of its bound.
-    /// When the loader stops, they are dropped like the others.
+    /// Bytes held that eviction counts against the budget: while a loader streams, the
+    /// ranges no read took yet and those the read-ahead reads again are the read-ahead's
+    /// (see [`Cache::evict`]).
+    fn counted(&self, streaming: bool) -> u64 {
+        let held = self.held();
+        match streaming {
+            true => held
+                .saturating_sub(self.untaken.load(Ordering::Relaxed))
+                .saturating_sub(self.shielded.load(Ordering::Relaxed)),
+            false => held,
+        }
+    }
+
+    /// Settles the count of untaken bytes for a range leaving the cache (or taken by a
+    /// read): only the first of the two counts.
+    fn release(&self, fetch: &Pending, len: u64) {
+        if fetch.claim() {
+            self.untaken.fetch_sub(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops ranges until the cache is a fifth under budget (a tenth without a loader): furthest next use first
+    /// (ranges no plan knows, and every range without a plan, oldest first). Ranges still
+    /// on their way stay. While a loader streams the dataset, ranges no read has taken yet
+    /// (on their way, or come and not yet read: the read-ahead's and the batches being
+    /// gathered) stay too, and are not counted: the read-ahead's window has its own share
+    /// of the budget ([`Cache::set_read_ahead`]), and the ranges a read took are held to
+    /// the rest. Counting the untaken ones as they come (the batches being gathered and
+    /// requests that overlap vary) dropped the ranges a read was about to take, and a 10%
+    /// cache at 20 ms fetched a tenth of each batch again, one record at a time, at 0.03x
+    /// of its bound. When the loader stops, they are dropped like the others.
+    ///
+    /// A look visits every kept range (some 2,000 in a 10% cache of 12 KiB records), so
+    /// looks are rare: the untaken bytes are counted as ranges come and go, a look starts
+    /// only when the counted bytes pass the budget, and it drops a fifth of it.
     fn evict(&self) {
         let limit = self.limit();
-        let held = self.held();
-        if held <= limit.max(self.look_above.load(Ordering::Relaxed)) {
+        let streaming = self.streams.load(Ordering::Relaxed) > 0;
+        // Streaming, the read-ahead's window has its share of the budget; the ranges kept
+        // after a read get the rest.
+        let room = if streaming { limit.saturating_sub(self.ahead.load(Ordering::Relaxed)) } else { limit };
+        if self.counted(streaming) <= room.max(self.look_above.load(Ordering::Relaxed)) {
             return;
         }
         let Ok(_one) = self.evicting.try_lock() else { return };
-        let streaming = self.streams.load(Ordering::Relaxed) > 0;
         let plan = self.plan();
         let files: Vec<Arc<FileSpans>> = lock(&self.files).iter().filter_map(Weak::upgrade).collect();
         let now = plan.as_ref().map(ReadPlan::now);
         // Without a plan nothing is announced ahead: 0 protects nothing.
         let horizon = plan.as_ref().map_or(0, ReadPlan::horizon);
         let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
-        let mut untaken = 0u64;
+        let mut shielded = 0u64;
         for (k, f) in files.iter().enumerate() {
             let mut spans = lock(&f.spans);
             for (&start, span) in &mut spans.map {
                 // Not taken by a read: on its way (a read waits for it), or, without a
-                // loader, come and free to go (polling tells).
+                // loader, come and free to go.
                 if !span.fetch.taken() && (streaming || span.fetch.peek().is_none()) {
-                    untaken += span.end - start;
                     continue;
                 }
                 let key = match (&plan, now) {
@@ -220,43 +252,33 @@ impl Cache {
                     }
                     _ => u64::MAX - span.seq,
                 };
-                if streaming && key < horizon {
+                if streaming && key < horizon && span.fetch.taken() {
                     // Taken, but a batch announced ahead reads it again: the read-ahead's.
-                    untaken += span.end - start;
+                    shielded += span.end - start;
                     continue;
                 }
                 candidates.push((key, k, start, span.seq));
             }
         }
+        self.shielded.store(if streaming { shielded } else { 0 }, Ordering::Relaxed);
         candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-        // Streaming, the read-ahead's window has its share of the budget; the ranges kept
-        // after a read get the rest.
-        let room = if streaming { limit.saturating_sub(self.ahead.load(Ordering::Relaxed)) } else { limit };
-        let target = room - room / 10;
-        let counted = |held: u64| if streaming { held.saturating_sub(untaken) } else { held };
-        let mut dropped = false;
+        // Streaming, a fifth goes, so that looks are rare; direct reads keep more.
+        let target = if streaming { room - room / 5 } else { room - room / 10 };
         for (_, k, start, seq) in candidates {
-            if counted(self.held()) <= target {
+            if self.counted(streaming) <= target {
                 break;
             }
             let mut spans = lock(&files[k].spans);
             if spans.map.get(&start).is_some_and(|s| s.seq == seq) {
                 let span = spans.map.remove(&start).expect("just found");
+                self.release(&span.fetch, span.end - start);
                 self.held.fetch_sub(span.end - start, Ordering::Relaxed);
-                dropped = true;
             }
         }
-        // A look visits every range: it is not taken on every read. After one that dropped
-        // ranges, the next waits until a twentieth of the budget more is held (a 10% cache
-        // over 12 KiB records holds some 2,000 ranges: a look per read cost more than the
-        // read). One that found nothing to drop while streaming (what is held is mostly
-        // untaken) waits for a tenth.
-        let again = match (dropped, streaming) {
-            (_, false) => 0,
-            (true, true) => self.held() + limit / 10,
-            (false, true) => held + limit / 10,
-        };
-        self.look_above.store(again, Ordering::Relaxed);
+        // What could not be dropped (on its way, about to be read) is not looked at again
+        // on every read: the next look waits for a tenth of the budget more.
+        let left = self.counted(streaming);
+        self.look_above.store(if left > room { left + limit / 10 } else { 0 }, Ordering::Relaxed);
     }
 }
 
@@ -373,15 +395,17 @@ impl RemoteFile {
     fn keep(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>, fetch: Fetch) -> Fetch {
         let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed);
         spans.longest = spans.longest.max(end - start);
+        if !self.metadata {
+            self.cache.held.fetch_add(end - start, Ordering::Relaxed);
+            self.cache.untaken.fetch_add(end - start, Ordering::Relaxed);
+        }
         if let Some(old) =
             spans.map.insert(start, Span { end, fetch: fetch.clone(), indices, next: NextUse::default(), seq })
         {
             if !self.metadata {
+                self.cache.release(&old.fetch, old.end - start);
                 self.cache.held.fetch_sub(old.end - start, Ordering::Relaxed);
             }
-        }
-        if !self.metadata {
-            self.cache.held.fetch_add(end - start, Ordering::Relaxed);
         }
         fetch
     }
@@ -457,15 +481,15 @@ impl RemoteFile {
         let end = start + buf.len() as u64;
         let mut at = start;
         while at < end {
-            let (span_start, fetch) = {
+            let (span_start, span_end, fetch) = {
                 let mut spans = lock(&self.spans.spans);
                 if !spans.wanted.is_empty() {
                     self.flush_wanted(&mut spans);
                 }
                 match covering(&spans, at, at + 1) {
-                    Some((s, _, f)) => {
+                    Some(held) => {
                         self.remote.stats().hits.fetch_add(1, Ordering::Relaxed);
-                        (s, f)
+                        held
                     }
                     None => {
                         let (s, e) = if self.metadata {
@@ -474,11 +498,12 @@ impl RemoteFile {
                         } else {
                             (at, end)
                         };
-                        (s, self.spawn(&mut spans, s, e, Vec::new()))
+                        (s, e, self.spawn(&mut spans, s, e, Vec::new()))
                     }
                 }
             };
             if !self.metadata {
+                self.cache.release(&fetch, span_end - span_start);
                 self.cache.evict();
             }
             // Only a read whose bytes are still on their way is timed (a hit is not).
@@ -510,7 +535,9 @@ async fn fetch_range(
 ) -> Result<Bytes, IoError> {
     let _permit = super::read_permit().await;
     let began = std::time::Instant::now();
-    let what = format!("read {shown} bytes {start}..{end}");
+    // Spelled out only for an error: formatting it for every request of a small cache cost
+    // as much as the in-memory store's answer.
+    let what = ReadOf { shown, start, end };
     let (bytes, tag) = remote
         .retrying(&what, || {
             let options = GetOptions {
@@ -529,19 +556,32 @@ async fn fetch_range(
     // A store that ignores If-Match still says which version it sent.
     if let (Some(want), Some(got)) = (etag, &tag) {
         if want != got {
-            return Err(IoError::new(IoErrorKind::Other, what, super::CHANGED));
+            return Err(IoError::new(IoErrorKind::Other, what.to_string(), super::CHANGED));
         }
     }
     if bytes.len() as u64 != end - start {
         return Err(IoError::new(
             IoErrorKind::UnexpectedEof,
-            what,
+            what.to_string(),
             format!("{} bytes came back: the object is shorter than its listing says", bytes.len()),
         ));
     }
     remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     remote.observe(bytes.len() as u64, began.elapsed());
     Ok(bytes)
+}
+
+/// What a ranged read is, for its errors: "read FILE bytes START..END".
+struct ReadOf<'a> {
+    shown: &'a str,
+    start: u64,
+    end: u64,
+}
+
+impl std::fmt::Display for ReadOf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "read {} bytes {}..{}", self.shown, self.start, self.end)
+    }
 }
 
 /// Whether a roomy cache's request may take in `from..to` besides what was asked: no more

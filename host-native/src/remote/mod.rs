@@ -367,7 +367,7 @@ impl Remote {
     /// but 408 and 429, a configuration error), or keeps failing transiently past the retry
     /// deadline; each retry waits a jittered backoff (doubling from 50 ms up to 5 s) and is
     /// counted. The caller waits meanwhile: a loader's place in its stream does not move.
-    pub(crate) async fn retrying<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, IoError>
+    pub(crate) async fn retrying<T, F, Fut>(&self, what: impl std::fmt::Display, mut attempt: F) -> Result<T, IoError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
@@ -383,13 +383,13 @@ impl Remote {
             let e = match answer {
                 Ok(v) => return Ok(v),
                 Err(e) if transient(&e) => e,
-                Err(e) => return Err(io_error(e, what)),
+                Err(e) => return Err(io_error(e, &what.to_string())),
             };
             // The server's Retry-After, when it gave one and it is longer than the backoff.
             let asked = self.throttle.remaining();
             let pause = jittered(wait).max(asked);
             if began.elapsed() + pause > self.deadline {
-                let mut err = io_error(e, what);
+                let mut err = io_error(e, &what.to_string());
                 let hint = match asked.is_zero() {
                     true => String::new(),
                     false => format!("; the server asked to wait {:.0} s more (Retry-After)", asked.as_secs_f64()),

@@ -55,9 +55,16 @@ impl Pending {
         self.answer.get()
     }
 
-    /// Whether a read took the answer ([`Pending::wait`]).
+    /// Whether a read took the answer, or the range was dropped untaken ([`Pending::claim`]).
     pub(crate) fn taken(&self) -> bool {
         self.taken.load(Ordering::Relaxed)
+    }
+
+    /// Marks the range taken; true for the one call that found it untaken (a read that
+    /// takes it, or the cache dropping it before any read did), which settles the cache's
+    /// count of untaken bytes once.
+    pub(crate) fn claim(&self) -> bool {
+        !self.taken.swap(true, Ordering::Relaxed)
     }
 
     /// Whether no answer will ever come to this process: the request was sent by the
@@ -79,9 +86,8 @@ impl Pending {
         }
     }
 
-    /// The answer, waiting for it if it has not come; the slot counts as taken.
+    /// The answer, waiting for it if it has not come.
     pub(crate) fn wait(&self) -> Answer {
-        self.taken.store(true, Ordering::Relaxed);
         if let Some(answer) = self.answer.get() {
             return answer.clone();
         }

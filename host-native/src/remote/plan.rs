@@ -67,7 +67,7 @@ impl ReadPlan {
 /// samples, soonest first. When the stream passes the soonest, only that sample is asked
 /// again (a range of labels holds hundreds of samples read batch after batch: asking for
 /// all of them each time one was read cost more than the reads).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NextUse {
     /// The plan that answered ([`ReadPlan`]'s id; 0 for none yet).
     plan: u64,
@@ -76,12 +76,25 @@ pub struct NextUse {
     /// How many of the range's samples are counted (a range only ever learns more, at the
     /// end of its list).
     counted: usize,
+    /// The soonest of `uses` ([`u64::MAX`] when it is empty), kept beside the heap: an
+    /// eviction asks every kept range, and most answers stand, so most asks read this
+    /// and not the heap (another allocation, another cache miss).
+    soonest: u64,
+}
+
+impl Default for NextUse {
+    fn default() -> Self {
+        NextUse { plan: 0, uses: BinaryHeap::new(), counted: 0, soonest: u64::MAX }
+    }
 }
 
 impl NextUse {
     /// The soonest next use of the range's `samples` (each a dataset sample by `sample`)
     /// by `plan`, standing at `now`; [`u64::MAX`] if none is known.
     pub fn get<S: Copy>(&mut self, plan: &ReadPlan, now: u64, samples: &[S], sample: impl Fn(S) -> u64) -> u64 {
+        if self.plan == plan.id && self.counted == samples.len() && self.soonest >= now {
+            return self.soonest;
+        }
         if self.plan != plan.id || self.counted > samples.len() {
             *self = NextUse { plan: plan.id, ..NextUse::default() };
         }
@@ -90,14 +103,16 @@ impl NextUse {
             self.push(plan, now, s);
         }
         self.counted = samples.len();
+        self.soonest = u64::MAX;
         while let Some(&Reverse((at, s))) = self.uses.peek() {
             if at >= now {
-                return at;
+                self.soonest = at;
+                break;
             }
             self.uses.pop();
             self.push(plan, now, s);
         }
-        u64::MAX
+        self.soonest
     }
 
     fn push(&mut self, plan: &ReadPlan, now: u64, sample: u64) {
