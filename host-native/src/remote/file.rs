@@ -533,6 +533,7 @@ async fn fetch_range(
     start: u64,
     end: u64,
 ) -> Result<Bytes, IoError> {
+    let pass = remote.gate().enter().await;
     let _permit = super::read_permit().await;
     let began = std::time::Instant::now();
     // Spelled out only for an error: formatting it for every request of a small cache cost
@@ -566,6 +567,7 @@ async fn fetch_range(
             format!("{} bytes came back: the object is shorter than its listing says", bytes.len()),
         ));
     }
+    pass.answered(bytes.len() as u64);
     remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     remote.observe(bytes.len() as u64, began.elapsed());
     Ok(bytes)

@@ -15,6 +15,7 @@
 
 pub mod disk;
 pub mod file;
+pub mod gate;
 pub mod objects;
 mod pending;
 mod per_process;
@@ -160,6 +161,8 @@ pub struct Remote {
     deadline: Duration,
     /// Until when the server asked requests to wait (`Retry-After`, `throttle.rs`).
     throttle: Arc<throttle::Throttle>,
+    /// How many record reads the store gets at once (`gate.rs`).
+    gate: Arc<gate::Gate>,
 }
 
 /// Largest gap [`Remote::merge_gap`] ever spans.
@@ -267,7 +270,13 @@ impl Remote {
             timing: Arc::new(std::sync::Mutex::new((f64::INFINITY, 0.0))),
             deadline: RETRY_DEADLINE,
             throttle: Arc::default(),
+            gate: Arc::default(),
         }
+    }
+
+    /// The gate record reads of this store pass (`gate.rs`).
+    pub(crate) fn gate(&self) -> &Arc<gate::Gate> {
+        &self.gate
     }
 
     /// Records a GET of `bytes` that took `took`.
@@ -317,6 +326,7 @@ impl Remote {
             timing: self.timing.clone(),
             deadline: self.deadline,
             throttle: self.throttle.clone(),
+            gate: self.gate.clone(),
         }
     }
 
