@@ -418,13 +418,19 @@ impl Dataset {
                 }
             }
         }
-        for (s, f, records) in &more {
+        crate::remote::file::sending_together(|| self.announce(&per_shard, &more));
+    }
+
+    /// [`Dataset::will_read`]'s announcements to the stores: `per_shard` the samples of each
+    /// shard, `more` long samples' further records by shard and field.
+    fn announce(&self, per_shard: &[Vec<u64>], more: &[(usize, usize, Vec<u64>)]) {
+        for (s, f, records) in more {
             let _ = self.shards[*s].stores[*f].will_read(records);
         }
         let touched: Vec<(&Arc<Zrecord>, &Vec<u64>)> = self
             .shards
             .iter()
-            .zip(&per_shard)
+            .zip(per_shard)
             .filter(|(_, local)| !local.is_empty())
             .flat_map(|(shard, local)| shard.stores.iter().map(move |store| (store, local)))
             .collect();

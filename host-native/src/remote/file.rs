@@ -340,14 +340,14 @@ impl RemoteFile {
     /// Starts fetching `start..end` (within the stored bytes) and records it, with the
     /// records it holds.
     fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>) -> Fetch {
-        let mut sent = self.send(spans, vec![(start, end, indices)]);
+        let mut sent = self.send(spans, vec![(start, end, indices)], Sending::Now);
         sent.pop().expect("one range sent")
     }
 
     /// Starts fetching each of `ranges` (`start..end` within the stored bytes, and the
     /// records inside) and records them. One task sends them all (see [`super::pending`]);
     /// the slots come back in the order of `ranges`.
-    fn send(&self, spans: &mut Spans, ranges: Vec<(u64, u64, Vec<u32>)>) -> Vec<Fetch> {
+    fn send(&self, spans: &mut Spans, ranges: Vec<(u64, u64, Vec<u32>)>, when: Sending) -> Vec<Fetch> {
         // Bytes on disk from an earlier fetch (this run's or another's) are read there.
         let disk = self.cache.disk().map(|d| (d.clone(), DiskCache::key(&self.object)));
         let plan = disk.as_ref().and_then(|_| self.cache.plan());
@@ -372,7 +372,7 @@ impl RemoteFile {
         let path = remote.path(&self.name);
         let etag = self.object.etag.clone();
         let shown = self.shown();
-        super::runtime().spawn(async move {
+        let sends = async move {
             let fetches = jobs.into_iter().map(|(start, end, samples, answering): (u64, u64, Option<Vec<u64>>, _)| {
                 let (remote, path, etag, shown) = (&remote, &path, &etag, &shown);
                 let (disk, plan) = (&disk, &plan);
@@ -385,9 +385,13 @@ impl RemoteFile {
                     answering.0.set(answer.map_err(Arc::new));
                 }
             });
-            // All at once: each waits for a read permit of its own.
+            // All at once: each waits for its turn at the store's gate and a read permit.
             futures::future::join_all(fetches).await;
-        });
+        };
+        match when {
+            Sending::Now => drop(super::runtime().spawn(sends)),
+            Sending::Together => spawn_sends(sends),
+        }
         slots
     }
 
@@ -411,7 +415,7 @@ impl RemoteFile {
     }
 
     /// Sends the announced ranges, merged.
-    fn flush_wanted(&self, spans: &mut Spans) {
+    fn flush_wanted(&self, spans: &mut Spans, when: Sending) {
         let mut wanted = std::mem::take(&mut spans.wanted);
         wanted.sort_unstable();
         let gap = self.remote.merge_gap();
@@ -473,7 +477,7 @@ impl RemoteFile {
             ranges.push((rs, re, ix));
         }
         // One task sends them all; a read waits for its own.
-        drop(self.send(spans, ranges));
+        drop(self.send(spans, ranges, when));
     }
 
     /// Copies `start..start + buf.len()` (within the stored bytes) into `buf`.
@@ -484,7 +488,8 @@ impl RemoteFile {
             let (span_start, span_end, fetch) = {
                 let mut spans = lock(&self.spans.spans);
                 if !spans.wanted.is_empty() {
-                    self.flush_wanted(&mut spans);
+                    // This read waits for one of them: sent now.
+                    self.flush_wanted(&mut spans, Sending::Now);
                 }
                 match covering(&spans, at, at + 1) {
                     Some(held) => {
@@ -520,6 +525,61 @@ impl RemoteFile {
         }
         Ok(())
     }
+}
+
+/// When a file's requests go to the runtime.
+#[derive(Clone, Copy)]
+enum Sending {
+    /// At once: a read waits for them.
+    Now,
+    /// With the rest of the batch being announced ([`sending_together`]): nobody waits
+    /// for them before the announcement ends.
+    Together,
+}
+
+std::thread_local! {
+    /// The sends of a [`sending_together`] call in progress on this thread.
+    static TOGETHER: std::cell::RefCell<Option<Vec<futures::future::BoxFuture<'static, ()>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `sends` on the remote runtime: in the task of the [`sending_together`] call in
+/// progress on this thread, if there is one, or in a task of its own.
+fn spawn_sends(sends: impl std::future::Future<Output = ()> + Send + 'static) {
+    use futures::FutureExt;
+    let sends = TOGETHER.with(|t| match t.borrow_mut().as_mut() {
+        Some(together) => {
+            together.push(sends.boxed());
+            None
+        }
+        None => Some(sends),
+    });
+    if let Some(sends) = sends {
+        super::runtime().spawn(sends);
+    }
+}
+
+/// Runs `announce` (a batch's announcements over many files) and sends the requests it
+/// makes from one task: one wake of the runtime per batch rather than one per file (a
+/// small cache's batch of 64 touched 16 files; the wakes were a tenth of its CPU).
+pub fn sending_together<R>(announce: impl FnOnce() -> R) -> R {
+    /// Spawns what was gathered, also when `announce` unwinds.
+    struct Flush;
+    impl Drop for Flush {
+        fn drop(&mut self) {
+            let Some(gathered) = TOGETHER.with(|t| t.borrow_mut().take()) else { return };
+            if !gathered.is_empty() {
+                super::runtime().spawn(futures::future::join_all(gathered));
+            }
+        }
+    }
+    // Only the outermost call sends; a nested one adds to it.
+    let outer = TOGETHER.with(|t| {
+        let mut t = t.borrow_mut();
+        t.is_none().then(|| *t = Some(Vec::new())).is_some()
+    });
+    let _flush = outer.then_some(Flush);
+    announce()
 }
 
 /// GETs `start..end` of the object at `path` (the version `etag`, when known), retried as
@@ -665,7 +725,7 @@ impl StorageFile for RemoteFile {
     fn start_reads(&self) {
         let mut spans = lock(&self.spans.spans);
         if !spans.wanted.is_empty() {
-            self.flush_wanted(&mut spans);
+            self.flush_wanted(&mut spans, Sending::Together);
         }
     }
 }
