@@ -311,8 +311,17 @@ def bench_small_cache(args):
             took = time.perf_counter() - began
             st = ds.remote_stats()
             ds.close()
-            return {"rate": samples / took, "fetched": st["bytes"] / (samples * sample),
+            return {"rate": samples / took, "fetched": st["bytes"] / (samples * sample), "took": took,
                     "per_request": samples / max(1, st["requests"]), "epoch": samples / n, "stalls": st["stalls"]}
+
+        def median_epoch(url, options, cache):
+            """epoch(), three times when one is short (an in-memory epoch lasts a tenth of a
+            second: one run's rate moved the whole cache's term by 1.8x), the median by rate."""
+            first = epoch(url, options, cache)
+            if first["took"] > 5:
+                return first
+            runs = sorted([first, epoch(url, options, cache), epoch(url, options, cache)], key=lambda r: r["rate"])
+            return runs[1]
 
         rows = []
         for name, url, options, latency in stores:
@@ -320,12 +329,12 @@ def bench_small_cache(args):
             # fast as it is asked (at 20 ms, as many as are in flight), so what a loop of
             # direct reads measures there is this process's concurrency, not a bound.
             requests = request_rate(url, options) if options else None
-            whole = epoch(url, options, 2 * stored)
+            whole = median_epoch(url, options, 2 * stored)
             print(f"  small cache, {name}: {requests or 0:,.0f} requests/s; whole cache {whole['rate']:,.0f} "
                   f"samples/s", file=sys.stderr, flush=True)
             for frac in (0.10, 0.02):
                 cache = int(stored * frac)
-                r = epoch(url, options, cache)
+                r = median_epoch(url, options, cache)
                 terms = {"whole cache": whole["rate"]}
                 if requests:
                     terms["requests/s x samples/request"] = requests * r["per_request"]
@@ -343,6 +352,7 @@ def bench_small_cache(args):
                 out[(name, frac)] = {"ratio": ratio, "target": target, "fetched": r["fetched"], "rate": r["rate"],
                                      "bound": bound}
         table(f"Remote: caches far smaller than the dataset ({desc}, {stored / 2**20:,.0f} MiB, batch 64, SHUFFLE, "
+              "median of 3 epochs where one is under 5 s, "
               f"{args.workers} workers; runs cut at {budget} s)",
               ["store", "cache", "samples/s", "epochs read", "bytes fetched / read", "target",
                "terms of the bound (samples/s)", "vs bound", "target", "samples per request", "stalls"], rows)
