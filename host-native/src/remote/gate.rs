@@ -49,6 +49,22 @@ struct State {
     quickest: f64,
     /// Recent answers' latency, smoothed.
     recent: f64,
+    /// The process whose reads these are ([`super::per_process::generation`]): a forked
+    /// child inherits the parent's count of reads out, whose answers never come to it.
+    made_in: u32,
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            open: 0,
+            limit: FIRST_OPEN,
+            waiting: VecDeque::new(),
+            quickest: f64::INFINITY,
+            recent: 0.0,
+            made_in: super::per_process::generation(),
+        }
+    }
 }
 
 /// The gate of one store (shared by every file of a dataset; see the module docs).
@@ -59,15 +75,7 @@ pub struct Gate {
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate {
-            state: Mutex::new(State {
-                open: 0,
-                limit: FIRST_OPEN,
-                waiting: VecDeque::new(),
-                quickest: f64::INFINITY,
-                recent: 0.0,
-            }),
-        }
+        Gate { state: Mutex::new(State::new()) }
     }
 }
 
@@ -80,7 +88,12 @@ pub struct Pass {
 
 impl Gate {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.made_in != super::per_process::generation() {
+            // A forked child starts with a gate of its own.
+            *state = State::new();
+        }
+        state
     }
 
     /// Waits for the read's turn.
@@ -202,6 +215,36 @@ mod tests {
             assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
             drop(later);
         });
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_forked_child_starts_with_a_gate_of_its_own() {
+        let gate = Arc::new(Gate::default());
+        // The parent's reads fill the gate; their answers never come to a child.
+        let passes: Vec<Pass> = runtime().block_on(futures::future::join_all((0..256).map(|_| gate.enter())));
+        assert!(futures::FutureExt::now_or_never(gate.enter()).is_none(), "the parent's gate is full");
+        // SAFETY: the child polls one future without a runtime (the gate's lock is free: no
+        // other thread uses this gate) and leaves with `_exit`, running nothing of the
+        // parent's; an alarm ends a child that hangs.
+        match unsafe { libc::fork() } {
+            0 => {
+                unsafe { libc::alarm(20) };
+                let passed = futures::FutureExt::now_or_never(gate.enter()).is_some();
+                unsafe { libc::_exit(if passed { 0 } else { 1 }) }
+            }
+            -1 => panic!("fork failed: {}", std::io::Error::last_os_error()),
+            child => {
+                let mut status = 0;
+                // SAFETY: `child` is this process's own child, waited for once.
+                assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+                assert!(
+                    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                    "in the child the parent's reads still held the gate (status {status})"
+                );
+            }
+        }
+        drop(passes);
     }
 
     #[test]
