@@ -252,7 +252,7 @@ impl Cache {
                     }
                     _ => u64::MAX - span.seq,
                 };
-                if streaming && key < horizon && span.fetch.taken() {
+                if streaming && key < horizon {
                     // Taken, but a batch announced ahead reads it again: the read-ahead's.
                     shielded += span.end - start;
                     continue;

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// The fewest reads the gate lets out at once.
-pub const MIN_OPEN: f64 = 8.0;
+pub(crate) const MIN_OPEN: f64 = 8.0;
 /// The most (the process-wide limit on reads in flight is the same).
-pub const MAX_OPEN: f64 = super::MAX_READS_IN_FLIGHT as f64;
+pub(crate) const MAX_OPEN: f64 = super::MAX_READS_IN_FLIGHT as f64;
 /// Where a gate starts: a batch of direct reads (`ds[list]` of a few hundred samples)
 /// goes out in one round trip before anything is measured.
 const FIRST_OPEN: f64 = 256.0;
@@ -69,7 +69,7 @@ impl State {
 
 /// The gate of one store (shared by every file of a dataset; see the module docs).
 #[derive(Debug)]
-pub struct Gate {
+pub(crate) struct Gate {
     state: Mutex<State>,
 }
 
@@ -80,7 +80,7 @@ impl Default for Gate {
 }
 
 /// A read let through the gate: its answer (or its drop) lets the next one out.
-pub struct Pass {
+pub(crate) struct Pass {
     gate: Arc<Gate>,
     since: Instant,
     answered: Option<u64>,
@@ -97,7 +97,7 @@ impl Gate {
     }
 
     /// Waits for the read's turn.
-    pub async fn enter(self: &Arc<Self>) -> Pass {
+    pub(crate) async fn enter(self: &Arc<Self>) -> Pass {
         let turn = {
             let mut state = self.state();
             if state.waiting.is_empty() && (state.open as f64) < state.limit {
@@ -119,7 +119,8 @@ impl Gate {
     }
 
     /// How many reads may be out at once now.
-    pub fn limit(&self) -> f64 {
+    #[cfg(test)]
+    fn limit(&self) -> f64 {
         self.state().limit
     }
 
@@ -171,7 +172,7 @@ impl Drop for Waiting<'_> {
 impl Pass {
     /// Says the read was answered with `bytes` (its latency counts); a pass dropped
     /// unanswered (a failure, a cancelled read) only gives its place back.
-    pub fn answered(mut self, bytes: u64) {
+    pub(crate) fn answered(mut self, bytes: u64) {
         self.answered = Some(bytes);
     }
 }

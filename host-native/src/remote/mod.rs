@@ -15,7 +15,7 @@
 
 pub mod disk;
 pub mod file;
-pub mod gate;
+mod gate;
 pub mod objects;
 mod pending;
 mod per_process;
