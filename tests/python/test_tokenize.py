@@ -162,6 +162,56 @@ def test_parquet_columns_are_kept_beside_the_tokens(corpus, tmp_path):
                           text_field="body", keep_fields=False)
     assert [f.name for f in ds.fields] == ["tokens"]
     pq.write_table(pa.table({"body": ["a b", "c"], "lang": ["x", None]}), tmp_path / "n.parquet")
-    with pytest.raises(ValueError, match="'lang' holds a null"):
+    with pytest.raises(ValueError, match='n.parquet: .*row 1: column "lang" holds a null'):
         zrecord.tokenize(tmp_path / "n.parquet", tmp_path / "bad", tokenizer=d / "tokenizer.json", text_field="body")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_zr_convert_tokenizes_parquet_in_rust(zr, corpus, tmp_path):
+    # Issue 35 item 7: `zr convert corpus.parquet --tokenizer` failed (Parquet went through
+    # pyarrow in zrecord.tokenize only). Every codec pyarrow writes but brotli, a directory
+    # of files, kept columns and the errors that name the file, column and row.
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    d, docs, expect = corpus
+    tok = str(d / "tokenizer.json")
+    (tmp_path / "dir").mkdir()
+    n = 0
+    for k, codec in enumerate(["snappy", "zstd", "gzip", "lz4", "none"]):
+        rows = range(n, n + 60 + 17 * k)
+        table = pa.table({"body": [docs[i] for i in rows], "year": pa.array(list(rows), pa.int32()),
+                          "w": pa.array([i / 8 for i in rows], pa.float32()), "src": [f"s{i % 3}" for i in rows],
+                          "when": pa.array(list(rows), pa.date32()), "tags": [[1, 2]] * len(rows)})
+        pq.write_table(table, tmp_path / "dir" / f"{k:02d}.parquet", compression=codec, row_group_size=25)
+        n = rows.stop
+    p = run(zr, "convert", str(tmp_path / "dir"), str(tmp_path / "out"), "--tokenizer", tok, "--text-field", "body",
+            "--eos", str(EOS))
+    assert p.returncode == 0, p.stderr
+    assert "kept the fields" in p.stderr and "when" in p.stderr and "tags" in p.stderr, p.stderr
+    ds = zrecord.Dataset(tmp_path / "out")
+    assert [f.name for f in ds.fields] == ["tokens", "year", "w", "src"]
+    assert tokens_of(tmp_path / "out") == [e + [EOS] for e in expect[:n]]
+    assert [int(ds[i]["year"]) for i in range(n)] == list(range(n))
+    assert ds[n - 1]["src"] == f"s{(n - 1) % 3}" and float(ds[9]["w"]) == 9 / 8
+    # A later file without a kept column: named, and nothing written.
+    pq.write_table(pa.table({"body": ["a b"], "year": ["not a number"]}), tmp_path / "dir" / "99.parquet")
+    p = run(zr, "convert", str(tmp_path / "dir"), str(tmp_path / "bad"), "--tokenizer", tok, "--text-field", "body")
+    assert p.returncode != 0 and "99.parquet" in p.stderr and 'no integer column "year"' in p.stderr, p.stderr
+    assert not (tmp_path / "bad").exists()
+    # A text column that is not strings, a missing text column, a null text, brotli.
+    pq.write_table(pa.table({"body": [b"bytes"]}), tmp_path / "b.parquet")
+    p = run(zr, "convert", str(tmp_path / "b.parquet"), str(tmp_path / "bad"), "--tokenizer", tok, "--text-field", "body")
+    assert p.returncode != 0 and "b.parquet" in p.stderr and "not strings" in p.stderr, p.stderr
+    p = run(zr, "convert", str(tmp_path / "b.parquet"), str(tmp_path / "bad"), "--tokenizer", tok)
+    assert p.returncode != 0 and 'no column "text"' in p.stderr and "--text-field" in p.stderr, p.stderr
+    pq.write_table(pa.table({"text": ["a", "b", None]}), tmp_path / "n.parquet", row_group_size=2)
+    p = run(zr, "convert", str(tmp_path / "n.parquet"), str(tmp_path / "bad"), "--tokenizer", tok)
+    assert p.returncode != 0 and "row 2" in p.stderr and "null" in p.stderr, p.stderr
+    pq.write_table(pa.table({"text": ["a"]}), tmp_path / "br.parquet", compression="brotli")
+    p = run(zr, "convert", str(tmp_path / "br.parquet"), str(tmp_path / "bad"), "--tokenizer", tok)
+    assert p.returncode != 0 and "br.parquet" in p.stderr and "brotli" in p.stderr.lower(), p.stderr
+    (tmp_path / "x.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match="x.parquet.*not a Parquet file"):
+        zrecord.tokenize(tmp_path / "x.parquet", tmp_path / "bad", tokenizer=tok)
     assert not (tmp_path / "bad").exists()

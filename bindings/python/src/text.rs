@@ -1,16 +1,14 @@
 //! Text into token documents for `zrecord.tokenize` (`host-native/src/dataset/text.rs`
-//! does the work): files the Rust side reads (`_tokenize_files`), or texts Python reads and
-//! hands over a block at a time (`_TextWriter`: Parquet columns, Hugging Face datasets, any
-//! iterable of strings). Encoding runs without the GIL, on rayon's pool.
+//! does the work): files the Rust side reads (`_tokenize_files`: JSON Lines, text, Parquet),
+//! or texts Python hands over a block at a time (`_TextWriter`: a Hugging Face dataset's
+//! column, any iterable of strings). Encoding runs without the GIL, on rayon's pool.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use zrecord::dataset::{
-    import_text, load_tokenizer, text_inputs, Kind, TextImport, TextImported, TextWriter, Tokenizer, Values,
-};
+use zrecord::dataset::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};
 use zrecord::{Codec, WriteOptions};
 
 use crate::dataset::{call, to_py};
@@ -38,8 +36,8 @@ fn counts(done: &TextImported) -> Counts {
     (done.imported.samples, done.tokens, done.text_bytes, done.empty)
 }
 
-/// `zrecord.tokenize` over JSON Lines or text files (or a directory of them) the Rust side
-/// reads: their documents encoded with `tokenizer` into the dataset `output`.
+/// `zrecord.tokenize` over JSON Lines, text or Parquet files (or a directory of them) the
+/// Rust side reads: their documents encoded with `tokenizer` into the dataset `output`.
 #[pyfunction]
 #[pyo3(name = "_tokenize_files", signature = (input, tokenizer, output, text_field, eos, codec, skip_empty,
                                               shard_records = None, progress = None, keep_fields = true))]
@@ -73,15 +71,12 @@ pub fn tokenize_files(
 #[pyclass(module = "zrecord", name = "_TextWriter")]
 pub struct PyTextWriter {
     inner: Option<TextWriter>,
-    /// The kinds of the kept fields, in order.
-    kinds: Vec<Kind>,
 }
 
 #[pymethods]
 impl PyTextWriter {
     #[new]
-    #[pyo3(signature = (output, tokenizer, eos, codec, skip_empty, shard_records = None, kept = Vec::new()))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (output, tokenizer, eos, codec, skip_empty, shard_records = None))]
     fn new(
         py: Python<'_>,
         output: PathBuf,
@@ -90,43 +85,19 @@ impl PyTextWriter {
         codec: &str,
         skip_empty: bool,
         shard_records: Option<u64>,
-        kept: Vec<(String, String)>,
     ) -> PyResult<Self> {
         let options = import_options(String::new(), eos, codec, skip_empty, shard_records)?;
-        let kept = kept
-            .into_iter()
-            .map(|(name, kind)| {
-                Kind::from_name(&kind)
-                    .map(|k| (name, k))
-                    .ok_or_else(|| PyValueError::new_err(format!("a kept field's kind is {kind:?}")))
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let kinds = kept.iter().map(|(_, k)| *k).collect();
         let writer = call(py, move || {
             let tokenizer: Arc<Tokenizer> = load_tokenizer(&tokenizer)?;
-            TextWriter::open_kept(tokenizer, &output, &options, &kept)
+            TextWriter::open(tokenizer, &output, &options)
         })?;
-        Ok(PyTextWriter { inner: Some(writer), kinds })
+        Ok(PyTextWriter { inner: Some(writer) })
     }
 
-    /// Encodes and stages `texts`, in order, with the kept fields' values: per field, a list
-    /// of its values (str, int, float or bool, as its kind).
-    #[pyo3(signature = (texts, extras = Vec::new()))]
-    fn write(&mut self, py: Python<'_>, texts: Vec<String>, extras: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
+    /// Encodes and stages `texts`, in order.
+    fn write(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
         let writer = self.inner.as_mut().ok_or_else(|| PyValueError::new_err("the writer was committed"))?;
-        let extras = extras
-            .iter()
-            .zip(&self.kinds)
-            .map(|(v, kind)| {
-                Ok(match kind {
-                    Kind::String => Values::strings(v.extract::<Vec<String>>()?),
-                    Kind::Integer => Values::fixed(v.extract::<Vec<i64>>()?.iter().map(|x| x.to_le_bytes())),
-                    Kind::Number => Values::fixed(v.extract::<Vec<f64>>()?.iter().map(|x| x.to_le_bytes())),
-                    Kind::Boolean => Values::fixed(v.extract::<Vec<bool>>()?.iter().map(|&x| [u8::from(x)])),
-                })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        py.detach(|| writer.write_with(texts, extras)).map_err(|e| to_py(py, e))
+        py.detach(|| writer.write(texts)).map_err(|e| to_py(py, e))
     }
 
     /// Publishes the documents written; returns `(documents, tokens, text bytes, documents

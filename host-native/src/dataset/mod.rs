@@ -72,9 +72,7 @@ pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, P
 pub use remote_edit::{delete_remote, drop_field_remote};
 pub use report::{DatasetStats, StoreReport};
 pub use saved_parts::{commit_saved, save_part, CommittedParts, PartsAt, SAVED_PARTS};
-pub use text::{
-    import_text, load_tokenizer, text_inputs, Kind, TextImport, TextImported, TextWriter, Tokenizer, Values,
-};
+pub use text::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{Column, DatasetWriter, WriteOptions};
 

@@ -2,8 +2,9 @@
 //! [--text-field text] [--eos ID]`, and `zrecord.tokenize` from Python.
 //!
 //! The input is a JSON Lines file (one object per line, its text under `text_field`), a
-//! text file (the whole file one document), or a directory of them (`.jsonl`, `.json`
-//! lines, `.txt`, in name order). Each document is encoded by Hugging Face's `tokenizers`
+//! text file (the whole file one document), a Parquet file (its `text_field` column, a row
+//! per document: [`parquet`]), or a directory of them (`.jsonl`, `.json` lines, `.txt`,
+//! `.parquet`, in name order). Each document is encoded by Hugging Face's `tokenizers`
 //! crate from a `tokenizer.json` (the ids its Python package gives for the same file and
 //! text), a block of documents at a time, the block's documents encoded in parallel on
 //! rayon's pool; with `eos`, that id ends every document. The output is a dataset of one
@@ -12,7 +13,8 @@
 //! beside it (unless `keep_fields` is off): the first object's strings become string
 //! fields, its integers `<i8`, its other numbers `<f8` and its booleans `|b1` (nulls,
 //! arrays and objects are left out, and said so), and every later object must have each
-//! kept field, of the same kind. Memory stays bounded by a block (plus the longest
+//! kept field, of the same kind; a Parquet file's columns are kept by the same rule, by its
+//! schema. Memory stays bounded by a block (plus the longest
 //! document); the write is the dataset writer's, so nothing is published before the
 //! commit, and the `zr` front end stages the output beside its final name.
 //!
@@ -32,6 +34,9 @@ use zrecord_core::dataset::Field;
 use zrecord_core::error::{Error, IoError};
 use zrecord_core::Codec;
 
+mod parquet;
+
+use self::parquet::ParquetText;
 use super::convert::Imported;
 use super::write::io_at;
 use super::{Column, DatasetError, DatasetWriter, WriteOptions};
@@ -85,8 +90,8 @@ pub struct TextImported {
     pub left_out: Vec<String>,
 }
 
-/// The files `input` names: itself, or a directory's `.jsonl`, `.json` and `.txt` files in
-/// name order.
+/// The files `input` names: itself, or a directory's `.jsonl`, `.json`, `.txt` and
+/// `.parquet` files in name order.
 pub fn text_inputs(input: &Path) -> Result<Vec<PathBuf>, DatasetError> {
     let at = io_at(input, "read");
     if !input.is_dir() {
@@ -97,14 +102,16 @@ pub fn text_inputs(input: &Path) -> Result<Vec<PathBuf>, DatasetError> {
         .map_err(at)?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.is_file() && matches!(p.extension().and_then(|x| x.to_str()), Some("jsonl" | "json" | "txt")))
+        .filter(|p| {
+            p.is_file() && matches!(p.extension().and_then(|x| x.to_str()), Some("jsonl" | "json" | "txt" | "parquet"))
+        })
         .collect();
     files.sort();
     if files.is_empty() {
         return Err(DatasetError::at(
             input,
             None,
-            Error::InvalidArgument("holds no .jsonl, .json or .txt file to tokenize".into()),
+            Error::InvalidArgument("holds no .jsonl, .json, .txt or .parquet file to tokenize".into()),
         ));
     }
     Ok(files)
@@ -131,81 +138,131 @@ pub fn import_text(
     options: &TextImport,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<TextImported, DatasetError> {
-    let (kept, left_out) = match options.keep_fields {
+    let (kept, left_out, first) = match options.keep_fields {
         true => kept_fields(inputs, &options.text_field)?,
-        false => (Vec::new(), Vec::new()),
+        false => (Vec::new(), Vec::new(), PathBuf::new()),
     };
     let mut writer = TextWriter::open_fields(tokenizer, output, options, kept.clone())?;
     writer.left_out = left_out;
     let total: u64 = inputs.iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum();
     let mut read = 0u64;
     progress(0, total);
-    let mut block: Vec<String> = Vec::new();
-    let mut extras: Vec<Values> = kept.iter().map(Kept::values).collect();
-    let mut block_bytes = 0usize;
+    let mut block = Block::new(&kept);
+    let block_bytes = options.block_bytes;
+    let mut flush = |block: &mut Block, at_least: usize| match block.bytes >= at_least {
+        true => block.flush(&mut writer, &kept),
+        false => Ok(()),
+    };
     for path in inputs {
-        let file = File::open(path).map_err(io_at(path, "open"))?;
-        let jsonl = path.extension().is_none_or(|x| x != "txt");
-        if !jsonl && !kept.is_empty() {
-            let what = format!(
-                "is a text file, with no field {:?} that the JSON Lines input keeps (--tokens-only keeps none)",
-                kept[0].name
-            );
-            return Err(DatasetError::at(path, None, Error::InvalidArgument(what)));
-        }
-        if !jsonl {
-            let mut text = String::new();
-            BufReader::new(file)
-                .read_to_string(&mut text)
-                .map_err(|e| DatasetError::at(path, None, Error::InvalidArgument(format!("is not UTF-8 text: {e}"))))?;
-            read += text.len() as u64;
-            block_bytes += text.len();
-            block.push(text);
-        } else {
-            let mut reader = BufReader::with_capacity(1 << 20, file);
-            let mut line = String::new();
-            let mut number = 0u64;
-            loop {
-                line.clear();
-                let n = reader.read_line(&mut line).map_err(|e| {
-                    let what = format!("line {}: {e}", number + 1);
-                    DatasetError::at(path, None, Error::InvalidArgument(what))
-                })?;
-                if n == 0 {
-                    break;
-                }
-                number += 1;
-                read += n as u64;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let at_line = |what: String| {
-                    DatasetError::at(path, None, Error::InvalidArgument(format!("line {number}: {what}")))
+        match Input::of(path) {
+            Input::Parquet => {
+                let file = ParquetText::open(path)?;
+                file.check(path, &options.text_field, &kept, &first)?;
+                let before = read;
+                let mut each_row = |block: &mut Block| flush(block, block_bytes);
+                let mut advanced = |done| {
+                    read = before + done;
+                    progress(read.min(total), total);
                 };
-                let (text, object) = text_of(&line, &options.text_field).map_err(at_line)?;
-                for (k, values) in kept.iter().zip(&mut extras) {
-                    k.push(object.get(&k.name), values).map_err(at_line)?;
+                file.read(path, &options.text_field, &kept, &mut block, &mut each_row, &mut advanced)?;
+                read = before + std::fs::metadata(path).map_or(0, |m| m.len());
+            }
+            Input::Text => {
+                if !kept.is_empty() {
+                    let what = format!(
+                        "is a text file, with no field {:?} that the other input keeps (--tokens-only keeps none)",
+                        kept[0].name
+                    );
+                    return Err(DatasetError::at(path, None, Error::InvalidArgument(what)));
                 }
-                block_bytes += text.len();
-                block.push(text);
-                if block_bytes >= options.block_bytes {
-                    let fresh = kept.iter().map(Kept::values).collect();
-                    writer.write_with(std::mem::take(&mut block), std::mem::replace(&mut extras, fresh))?;
-                    block_bytes = 0;
-                    progress(read, total);
+                let file = File::open(path).map_err(io_at(path, "open"))?;
+                let mut text = String::new();
+                BufReader::new(file).read_to_string(&mut text).map_err(|e| {
+                    DatasetError::at(path, None, Error::InvalidArgument(format!("is not UTF-8 text: {e}")))
+                })?;
+                read += text.len() as u64;
+                block.bytes += text.len();
+                block.texts.push(text);
+            }
+            Input::JsonLines => {
+                let file = File::open(path).map_err(io_at(path, "open"))?;
+                let mut reader = BufReader::with_capacity(1 << 20, file);
+                let mut line = String::new();
+                let mut number = 0u64;
+                loop {
+                    line.clear();
+                    let n = reader.read_line(&mut line).map_err(|e| {
+                        let what = format!("line {}: {e}", number + 1);
+                        DatasetError::at(path, None, Error::InvalidArgument(what))
+                    })?;
+                    if n == 0 {
+                        break;
+                    }
+                    number += 1;
+                    read += n as u64;
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let at_line = |what: String| {
+                        DatasetError::at(path, None, Error::InvalidArgument(format!("line {number}: {what}")))
+                    };
+                    let (text, object) = text_of(&line, &options.text_field).map_err(at_line)?;
+                    for (k, values) in kept.iter().zip(&mut block.extras) {
+                        k.push(object.get(&k.name), values).map_err(at_line)?;
+                    }
+                    block.bytes += text.len();
+                    block.texts.push(text);
+                    if block.bytes >= block_bytes {
+                        flush(&mut block, block_bytes)?;
+                        progress(read, total);
+                    }
                 }
             }
         }
-        if block_bytes >= options.block_bytes {
-            let fresh = kept.iter().map(Kept::values).collect();
-            writer.write_with(std::mem::take(&mut block), std::mem::replace(&mut extras, fresh))?;
-            block_bytes = 0;
-        }
-        progress(read, total);
+        flush(&mut block, block_bytes)?;
+        progress(read.min(total), total);
     }
-    writer.write_with(block, extras)?;
+    flush(&mut block, 0)?;
     progress(total, total);
     writer.commit()
+}
+
+/// What kind of text input a file is, by its extension: `.txt` is one document, `.parquet`
+/// a table, anything else JSON Lines.
+enum Input {
+    Text,
+    Parquet,
+    JsonLines,
+}
+
+impl Input {
+    fn of(path: &Path) -> Input {
+        match path.extension().and_then(|x| x.to_str()) {
+            Some("txt") => Input::Text,
+            Some("parquet") => Input::Parquet,
+            _ => Input::JsonLines,
+        }
+    }
+}
+
+/// Documents read and not yet encoded: their texts and the kept fields' values.
+struct Block {
+    texts: Vec<String>,
+    extras: Vec<Values>,
+    /// Bytes of text in `texts`.
+    bytes: usize,
+}
+
+impl Block {
+    fn new(kept: &[Kept]) -> Block {
+        Block { texts: Vec::new(), extras: kept.iter().map(Kept::values).collect(), bytes: 0 }
+    }
+
+    /// Hands the documents to `writer` and starts an empty block.
+    fn flush(&mut self, writer: &mut TextWriter, kept: &[Kept]) -> Result<(), DatasetError> {
+        let full = std::mem::replace(self, Block::new(kept));
+        writer.write_with(full.texts, full.extras)
+    }
 }
 
 /// A field of the JSON Lines objects kept beside the tokens, and what kind its values are.
@@ -215,10 +272,10 @@ struct Kept {
     kind: Kind,
 }
 
-/// What a kept field holds: its values' kind in JSON (or an Arrow column's), and so its
+/// What a kept field holds: its values' kind in JSON (or a Parquet column's), and so its
 /// dtype: a string field, `<i8`, `<f8` or `|b1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+enum Kind {
     /// Text: a string field.
     String,
     /// Integers: `<i8`.
@@ -230,17 +287,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The kind called `name`: `string`, `integer`, `number` or `boolean`.
-    pub fn from_name(name: &str) -> Option<Kind> {
-        match name {
-            "string" => Some(Kind::String),
-            "integer" => Some(Kind::Integer),
-            "number" => Some(Kind::Number),
-            "boolean" => Some(Kind::Boolean),
-            _ => None,
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Kind::String => "a string",
@@ -302,7 +348,7 @@ impl Kept {
 
 /// The values of one kept field for a block of documents, as [`Column`] lays them out.
 #[derive(Debug)]
-pub enum Values {
+enum Values {
     /// `<i8`, `<f8` or `|b1` values, back to back.
     Fixed(Vec<u8>),
     /// UTF-8 strings back to back, and `n + 1` byte offsets.
@@ -315,22 +361,6 @@ pub enum Values {
 }
 
 impl Values {
-    /// Strings, one per document.
-    pub fn strings(strings: impl IntoIterator<Item = impl AsRef<str>>) -> Values {
-        let mut values = Vec::new();
-        let mut offsets = vec![0u64];
-        for s in strings {
-            values.extend_from_slice(s.as_ref().as_bytes());
-            offsets.push(values.len() as u64);
-        }
-        Values::Ragged { values, offsets }
-    }
-
-    /// Fixed-size values, one per document, each as its little-endian bytes.
-    pub fn fixed<const N: usize>(values: impl IntoIterator<Item = [u8; N]>) -> Values {
-        Values::Fixed(values.into_iter().flatten().collect())
-    }
-
     fn column(&self) -> Column<'_> {
         match self {
             Values::Fixed(bytes) => Column::Fixed(bytes),
@@ -340,12 +370,26 @@ impl Values {
 }
 
 /// The fields kept: those of the first JSON Lines object of `inputs` (in key order) but the
-/// text, and the names of those left out (nulls, arrays, objects).
-fn kept_fields(inputs: &[PathBuf], text_field: &str) -> Result<(Vec<Kept>, Vec<String>), DatasetError> {
-    use serde_json::Value;
-    let Some(path) = inputs.iter().find(|p| p.extension().is_none_or(|x| x != "txt")) else {
-        return Ok((Vec::new(), Vec::new()));
+/// text, or the first Parquet file's columns when that comes first; the names of those left
+/// out (nulls, arrays, objects; a Parquet file's other columns); and the file they are from.
+fn kept_fields(inputs: &[PathBuf], text_field: &str) -> Result<(Vec<Kept>, Vec<String>, PathBuf), DatasetError> {
+    let Some(path) = inputs.iter().find(|p| !matches!(Input::of(p), Input::Text)) else {
+        return Ok((Vec::new(), Vec::new(), PathBuf::new()));
     };
+    let (kept, left_out) = match Input::of(path) {
+        Input::Parquet => ParquetText::open(path)?.kept(text_field),
+        _ => kept_json_fields(path, text_field)?,
+    };
+    if kept.iter().any(|k| k.name == "tokens") {
+        let what = "a field \"tokens\" clashes with the token field (--tokens-only keeps none)".to_string();
+        return Err(DatasetError::at(path, None, Error::InvalidArgument(what)));
+    }
+    Ok((kept, left_out, path.clone()))
+}
+
+/// The fields of the first object of a JSON Lines file but the text, and those left out.
+fn kept_json_fields(path: &Path, text_field: &str) -> Result<(Vec<Kept>, Vec<String>), DatasetError> {
+    use serde_json::Value;
     let file = File::open(path).map_err(io_at(path, "open"))?;
     let mut number = 0u64;
     for line in BufReader::new(file).lines() {
@@ -383,8 +427,8 @@ fn kept_fields(inputs: &[PathBuf], text_field: &str) -> Result<(Vec<Kept>, Vec<S
 }
 
 /// Documents of text, block by block, into a dataset of token documents: [`import_text`]
-/// over files, and `zrecord.tokenize` over texts Python reads (Parquet columns, a Hugging
-/// Face dataset's, any iterable of strings).
+/// over files, and `zrecord.tokenize` over texts Python reads (a Hugging Face dataset's
+/// column, any iterable of strings).
 pub struct TextWriter {
     tokenizer: Arc<Tokenizer>,
     /// Encoded blocks on their way to the stager thread, which owns the dataset writer
@@ -409,18 +453,6 @@ impl TextWriter {
     /// `<u2` when the vocabulary and `eos` fit 16 bits, else `<u4`).
     pub fn open(tokenizer: Arc<Tokenizer>, output: &Path, options: &TextImport) -> Result<TextWriter, DatasetError> {
         Self::open_fields(tokenizer, output, options, Vec::new())
-    }
-
-    /// A writer that keeps the fields `kept` (name and kind) beside `tokens`, whose values
-    /// [`TextWriter::write_with`] takes (Parquet columns from Python).
-    pub fn open_kept(
-        tokenizer: Arc<Tokenizer>,
-        output: &Path,
-        options: &TextImport,
-        kept: &[(String, Kind)],
-    ) -> Result<TextWriter, DatasetError> {
-        let kept = kept.iter().map(|(name, kind)| Kept { name: name.clone(), kind: *kind }).collect();
-        Self::open_fields(tokenizer, output, options, kept)
     }
 
     /// The writer of `tokens` and the fields `kept`, in that order.
@@ -470,7 +502,7 @@ impl TextWriter {
 
     /// The same as [`TextWriter::write`] with the values of the fields the writer keeps, one
     /// per text each, in the writer's order.
-    pub fn write_with(&mut self, texts: Vec<String>, extras: Vec<Values>) -> Result<(), DatasetError> {
+    fn write_with(&mut self, texts: Vec<String>, extras: Vec<Values>) -> Result<(), DatasetError> {
         if extras.len() != self.kept.len() {
             let what = format!("{} kept fields' values for {} fields", extras.len(), self.kept.len());
             return Err(DatasetError::at(&self.output, None, Error::InvalidArgument(what)));
