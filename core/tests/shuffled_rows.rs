@@ -309,7 +309,8 @@ fn a_batch_draws_from_across_the_epoch() {
     assert!(shuffled * 10 >= windows * 7, "shuffled rows: {shuffled} documents per batch, windows {windows}");
 }
 
-/// Lengths that keep the row indexes they are given, and count the lengths read.
+/// Lengths that keep the row indexes they are given, and count the lengths read. They ask
+/// for the index path (no order kept in memory), which is what saved indexes serve.
 struct Saving {
     lengths: Vec<u64>,
     saved: HashMap<RowIndexKey, Vec<u64>>,
@@ -330,6 +331,82 @@ impl DocLengths for Saving {
     }
     fn save_index(&mut self, _source: usize, key: &RowIndexKey, counts: &[u64]) {
         self.saved.insert(*key, counts.to_vec());
+    }
+    fn keep_docs(&self) -> u64 {
+        0
+    }
+}
+
+/// Each source's lengths, counting the lengths read, keeping epochs' orders in memory for
+/// sources of at most `keep` documents.
+struct Keeping {
+    lengths: Vec<Vec<u64>>,
+    keep: u64,
+    read: usize,
+}
+
+impl DocLengths for Keeping {
+    type Error = PackError;
+    fn lengths(&mut self, source: usize, indices: &[u64], out: &mut [u64]) -> Result<(), PackError> {
+        self.read += indices.len();
+        for (o, &i) in out.iter_mut().zip(indices) {
+            *o = self.lengths[source][i as usize];
+        }
+        Ok(())
+    }
+    fn keep_docs(&self) -> u64 {
+        self.keep
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Rows placed from an epoch's order kept in memory are the rows the index and table
+    /// lookups place, over several epochs, one dataset or a mixture; and once an epoch is
+    /// counted, placing its rows reads no length.
+    #[test]
+    fn a_kept_order_plans_what_the_index_plans(
+        n in 40u64..1500,
+        second in 0u64..400,
+        max in 2u64..400,
+        seq_len in 16u32..300,
+        bos in any::<bool>(),
+        eos in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let s = spec(seq_len, bos, eos);
+        let mut of = vec![lengths_of(n, max, seed)];
+        if second > 0 {
+            of.push(lengths_of(second + 20, max, seed ^ 7));
+        }
+        let stream = match of.len() {
+            1 => docs(n, seed),
+            _ => mixture_docs(&of, &[0.6, 0.4], seed),
+        };
+        let rows = 4;
+        let plans = |lengths: &mut Keeping| -> Option<Vec<Vec<_>>> {
+            let mut packer = Packer::new(&stream, s, rows, 0, None, lengths).ok()?;
+            let mut plan = Plan::default();
+            Some((0..30).map(|_| {
+                packer.plan(lengths, &mut plan).unwrap();
+                plan.placed.clone()
+            }).collect())
+        };
+        let mut kept = Keeping { lengths: of.clone(), keep: u64::MAX, read: 0 };
+        let mut looked_up = Keeping { lengths: of.clone(), keep: 0, read: 0 };
+        let (a, b) = (plans(&mut kept), plans(&mut looked_up));
+        prop_assert_eq!(&a, &b);
+        if a.is_some() {
+            // Reads are whole epochs counted: a multiple of each source's documents.
+            let per_epoch: Vec<usize> = of.iter().map(Vec::len).collect();
+            let counted_only = match per_epoch.as_slice() {
+                [one] => kept.read.is_multiple_of(*one),
+                _ => (0..=kept.read / per_epoch[0]).any(|i| (kept.read - i * per_epoch[0]).is_multiple_of(per_epoch[1])),
+            };
+            prop_assert!(counted_only, "kept: {} lengths read for sources of {:?}", kept.read, per_epoch);
+            prop_assert!(looked_up.read > kept.read);
+        }
     }
 }
 

@@ -41,6 +41,7 @@ fn pack(mode: PackMode, seq_len: u32) -> PackOptions {
         window: None,
         shuffle_rows: Some(false),
         row_indexes: RowIndexes::Off,
+        keep_order: zrecord_core::stream::rows::KEEP_DOCS,
     }
 }
 
@@ -465,8 +466,13 @@ fn row_indexes_are_kept_for_the_next_loader_and_pruned() {
     let a = Source::dataset(write_docs(&dir.path().join("a"), 1, 300)).unwrap();
     let docs = Stream::new(a.id(), Mode::Shuffle, 5, 1).unwrap();
     let kept = dir.path().join("rows");
-    let spec =
-        PackOptions { shuffle_rows: None, row_indexes: RowIndexes::In(kept.clone()), ..pack(PackMode::Concat, 96) };
+    // The row index, not the order kept in memory that a source this small would take.
+    let spec = PackOptions {
+        shuffle_rows: None,
+        row_indexes: RowIndexes::In(kept.clone()),
+        keep_order: 0,
+        ..pack(PackMode::Concat, 96)
+    };
     let files = || {
         let mut names: Vec<String> =
             std::fs::read_dir(&kept).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -500,8 +506,13 @@ fn row_indexes_are_kept_for_the_next_loader_and_pruned() {
     assert!(left.iter().any(|n| n.ends_with("-2.zrri")) && left.iter().any(|n| n.ends_with("-3.zrri")), "{left:?}");
     // Off: nothing read or written.
     std::fs::remove_dir_all(&kept).unwrap();
-    let none = PackOptions { row_indexes: RowIndexes::Off, ..spec };
+    let none = PackOptions { row_indexes: RowIndexes::Off, ..spec.clone() };
     let (off, _) = read(&docs, std::slice::from_ref(&a), &none, 8, 1, 0, None, 3);
     assert!(off == first);
+    assert!(!kept.exists());
+    // The order kept in memory: the same rows, and no index read or written.
+    let in_memory = PackOptions { keep_order: 1000, ..spec };
+    let (kept_rows, _) = read(&docs, std::slice::from_ref(&a), &in_memory, 8, 2, 1, None, 3);
+    assert!(kept_rows == first);
     assert!(!kept.exists());
 }

@@ -279,6 +279,10 @@ impl Pipeline {
                 },
                 Some(v) => RowIndexes::In(v.extract::<std::path::PathBuf>()?),
             },
+            keep_order: match pack.get_item("keep_order")? {
+                Some(v) if !v.is_none() => v.extract()?,
+                _ => zrecord_core::stream::rows::KEEP_DOCS,
+            },
         };
         let mixture = weights.is_some();
         let docs = match weights {

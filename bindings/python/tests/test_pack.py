@@ -189,8 +189,9 @@ def test_row_indexes_are_kept_in_a_directory(ds, tmp_path):
     # rank, a worker process, a later run) reads it instead of every document's length.
     rows = tmp_path / "rows"
 
-    def batches(index_dir):
-        with loader(ds, 4, zrecord.Pack(seq_len=64, index_dir=index_dir)) as dl:
+    def batches(index_dir, keep_order=0):
+        # keep_order=0: the index, not the order a dataset this small keeps in memory.
+        with loader(ds, 4, zrecord.Pack(seq_len=64, index_dir=index_dir, keep_order=keep_order)) as dl:
             return [next(dl)["tokens"] for _ in range(5)]
 
     first = batches(rows)
@@ -201,6 +202,9 @@ def test_row_indexes_are_kept_in_a_directory(ds, tmp_path):
     np.testing.assert_array_equal(np.stack(batches(rows)), np.stack(first))
     assert saved.read_bytes()[:4] == b"ZRRI", "rebuilt and saved again"
     np.testing.assert_array_equal(np.stack(batches(False)), np.stack(first))
+    saved.unlink()
+    np.testing.assert_array_equal(np.stack(batches(rows, keep_order=None)), np.stack(first))
+    assert not saved.exists(), "an order kept in memory needs no index"
     with pytest.raises(ValueError, match="index_dir"):
         zrecord.Pack(index_dir=True)
 

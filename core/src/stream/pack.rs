@@ -182,6 +182,14 @@ pub trait DocLengths {
     /// Keeps a row index shuffled rows built, for [`DocLengths::saved_index`] to find (best
     /// effort: a host that cannot keep it drops it).
     fn save_index(&mut self, _source: usize, _key: &RowIndexKey, _counts: &[u64]) {}
+
+    /// Sources of at most this many documents have shuffled rows keep each epoch's order
+    /// and lengths in memory (8 bytes per document) instead of a row index they look
+    /// lengths up through, and neither load nor save an index ([`super::rows::KEEP_DOCS`]
+    /// unless the host is told otherwise).
+    fn keep_docs(&self) -> u64 {
+        super::rows::KEEP_DOCS
+    }
 }
 
 /// Documents whose lengths are read at a time.

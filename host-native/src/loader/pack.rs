@@ -45,6 +45,11 @@ pub struct PackOptions {
     /// Where shuffled rows keep each epoch's row index for other ranks, processes and runs
     /// ([`RowIndexes`]).
     pub row_indexes: RowIndexes,
+    /// Shuffled rows over a source of at most this many documents keep each epoch's order
+    /// and lengths in memory (8 bytes per document) and place rows without reading the
+    /// table; larger sources use a row index. Default
+    /// [`zrecord_core::stream::rows::KEEP_DOCS`] (2^22, 32 MiB); 0: always the index.
+    pub keep_order: u64,
 }
 
 /// Where shuffled packed rows keep their row indexes ([`super::row_index`]).
@@ -109,6 +114,8 @@ pub(super) struct Packing {
     pub mixture: bool,
     /// Where row indexes are kept, if anywhere.
     pub row_indexes: Option<RowIndexDir>,
+    /// [`PackOptions::keep_order`].
+    pub keep_order: u64,
     /// Documents a batch cut at its end, decoded: the next batch starts with the rest of
     /// them, and takes them from here instead of decoding them again (a 100k-token
     /// document spans several batches).
@@ -195,6 +202,7 @@ impl Packing {
             pad: id_bytes("pad", options.pad)?,
             mixture,
             row_indexes: options.row_indexes.dir(),
+            keep_order: options.keep_order,
             recent: Arc::default(),
         })
     }
@@ -258,6 +266,10 @@ impl DocLengths for TableLengths<'_> {
         if let Some(dir) = &self.packing.row_indexes {
             dir.save(&self.sources[source], self.packing.field, key, counts);
         }
+    }
+
+    fn keep_docs(&self) -> u64 {
+        self.packing.keep_order
     }
 }
 

@@ -63,6 +63,10 @@ class Pack:
     that does not match, on a few spot checks, is rebuilt). ``None``: the default cache
     directory (``$ZRECORD_CACHE_DIR/rows``, else ``$XDG_CACHE_HOME/zrecord/rows``, else
     ``~/.cache/zrecord/rows``), for datasets of at least 2^20 documents; ``False``: none.
+    ``keep_order``: datasets of at most this many documents (default 2^22) need no row
+    index: each epoch's document order and lengths are kept in memory (8 bytes per
+    document, 32 MiB at the default) and a row is placed without reading the table; 0
+    always uses the index.
 
     ``bos`` / ``eos``: token ids put before / after every document. With a Mixture, the
     weights count tokens. The state of a packed loader resumes to the token, also with
@@ -81,6 +85,7 @@ class Pack:
         window: Optional[int] = None,
         row_order: Optional[str] = None,
         index_dir=None,
+        keep_order: Optional[int] = None,
     ) -> None:
         if not isinstance(field, str):
             raise TypeError(f"Pack field must be a field name, not {field!r}")
@@ -103,12 +108,16 @@ class Pack:
         if index_dir is True:
             raise ValueError("Pack index_dir is a directory, None (the default cache) or False (none)")
         self.row_order = row_order
+        if keep_order is not None and (isinstance(keep_order, bool) or not isinstance(keep_order, int)
+                                       or keep_order < 0):
+            raise ValueError(f"Pack keep_order is a number of documents >= 0 or None, not {keep_order!r}")
+        self.keep_order = keep_order
         self.index_dir = index_dir if index_dir is None or index_dir is False else os.fspath(index_dir)
 
     def _spec(self) -> dict:
         return dict(
             field=self.field, seq_len=self.seq_len, mode=self.mode, bos=self.bos, eos=self.eos, pad=self.pad,
-            window=self.window, row_order=self.row_order, index_dir=self.index_dir,
+            window=self.window, row_order=self.row_order, index_dir=self.index_dir, keep_order=self.keep_order,
         )
 
     def __repr__(self) -> str:
