@@ -35,9 +35,9 @@ pub const FORMAT: &str = "zrecord-dataset";
 /// could not know what changed) instead of misreading it. A writer writes the lowest
 /// version that holds what the manifest has ([`Manifest::needed_version`]): 1 without a
 /// dataset card, 2 with one, 3 with a bytes or string field, 4 once it grew by an append
-/// (`grown_from`), 5 with a sample longer than a record (a shard's `long`), so datasets
-/// without them stay readable by earlier builds.
-pub const VERSION: u32 = 5;
+/// (`grown_from`), 5 with a sample longer than a record (a shard's `long`), 6 with an image
+/// field, so datasets without them stay readable by earlier builds.
+pub const VERSION: u32 = 6;
 /// The version of a manifest with no key past version 1's.
 pub const VERSION_1: u32 = 1;
 /// The most identities [`Manifest::grown_from`] keeps (the oldest go first): states saved
@@ -65,6 +65,10 @@ pub enum FieldKind {
     /// Every sample is a UTF-8 string, empty included (manifest version 3), checked when
     /// written and when read; stored as a bytes field is.
     String,
+    /// Every sample is an encoded image, JPEG, PNG or WebP (manifest version 6): stored as
+    /// a bytes field is, its header checked when written ([`crate::image::info`]); a
+    /// loader can decode and crop it ([`crate::image::crop::Pipeline`]).
+    Image,
 }
 
 impl FieldKind {
@@ -75,6 +79,7 @@ impl FieldKind {
             FieldKind::Ragged => "ragged",
             FieldKind::Bytes => "bytes",
             FieldKind::String => "string",
+            FieldKind::Image => "image",
         }
     }
 }
@@ -128,16 +133,22 @@ impl Field {
         Field { kind: FieldKind::String, ..Field::ragged(name, "|u1", codec) }
     }
 
+    /// A field of encoded images ([`FieldKind::Image`]); images are compressed already, so
+    /// its codec is usually raw.
+    pub fn image(name: &str, codec: Codec) -> Self {
+        Field { kind: FieldKind::Image, ..Field::ragged(name, "|u1", codec) }
+    }
+
     /// True for a field whose samples differ in length: ragged, bytes and string fields
     /// (gathered as values and offsets).
     pub fn is_ragged(&self) -> bool {
         self.kind != FieldKind::Fixed
     }
 
-    /// True for a bytes or string field: each record is a value and its stop byte
+    /// True for a bytes, string or image field: each record is a value and its stop byte
     /// ([`values`]).
     pub fn has_stop_byte(&self) -> bool {
-        matches!(self.kind, FieldKind::Bytes | FieldKind::String)
+        matches!(self.kind, FieldKind::Bytes | FieldKind::String | FieldKind::Image)
     }
 
     /// The field's type in words, for messages: `<i8[3, 4]` (fixed), `ragged <u2`,
@@ -202,7 +213,7 @@ impl Field {
             )));
         }
         match self.kind {
-            FieldKind::Bytes | FieldKind::String => Ok(()),
+            FieldKind::Bytes | FieldKind::String | FieldKind::Image => Ok(()),
             FieldKind::Ragged if !self.shape.is_empty() => Err(FormatError::Container(format!(
                 "field {:?}: a ragged field has no fixed shape, found {:?}",
                 self.name, self.shape
@@ -417,7 +428,9 @@ impl Manifest {
     /// by an append, 3 with a
     /// bytes or string field or a row identity, 2 with a dataset card, else 1.
     pub fn needed_version(&self) -> u32 {
-        if self.shards.iter().any(|s| !s.long.is_empty()) {
+        if self.fields.iter().any(|f| f.kind == FieldKind::Image) {
+            6
+        } else if self.shards.iter().any(|s| !s.long.is_empty()) {
             5
         } else if !self.grown_from.is_empty() {
             4

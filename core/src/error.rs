@@ -413,6 +413,10 @@ pub enum DecodeError {
         /// Byte offset of the first invalid sequence within the value.
         at: u32,
     },
+    /// A value a loader's image pipeline decodes is not an image it can use (not JPEG,
+    /// PNG or WebP, a cut or corrupt one, or more pixels than its `max_pixels`).
+    #[error("{0}")]
+    Image(crate::image::ImageError),
 }
 
 /// What kind of I/O failure happened, as far as the core needs to know.

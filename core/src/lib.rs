@@ -39,6 +39,7 @@ pub mod dtype;
 pub mod engine;
 pub mod error;
 pub mod format;
+pub mod image;
 pub mod io;
 pub mod sampler;
 pub mod schema;

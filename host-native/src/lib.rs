@@ -58,6 +58,8 @@ use zrecord_core::engine::{Batch, Options, Store, Writer};
 pub use zrecord_core::engine::{FixedSlots, Pick, Sealing, Stats, Verify};
 pub use zrecord_core::error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind};
 pub use zrecord_core::format::{FileLayout, MAX_RECORDS, MAX_RECORD_LEN};
+/// Encoded images: their headers, the loader's image pipelines, decoding.
+pub use zrecord_core::image;
 use zrecord_core::io::Parallel;
 pub use zrecord_core::sampler::{Mode, Sampler};
 pub use zrecord_core::stream::pack::PackMode;

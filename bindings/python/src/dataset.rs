@@ -531,8 +531,11 @@ fn field_of(item: &Bound<'_, PyAny>) -> PyResult<Field> {
         "ragged" => Field::ragged(&name, &dtype, codec),
         "bytes" => Field::bytes(&name, codec),
         "string" => Field::string(&name, codec),
+        "image" => Field::image(&name, codec),
         other => {
-            return Err(PyValueError::new_err(format!("field kind {other:?} is not fixed, ragged, bytes or string")))
+            return Err(PyValueError::new_err(format!(
+                "field kind {other:?} is not fixed, ragged, bytes, string or image"
+            )))
         }
     })
 }

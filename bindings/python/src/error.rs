@@ -23,6 +23,8 @@ pub const LOCKED: i32 = ErrorKind::LOCKED.code;
 pub const INVALID_ARGUMENT: i32 = ErrorKind::INVALID_ARGUMENT.code;
 /// Code of a Rust panic caught at the boundary: a bug in zrecord, reported, not a crash.
 pub const INTERNAL: i32 = ErrorKind::INTERNAL.code;
+/// Code of a record that does not decode (a damaged record, an image that is not one).
+pub const DECODE: i32 = ErrorKind::DECODE.code;
 /// Code of an out-of-range index (loaderx's -3).
 pub const INDEX_OUT_OF_RANGE: i32 = ErrorKind::INDEX_OUT_OF_RANGE.code;
 

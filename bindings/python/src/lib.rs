@@ -34,6 +34,7 @@ mod sampler;
 mod store;
 mod text;
 mod tools;
+mod vision;
 
 /// The native module. `zrecord/__init__.py` re-exports what users should see.
 #[pymodule]
@@ -58,6 +59,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(zr_main, m)?)?;
     m.add_function(wrap_pyfunction!(text::tokenize_files, m)?)?;
     m.add_class::<text::PyTextWriter>()?;
+    m.add_function(wrap_pyfunction!(vision::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::delete_samples, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::concat, m)?)?;

@@ -345,7 +345,8 @@ impl Pipeline {
     #[new]
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
                         world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None,
-                        fetch=None, length=None, on_error="raise", transform=None, pack=None, passes=None))]
+                        fetch=None, length=None, on_error="raise", transform=None, pack=None, passes=None,
+                        images=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -371,7 +372,16 @@ impl Pipeline {
         transform: Option<Py<PyAny>>,
         pack: Option<&Bound<'_, PyDict>>,
         passes: Option<u64>,
+        images: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let images = images
+            .map(|d| {
+                d.iter()
+                    .map(|(name, spec)| Ok((name.extract::<String>()?, crate::vision::pipeline_of(&spec)?)))
+                    .collect::<PyResult<Vec<_>>>()
+            })
+            .transpose()?
+            .unwrap_or_default();
         let num_workers =
             usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
         let batch_size = u64::try_from(batch_size)
@@ -428,7 +438,7 @@ impl Pipeline {
             return Self::finish(loader, layout, transform).map_err(|e| to_py(py, e));
         }
         let built = match &datasets {
-            Some(datasets) => dataset_sources(py, datasets, pads)?,
+            Some(datasets) => dataset_sources(py, datasets, pads, &images)?,
             None => store_sources(py, sources, &itemsizes, &dtypes, shapes)?,
         };
         let ids: Vec<_> = built.iter().map(Source::id).collect();
@@ -468,7 +478,7 @@ impl Pipeline {
                     .collect::<PyResult<Vec<_>>>()?;
                 (views, None)
             }
-            Some(datasets) => named_views(py, &datasets[0], per_rank, pads)?,
+            Some(datasets) => named_views(py, &datasets[0], per_rank, pads, &images)?,
         };
         let layout = Layout { buffers: loader.buffers(), views, mixture, named, packed: None };
         Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
@@ -639,11 +649,12 @@ fn store_sources(
 }
 
 /// Datasets of named fields, one source each, with `pads` (field name -> one element's
-/// bytes) applied to every source.
+/// bytes) and `images` (field name -> pipeline) applied to every source.
 fn dataset_sources(
     py: Python<'_>,
     datasets: &[PyRef<'_, PyDataset>],
     pads: Option<&Bound<'_, PyDict>>,
+    images: &[(String, zrecord::image::crop::Pipeline)],
 ) -> PyResult<Vec<Source>> {
     let mut built = Vec::with_capacity(datasets.len());
     for ds in datasets {
@@ -656,6 +667,9 @@ fn dataset_sources(
                 source = source.padded(&name, pad).map_err(|e| to_py(py, e))?;
             }
         }
+        for (name, pipeline) in images {
+            source = source.images(name, pipeline.clone()).map_err(|e| to_py(py, e))?;
+        }
         built.push(source);
     }
     Ok(built)
@@ -667,6 +681,7 @@ fn named_views(
     dataset: &PyRef<'_, PyDataset>,
     per_rank: usize,
     pads: Option<&Bound<'_, PyDict>>,
+    images: &[(String, zrecord::image::crop::Pipeline)],
 ) -> PyResult<(Vec<View>, Option<Named>)> {
     let handle = dataset.handle(py)?;
     let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
@@ -675,7 +690,17 @@ fn named_views(
         let dtype = numpy_dtype.call1((f.dtype.as_str(),))?.unbind();
         keys.push(f.name.clone());
         strings.push(f.kind == zrecord::FieldKind::String);
-        if f.kind == zrecord::FieldKind::String {
+        if let Some((_, pipeline)) = images.iter().find(|(name, _)| *name == f.name) {
+            // Decoded images: one (batch, h, w, 3) or (batch, 3, h, w) block.
+            let dtype = match pipeline.dtype {
+                zrecord::image::crop::Dtype::U8 => numpy_dtype.call1(("|u1",))?,
+                zrecord::image::crop::Dtype::F32 => numpy_dtype.call1(("<f4",))?,
+            };
+            let shape = PyTuple::new(py, pipeline.shape())?;
+            views.push(View { dtype: dtype.clone().unbind(), shape: shaped(py, per_rank, shape.as_any())? });
+            dtypes.push(dtype.unbind());
+            continue;
+        } else if f.kind == zrecord::FieldKind::String {
             // A list of str: no offsets beside it.
         } else if f.is_ragged() {
             let padded = pads.is_some_and(|p| p.contains(f.name.as_str()).unwrap_or(false));

@@ -602,8 +602,9 @@ impl FieldWrite {
         Ok(())
     }
 
-    /// Checks a bytes or string column: offsets in order and within the values, every
-    /// value at most [`values::MAX_VALUE_LEN`] bytes, a string field's values UTF-8.
+    /// Checks a bytes, string or image column: offsets in order and within the values,
+    /// every value at most [`values::MAX_VALUE_LEN`] bytes, a string field's values UTF-8,
+    /// an image field's values JPEG, PNG or WebP with a size in their header.
     fn check_values(&self, path: &Path, first: u64, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
         let field = &self.field;
         let text = field.kind == FieldKind::String;
@@ -624,7 +625,16 @@ impl FieldWrite {
                 }
             };
             DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what))
-        })
+        })?;
+        if field.kind == FieldKind::Image {
+            for (k, ends) in offsets.windows(2).enumerate() {
+                if let Err(e) = zrecord_core::image::info(&values[ends[0] as usize..ends[1] as usize]) {
+                    let what = format!("sample {}: {e}", first + k as u64);
+                    return Err(DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what)));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Stages samples `from..to` of a checked column into `store`, whose record `first` is

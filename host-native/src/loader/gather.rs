@@ -4,6 +4,16 @@
 //! A fixed field is one `(batch, sample)` block. A ragged field is either its samples back
 //! to back with `batch + 1` offsets (Arrow's list layout) or, padded, one
 //! `(batch, longest)` block filled with the pad value past each sample, with the lengths.
+//! An image field with a pipeline ([`Source::images`]) is gathered as values, then each
+//! image is decoded, cropped and resized into its slot of one `(batch, h, w, 3)` or
+//! `(batch, 3, h, w)` block, the batch's images in parallel on the gather's rayon pool.
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+use zrecord_core::error::DecodeError;
+use zrecord_core::image::crop::Key;
+use zrecord_core::image::render::{render, Scratch};
 
 use super::workers::Job;
 use super::{BufferPool, LoaderBatch, Source};
@@ -59,6 +69,11 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
                 }
             }
             fields.push(buf);
+            ragged.push(None);
+            continue;
+        }
+        if let Some(image) = &first.images[f] {
+            fields.push(images(sources, buffers, &job, &groups, f, image)?);
             ragged.push(None);
             continue;
         }
@@ -120,6 +135,79 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
         pack: None,
         valid: 0, // set by Loader::next
     })
+}
+
+/// The values of bytes, string or image field `f` for every slot: back to back, with
+/// `n + 1` byte offsets.
+fn values(
+    sources: &[Source],
+    buffers: &BufferPool,
+    job: &Job,
+    groups: &[(Vec<u64>, Vec<usize>)],
+    f: usize,
+) -> Result<(Vec<u8>, Vec<u64>), DatasetError> {
+    let n = job.indices.len();
+    let mut lengths = vec![0u64; n];
+    if sources.len() == 1 {
+        sources[0].dataset.byte_lengths(f, &job.indices, &mut lengths)?;
+    } else {
+        let mut part = Vec::new();
+        for (source, (indices, slots)) in sources.iter().zip(groups) {
+            part.clear();
+            part.resize(indices.len(), 0);
+            source.dataset.byte_lengths(f, indices, &mut part)?;
+            for (&slot, &len) in slots.iter().zip(&part) {
+                lengths[slot] = len;
+            }
+        }
+    }
+    let mut offsets = Vec::with_capacity(n + 1);
+    let mut total = 0u64;
+    for &len in &lengths {
+        offsets.push(total);
+        total += len;
+    }
+    let oom = |e: Error| DatasetError::at(sources[0].dataset.path(), None, e);
+    let (mut buf, _) = buffers.take(total as usize).map_err(oom)?;
+    put(sources, groups, f, &job.indices, &mut buf, &offsets)?;
+    offsets.push(total);
+    strip(sources, job, f, &mut buf, &mut offsets)?;
+    Ok((buf, offsets))
+}
+
+/// Field `f`'s images decoded through `image`'s pipeline into one block, slot by slot; a
+/// value that is not an image the pipeline can use is the error of its record.
+fn images(
+    sources: &[Source],
+    buffers: &BufferPool,
+    job: &Job,
+    groups: &[(Vec<u64>, Vec<usize>)],
+    f: usize,
+    image: &(zrecord_core::image::crop::Pipeline, u64),
+) -> Result<Vec<u8>, DatasetError> {
+    thread_local! {
+        // A decoder thread's resizer and output buffers, kept between images.
+        static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    }
+    let (pipeline, field) = image;
+    let (encoded, offsets) = values(sources, buffers, job, groups, f)?;
+    let size = pipeline.sample_bytes();
+    let oom = |e: Error| DatasetError::at(sources[0].dataset.path(), None, e);
+    let (mut out, _) = buffers.take(job.indices.len() * size).map_err(oom)?;
+    let seed = sources[0].seed;
+    let decoded = out.par_chunks_mut(size).enumerate().try_for_each(|(slot, dst)| {
+        let source = job.sources.get(slot).map_or(0, |&s| s as usize);
+        let index = job.indices[slot];
+        let key = Key { seed, step: job.step, source: source as u32, index, field: *field };
+        let bytes = &encoded[offsets[slot] as usize..offsets[slot + 1] as usize];
+        SCRATCH
+            .with(|scratch| render(bytes, pipeline, &key, dst, &mut scratch.borrow_mut()))
+            .map(drop)
+            .map_err(|e| sources[source].dataset.value_error(f, index, DecodeError::Image(e)))
+    });
+    buffers.give(encoded);
+    decoded?;
+    Ok(out)
 }
 
 /// A bytes or string field's records, gathered back to back, made its values: each stop

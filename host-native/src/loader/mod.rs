@@ -354,8 +354,10 @@ impl Loader {
         let mixture = stream.mixture_sources().is_some();
         let mut packed = None;
         let (sources, fetch) = match feed {
-            Feed::Sources(sources) => {
+            Feed::Sources(mut sources) => {
                 check_sources(&stream, &sources)?;
+                // Image keys start from the loader's seed (image/crop.rs).
+                sources.iter_mut().for_each(|s| s.seed = stream.seed());
                 (sources, None)
             }
             Feed::Packed { sources, pack, rows, cursor } => {

@@ -1,10 +1,11 @@
-//! What a loader reads: a [`Source`] is one dataset (fields over shards), and how its
-//! ragged fields are handed out (flat with offsets, or padded); and whether a loader's
-//! sources fit its stream and each other.
+//! What a loader reads: a [`Source`] is one dataset (fields over shards), how its ragged
+//! fields are handed out (flat with offsets, or padded) and which image fields are decoded
+//! ([`Source::images`]); and whether a loader's sources fit its stream and each other.
 
 use std::sync::Arc;
 
 use zrecord_core::dataset::{Field, FieldKind};
+use zrecord_core::image::crop::{field_key, Pipeline};
 use zrecord_core::stream::{DatasetId, Stream};
 
 use super::LoaderError;
@@ -18,6 +19,12 @@ pub struct Source {
     /// Per field: `Some(one element's bytes)` to hand a ragged field out padded to the
     /// longest sample of each batch, `None` for flat values and offsets.
     pub(super) pads: Vec<Option<Vec<u8>>>,
+    /// Per field: the image pipeline its values go through, and the field's part of each
+    /// image's key ([`zrecord_core::image::crop::Key::field`]).
+    pub(super) images: Vec<Option<Arc<(Pipeline, u64)>>>,
+    /// The loader's seed, which images' keys start from (set when a loader takes the
+    /// source).
+    pub(super) seed: u64,
     /// Per field: records shorter than the sample are zero-padded (stores the caller
     /// handed over, which loaderx may have written so); a manifest dataset's are exact.
     id: DatasetId,
@@ -67,7 +74,28 @@ impl Source {
     pub fn dataset(dataset: Arc<Dataset>) -> Result<Source, LoaderError> {
         let id = dataset.id().map_err(LoaderError::Dataset)?;
         let pads = vec![None; dataset.fields().len()];
-        Ok(Source { dataset, pads, id })
+        let images = vec![None; dataset.fields().len()];
+        Ok(Source { dataset, pads, images, seed: 0, id })
+    }
+
+    /// Decodes the images of field `name` (an image field, or a bytes field of encoded
+    /// images) in the loader's workers through `pipeline`: each batch then holds one
+    /// `(batch, *pipeline.shape())` block of the pipeline's dtype for the field, each
+    /// image cropped, resized and flipped as its key draws ([`zrecord_core::image::crop`]).
+    pub fn images(mut self, name: &str, pipeline: Pipeline) -> Result<Source, LoaderError> {
+        let Some(f) = self.dataset.field_index(name) else {
+            return Err(LoaderError::Sources(format!("images names field {name:?}, which the dataset does not have")));
+        };
+        let kind = self.dataset.fields()[f].kind;
+        if !matches!(kind, FieldKind::Image | FieldKind::Bytes) {
+            let what = if kind == FieldKind::Fixed { "fixed".into() } else { format!("a {} field", kind.name()) };
+            return Err(LoaderError::Sources(format!(
+                "images names field {name:?}, which is {what}, not an image or bytes field"
+            )));
+        }
+        pipeline.check().map_err(|what| LoaderError::Sources(format!("images of field {name:?}: {what}")))?;
+        self.images[f] = Some(Arc::new((pipeline, field_key(name))));
+        Ok(self)
     }
 
     /// Hands ragged field `name` out padded: each batch a `(batch, longest)` block filled
@@ -107,16 +135,20 @@ impl Source {
 
     /// The fields' sample sizes, in bytes (0 for a ragged field).
     pub fn sample_sizes(&self) -> Vec<usize> {
-        (0..self.dataset.fields().len()).map(|f| self.dataset.sample_len(f)).collect()
+        (0..self.dataset.fields().len())
+            .map(|f| match &self.images[f] {
+                Some(image) => image.0.sample_bytes(),
+                None => self.dataset.sample_len(f),
+            })
+            .collect()
     }
 
     /// What a mixture's sources must share: each field's kind, element size, sample size
     /// and padding.
     pub(super) fn shape(&self) -> Vec<(FieldKind, usize, usize, Option<Vec<u8>>)> {
         let d = &self.dataset;
-        (0..d.fields().len())
-            .map(|f| (d.fields()[f].kind, d.itemsize(f), d.sample_len(f), self.pads[f].clone()))
-            .collect()
+        let sizes = self.sample_sizes();
+        (0..d.fields().len()).map(|f| (d.fields()[f].kind, d.itemsize(f), sizes[f], self.pads[f].clone())).collect()
     }
 }
 

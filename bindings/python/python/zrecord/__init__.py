@@ -43,6 +43,7 @@ from .dataloader import DataLoader, Mixture
 from .dataset import CODECS, Dataset, Field, split
 from .text import tokenize
 from .pack import Pack
+from . import vision
 from .errors import (
     BufferTooSmallError,
     ChecksumError,
@@ -87,6 +88,7 @@ from .tools import (
 )
 
 __all__ = [
+    "vision",
     "BadRecord",
     "BufferTooSmallError",
     "CODECS",

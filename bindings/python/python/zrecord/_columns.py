@@ -218,6 +218,8 @@ class _Items:
         k = self.count
         self.count += 1
         kind = _value_kind(item)
+        if kind == "bytes" and self.kind == "image":  # zrecord.vision.Images: encoded bytes
+            kind = "image"
         if kind != self.kind:
             raise TypeError(
                 f"field {self.name!r}: sample {k} is {type(item).__name__}, but sample 0 made it a {self.kind} field"
@@ -241,6 +243,11 @@ class _Items:
 
 
 def _source(name: str, value: Any, dtype: "np.dtype | None"):
+    column = getattr(value, "_zrecord_column", None)
+    if column is not None:  # zrecord.vision.Images
+        if dtype is not None:
+            raise TypeError(f"field {name!r} holds images: dtype= applies to numeric fields")
+        return column(name)
     if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, np.ndarray) for v in value):
         return _Pair(name, *value, dtype)
     if isinstance(value, np.ndarray):

@@ -217,6 +217,14 @@ class DataLoader(Epochs):
             memory limit); ``True`` always; ``False`` never. Warming stops when the loader
             closes; :attr:`warm_progress` tells how far it got. Loaders with
             ``num_workers=0``, or over other dataset objects, do not warm.
+        images: ``{"field": pipeline}`` (keyword-only): decode an image field (or a bytes
+            field of encoded images) in the loader's Rust workers through a
+            :mod:`zrecord.vision` pipeline (``RandomResizedCrop``, ``CenterCrop``,
+            ``Resize``): the batch holds one ``(B, 3, h, w)`` (or ``(B, h, w, 3)``) uint8
+            or float32 array for the field. Crops and flips are keyed by the seed, step,
+            sample and field, so they are the same on any world size, worker count and
+            resume. A value that is not an image fails its batch as a ``DecodeError``
+            naming the field and record (``on_error="skip"`` replaces it).
         pad: ``{"field": value}`` (keyword-only): a ragged field's batch as a padded
             ``(B, max_len)`` array plus ``field + "_lengths"``, instead of the flat values
             and ``field + "_offsets"``.
@@ -298,6 +306,7 @@ class DataLoader(Epochs):
         on_error: str = "raise",
         pack: Optional[Pack] = None,
         passes: Optional[int] = None,
+        images: Optional[Mapping[str, Any]] = None,
     ) -> None:
         if passes is not None and (isinstance(passes, bool) or not isinstance(passes, int) or passes < 1):
             raise ValueError(f"passes must be a whole number of passes, at least 1, not {passes!r}")
@@ -314,6 +323,14 @@ class DataLoader(Epochs):
         named = (labelset is None and isinstance(dataset, Dataset)) or (mixture and dataset.datasets is not None)
         if pad and not named:
             raise ValueError("pad applies to the ragged fields of a Dataset read without a labelset")
+        if images and (not named or pack is not None):
+            raise ValueError("images applies to the image fields of a Dataset (or Mixture) read without a "
+                             "labelset or pack")
+        for field, pipeline in (images or {}).items():
+            if not hasattr(pipeline, "_spec") or not hasattr(pipeline, "shape"):
+                raise TypeError(f"images[{field!r}] must be a zrecord.vision pipeline (RandomResizedCrop, "
+                                f"CenterCrop, Resize), not {pipeline!r}")
+        self.images = dict(images or {})
         if pack is not None and not isinstance(pack, Pack):
             raise TypeError(f"pack must be a zrecord.Pack, not {pack!r}")
         if pack is not None and not named:
@@ -383,6 +400,7 @@ class DataLoader(Epochs):
                 weights=dataset.weights if mixture else None,
                 datasets=natives,
                 pads=pads,
+                images={k: v._spec() for k, v in self.images.items()} or None,
                 pack=None if pack is None else pack._spec(),
                 **common,
             )

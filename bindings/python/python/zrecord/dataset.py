@@ -403,7 +403,7 @@ class Dataset:
             native.will_read(idxs)  # every field's requests at once: one round trip
         out: dict = {}
         for i, f in enumerate(self.fields):
-            if f.kind in ("bytes", "string"):
+            if f.kind in ("bytes", "string", "image"):
                 values, offsets = native.gather_ragged(i, idxs)
                 raw = values.tobytes()
                 items = [raw[offsets[k] : offsets[k + 1]] for k in range(idxs.size)]
@@ -774,7 +774,7 @@ class Dataset:
 
 
 def _describe(f: Field) -> str:
-    if f.kind in ("bytes", "string"):
+    if f.kind in ("bytes", "string", "image"):
         return f"{f.name}: {f.kind}"
     return f"{f.name}: {'ragged ' if f.ragged else ''}{f.dtype.str}{'' if f.ragged else f.shape}"
 

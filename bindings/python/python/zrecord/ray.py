@@ -393,14 +393,14 @@ class _Source(_RayDatasource):
                     if not isinstance(batch, dict):
                         batch = {"data": batch}
                     for f in ds.fields:
-                        if f.kind in ("bytes", "string"):
+                        if f.kind in ("bytes", "string", "image"):
                             kind = pa.string() if f.kind == "string" else pa.binary()
                             batch[f.name] = pa.array(batch[f.name], type=kind)
                         elif f.ragged:
                             col = np.empty(len(batch[f.name]), dtype=object)
                             col[:] = batch[f.name]
                             batch[f.name] = col
-                    if any(f.kind in ("bytes", "string") for f in ds.fields):
+                    if any(f.kind in ("bytes", "string", "image") for f in ds.fields):
                         yield _arrow_block(batch)
                     else:
                         yield BlockAccessor.batch_to_block(batch)
