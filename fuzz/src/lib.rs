@@ -10,6 +10,9 @@
 //! - [`long_index`]: a store's long index (samples longer than a record) from arbitrary
 //!   bytes, with arbitrary piece lengths and byte ranges: refused or consistent, never a
 //!   panic.
+//! - [`image`] (feature `images`): arbitrary bytes through a loader's image pipeline (the
+//!   header, the decoders, the crop and resize) under a small `max_pixels`: an image or
+//!   an error, never a panic, never more memory than the limit allows.
 
 use zrecord_app::tools;
 use zrecord_core::codec::{decode_into, inflate_into, Codec};
@@ -218,5 +221,38 @@ pub fn ops(data: &[u8]) {
     }
     for (i, r) in model.iter().enumerate() {
         assert_eq!(&s.read(i as u64).unwrap(), r);
+    }
+}
+
+/// `data` = options byte | image bytes: the options pick the geometry, an output size of
+/// 1 to 32, flip, dtype and layout; `max_pixels` is 2^20, so a bomb is refused early.
+#[cfg(feature = "images")]
+pub fn image(data: &[u8]) {
+    use zrecord_core::image::crop::{Dtype, Geometry, Key, Layout, Pipeline};
+    use zrecord_core::image::render::{decode, render, Scratch};
+    let Some((&options, bytes)) = data.split_first() else { return };
+    let geometry = match options % 3 {
+        0 => Geometry::RandomResizedCrop { scale: (0.08, 1.0), ratio: (0.75, 4.0 / 3.0) },
+        1 => Geometry::CenterCrop { ratio: 0.875 },
+        _ => Geometry::Resize,
+    };
+    let side = u32::from(options >> 3) + 1;
+    let pipeline = Pipeline {
+        geometry,
+        height: side,
+        width: side.div_ceil(2),
+        flip: f64::from(options & 4) / 4.0,
+        dtype: if options & 1 == 0 { Dtype::U8 } else { Dtype::F32 },
+        layout: if options & 2 == 0 { Layout::Chw } else { Layout::Hwc },
+        mean: [0.5; 3],
+        std: [0.25; 3],
+        max_pixels: 1 << 20,
+    };
+    let key = Key { seed: u64::from(options), step: 3, source: 0, index: 9, field: 1 };
+    let mut out = vec![0u8; pipeline.sample_bytes()];
+    let rendered = render(bytes, &pipeline, &key, &mut out, &mut Scratch::default());
+    if let Ok(rgb) = decode(bytes, 1 << 20) {
+        assert_eq!(rgb.pixels.len(), rgb.width as usize * rgb.height as usize * 3);
+        assert!(rendered.is_ok(), "decodes, but does not render");
     }
 }

@@ -160,7 +160,11 @@ fn jpeg(bytes: &[u8], info: &ImageInfo) -> Result<Decoded, alloc::string::String
         .set_max_width(info.width as usize)
         .set_max_height(info.height as usize);
     let mut d = zune_jpeg::JpegDecoder::new_with_options(bytes, options);
-    let pixels = d.decode().map_err(|e| alloc::format!("{e:?}"))?;
+    // zune-jpeg's messages are quoted, their lines joined by an escaped newline.
+    let said = |e: zune_jpeg::errors::DecodeErrors| {
+        alloc::format!("{e}").trim_matches('"').replace("\\n", "; ").replace('\n', "; ")
+    };
+    let pixels = d.decode().map_err(said)?;
     let (w, h) = d.dimensions().ok_or("no dimensions after decoding")?;
     let channels = d.get_output_colorspace().map_or(3, |c| c.num_components());
     Ok((w as u32, h as u32, channels, pixels))
