@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|tokenize|remote|latency|smallcache|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|tokenize|vision|remote|latency|smallcache|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -37,6 +37,7 @@ import scale
 import store
 import tokenizing
 import stream
+import vision
 import summary
 from data_sets import DATASETS
 from measure import SKIPPED
@@ -52,6 +53,7 @@ SECTIONS = {
     "living": living.bench_living,
     "packing": packing.bench_packing,
     "tokenize": tokenizing.bench_tokenize,
+    "vision": vision.bench_vision,
     "remote": remote.bench_remote,
     "latency": remote.bench_latency,
     "smallcache": remote.bench_small_cache,

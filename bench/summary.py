@@ -9,6 +9,7 @@ docs/benchmarks.md.
 import fields
 import living
 import packing
+import vision
 import remote
 from data_sets import DATASETS
 from measure import RESULTS, table
@@ -116,6 +117,7 @@ def bench_summary(args):
     fields.summary_rows(row)
     living.summary_rows(row)
     packing.summary_rows(row)
+    vision.summary_rows(row)
     remote.summary_rows(row)
     if rows:
         table("Targets: every ratio above, against its target (same run)",

@@ -60,6 +60,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(text::tokenize_files, m)?)?;
     m.add_class::<text::PyTextWriter>()?;
     m.add_function(wrap_pyfunction!(vision::decode_image, m)?)?;
+    m.add_function(wrap_pyfunction!(vision::render_image, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::delete_samples, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::concat, m)?)?;

@@ -1,11 +1,12 @@
 //! Image pipelines from Python (`zrecord.vision`): the dict each pipeline object hands over
-//! ([`pipeline_of`]), and `_decode_image`, one image decoded as the loader decodes it.
+//! ([`pipeline_of`]); `_decode_image`, one image decoded as the loader decodes it; and
+//! `_render_image`, one sample's output of a pipeline, as a loader's batch holds it.
 
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use zrecord::image::crop::{Dtype, Geometry, Layout, Pipeline};
+use zrecord::image::crop::{field_key, Dtype, Geometry, Key, Layout, Pipeline};
 use zrecord::image::{render, DEFAULT_MAX_PIXELS};
 
 use crate::error;
@@ -64,4 +65,35 @@ pub fn decode_image<'py>(py: Python<'py>, data: &[u8], max_pixels: Option<u64>) 
         .map_err(|e| error::zrecord_error(py, error::DECODE, e.to_string()))?;
     let (h, w) = (decoded.height as usize, decoded.width as usize);
     PyArray1::from_vec(py, decoded.pixels).reshape([h, w, 3]).map(Bound::into_any)
+}
+
+/// `zrecord.vision.render`: `pipeline`'s output of one encoded image, keyed as a loader
+/// keys the sample `index` of `source` in global batch `step` of field `field` with `seed`.
+#[pyfunction]
+#[pyo3(name = "_render_image", signature = (data, spec, seed, step, index, source, field))]
+#[allow(clippy::too_many_arguments)]
+pub fn render_image<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    spec: &Bound<'py, PyAny>,
+    seed: u64,
+    step: u64,
+    index: u64,
+    source: u32,
+    field: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let pipeline = pipeline_of(spec)?;
+    let key = Key { seed, step, source, index, field: field_key(field) };
+    let mut out = vec![0u8; pipeline.sample_bytes()];
+    py.detach(|| render::render(data, &pipeline, &key, &mut out, &mut render::Scratch::default()))
+        .map_err(|e| error::zrecord_error(py, error::DECODE, e.to_string()))?;
+    let shape = pipeline.shape().map(|d| d as usize);
+    match pipeline.dtype {
+        Dtype::U8 => PyArray1::from_vec(py, out).reshape(shape).map(Bound::into_any),
+        Dtype::F32 => {
+            let values: Vec<f32> =
+                out.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+            PyArray1::from_vec(py, values).reshape(shape).map(Bound::into_any)
+        }
+    }
 }

@@ -143,6 +143,12 @@ def test_crops_are_the_same_on_any_world_size_worker_count_and_resume(ds):
     rest, _ = batches(ds, 0, 1, 3, 7, state=state)
     for step, b in enumerate(first + rest):
         np.testing.assert_array_equal(b["image"], whole[step]["image"])
+    # zrecord.vision.render gives one slot's pixels from its key alone.
+    pipeline = RandomResizedCrop(24, flip=0.5)
+    for slot in (0, 5):
+        index = int(whole[3]["label"][slot])
+        one = zrecord.vision.render(ds[index]["image"], pipeline, seed=5, step=3, index=index)
+        np.testing.assert_array_equal(one, whole[3]["image"][slot])
     # Crops differ between epochs' draws of the same sample and between seeds.
     by_label = {}
     for b in whole:

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _zrecord
 
-__all__ = ["CenterCrop", "Images", "RandomResizedCrop", "Resize", "decode"]
+__all__ = ["CenterCrop", "Images", "RandomResizedCrop", "Resize", "decode", "render"]
 
 #: ImageNet's per-channel mean and standard deviation (0-1 scale), for ``normalize=True``.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -154,6 +154,14 @@ def decode(data: bytes, max_pixels: Optional[int] = None) -> np.ndarray:
     Raises ``DecodeError`` for a value that is not a JPEG, PNG or WebP image, a cut or
     corrupt one, or one whose header claims more than ``max_pixels`` (default 2^28)."""
     return _zrecord._decode_image(bytes(data), max_pixels)
+
+
+def render(data: bytes, pipeline: _Pipeline, *, seed: int = 42, step: int = 0, index: int = 0, source: int = 0,
+           field: str = "image") -> np.ndarray:
+    """``pipeline``'s output of one encoded image: the pixels a DataLoader with ``seed``
+    gives sample ``index`` (of mixture source ``source``) of field ``field`` in global batch
+    ``step``, for looking at one sample or checking a crop by hand."""
+    return _zrecord._render_image(bytes(data), pipeline._spec(), seed, step, index, source, field)
 
 
 class Images:
