@@ -303,14 +303,27 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Convert { input, output, policy, chunk_mib, shard_records, tokens, skip_empty, text, megatron } => {
+        Command::Convert {
+            input,
+            output,
+            policy,
+            chunk_mib,
+            shard_records,
+            tokens,
+            skip_empty,
+            text,
+            megatron,
+            images,
+        } => {
             if tokens.is_some()
                 || text.is_some()
                 || megatron
+                || images
                 || host.kind(&input) == PathKind::Dir
                 || input.to_ascii_lowercase().ends_with(".npz")
             {
-                let options = FieldImport { policy, chunk_mib, shard_records, tokens, skip_empty, text, megatron };
+                let options =
+                    FieldImport { policy, chunk_mib, shard_records, tokens, skip_empty, text, megatron, images };
                 return dataset::convert(host, &input, &output, &options);
             }
             if shard_records.is_some() {

@@ -36,6 +36,7 @@ mod convert;
 mod delete;
 mod error;
 mod find;
+mod images;
 mod layout;
 mod long;
 mod megatron;
@@ -64,6 +65,7 @@ pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFF
 pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;
 pub use find::{find_local, find_remote};
+pub use images::{image_folder, import_image_folder, ImageFolder};
 pub use layout::{set_layout, LayoutChange};
 pub use megatron::{import_megatron, megatron_files, MEGATRON_MAGIC};
 pub(crate) use open::read_meta_file;

@@ -63,6 +63,11 @@ usage:
                                 a Megatron-LM indexed dataset (DATA.bin with DATA.idx) into
                                 the dataset OUT's ragged field tokens, one sample per
                                 sequence, its tokens as stored
+  zr convert DIR OUT --images [--shard-records N]
+                                an ImageFolder tree (DIR/CLASS/*.jpg|png|webp) into the
+                                dataset OUT: an image field image (the files as they are,
+                                headers checked) and label (int64, the class's place in the
+                                sorted names, which go into the dataset card as classes)
   zr push LOCAL URL             upload a dataset or store to an object store (s3://bucket/prefix,
                                 gs://, az://; credentials and endpoint from AWS_*, GOOGLE_*,
                                 AZURE_* variables): only its bytes, resumable, listing last
@@ -150,6 +155,8 @@ pub enum Command {
         text: Option<TextImport>,
         /// `--megatron`: the input is a Megatron-LM indexed dataset (`.bin` with `.idx`).
         megatron: bool,
+        /// `--images`: the input is an ImageFolder tree (a folder of images per class).
+        images: bool,
     },
     /// `push LOCAL URL`: a dataset or store into an object store (native host).
     Push {
@@ -305,7 +312,7 @@ impl Command {
         let switches: &[&str] = match cmd.as_str() {
             "inspect" => &["json"],
             "verify" => &["json", "seal"],
-            "convert" => &["skip-empty", "megatron", "tokens-only"],
+            "convert" => &["skip-empty", "megatron", "tokens-only", "images"],
             _ => &[],
         };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
@@ -473,6 +480,12 @@ impl Command {
                         "--megatron reads a Megatron .bin/.idx pair: not with --tokens or --tokenizer".into(),
                     ));
                 }
+                let images = flag("images").is_some();
+                if images && (megatron || tokens.is_some() || text.is_some()) {
+                    return Err(usage(
+                        "--images reads an ImageFolder tree: not with --megatron, --tokens or --tokenizer".into(),
+                    ));
+                }
                 let output = pos.pop().expect("two positionals");
                 Command::Convert {
                     input: pos.pop().expect("two positionals"),
@@ -484,6 +497,7 @@ impl Command {
                     skip_empty: flag("skip-empty").is_some(),
                     text,
                     megatron,
+                    images,
                 }
             }
             "push" => {
@@ -614,6 +628,7 @@ impl Command {
                 skip_empty,
                 text,
                 megatron,
+                images,
             } => {
                 let mut v = alloc::vec![
                     s("convert"),
@@ -636,6 +651,9 @@ impl Command {
                 }
                 if *megatron {
                     v.push(s("--megatron"));
+                }
+                if *images {
+                    v.push(s("--images"));
                 }
                 if let Some(t) = text {
                     v.push(format!("--tokenizer={}", t.tokenizer));
@@ -693,6 +711,7 @@ mod tests {
             "convert t.bin out --tokens uint16 --eos 5 --skip-empty",
             "convert corpus.jsonl out --tokenizer tok.json --text-field body --eos 7",
             "convert data.bin out --megatron --shard-records 100",
+            "convert photos out --images --shard-records 1000",
             "export s o.npy",
             "--help",
             "--version",

@@ -146,6 +146,8 @@ pub struct FieldImport {
     pub text: Option<TextImport>,
     /// A Megatron-LM indexed dataset (`--megatron`) instead of `.npy` files.
     pub megatron: bool,
+    /// An ImageFolder tree (`--images`) instead of `.npy` files.
+    pub images: bool,
 }
 
 /// `zr convert TEXT OUT --tokenizer FILE [--text-field NAME] [--eos ID]`: what to tokenize

@@ -1,0 +1,60 @@
+"""`zr convert DIR OUT --images` (issue 37 item 1): an ImageFolder tree becomes an image
+field and a label field, every image and label in place, the class names in the dataset
+card; a file that is not an image fails the conversion naming the file, leaving nothing."""
+
+import io
+import subprocess
+
+import numpy as np
+import pytest
+
+import zrecord
+
+Image = pytest.importorskip("PIL.Image")
+
+
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300)
+
+
+def tree(root, classes=("cat", "dog", "fish"), per_class=7):
+    rng = np.random.default_rng(0)
+    expect = []
+    for c, name in enumerate(classes):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 255, (20 + i, 30 + c, 3), dtype=np.uint8)
+            out = io.BytesIO()
+            fmt, ext = [("JPEG", "jpg"), ("PNG", "png"), ("WEBP", "webp")][(i + c) % 3]
+            Image.fromarray(pixels).save(out, format=fmt)
+            path = root / name / f"{i:02d}.{ext.upper() if i == 3 else ext}"
+            path.write_bytes(out.getvalue())
+            expect.append((path.read_bytes(), c))
+    (root / "cat" / "notes.txt").write_text("not an image, and not read")
+    (root / "README").write_text("a file beside the class folders is not a class")
+    return expect
+
+
+def test_zr_convert_images_takes_an_image_folder(zr, tmp_path):
+    expect = tree(tmp_path / "tree")
+    p = run(zr, "convert", str(tmp_path / "tree"), str(tmp_path / "out"), "--images", "--shard-records", "8")
+    assert p.returncode == 0, p.stderr
+    ds = zrecord.Dataset(tmp_path / "out")
+    assert [(f.name, f.kind) for f in ds.fields] == [("image", "image"), ("label", "fixed")]
+    assert ds.metadata == {"classes": ["cat", "dog", "fish"]}
+    assert len(ds) == len(expect) == 21
+    for i, (data, label) in enumerate(expect):
+        s = ds[i]
+        assert s["image"] == data and int(s["label"]) == label, i
+    with zrecord.DataLoader(ds, batch_size=7, num_workers=2, images={"image": zrecord.vision.Resize(16)}) as dl:
+        assert next(dl)["image"].shape == (7, 3, 16, 16)
+    # A file named as an image that is not one: named, and nothing written.
+    (tmp_path / "tree" / "dog" / "05.jpg").write_bytes(b"this is not a jpeg at all")
+    p = run(zr, "convert", str(tmp_path / "tree"), str(tmp_path / "bad"), "--images")
+    assert p.returncode != 0 and "05.jpg" in p.stderr and "is not a JPEG, PNG or WebP image" in p.stderr, p.stderr
+    assert not (tmp_path / "bad").exists()
+    (tmp_path / "empty").mkdir()
+    p = run(zr, "convert", str(tmp_path / "empty"), str(tmp_path / "bad"), "--images")
+    assert p.returncode != 0 and "ImageFolder" in p.stderr, p.stderr
+    p = run(zr, "convert", str(tmp_path / "tree"), str(tmp_path / "bad"), "--images", "--megatron")
+    assert p.returncode == 2 and "--images reads an ImageFolder tree" in p.stderr, p.stderr
