@@ -58,3 +58,45 @@ def test_zr_convert_images_takes_an_image_folder(zr, tmp_path):
     assert p.returncode != 0 and "ImageFolder" in p.stderr, p.stderr
     p = run(zr, "convert", str(tmp_path / "tree"), str(tmp_path / "bad"), "--images", "--megatron")
     assert p.returncode == 2 and "--images reads an ImageFolder tree" in p.stderr, p.stderr
+
+
+def test_zr_convert_images_takes_webdataset_shards(zr, tmp_path):
+    import tarfile
+
+    rng = np.random.default_rng(1)
+    expect = []
+    (tmp_path / "shards").mkdir()
+    for shard in range(3):
+        with tarfile.open(tmp_path / "shards" / f"train-{shard:04d}.tar", "w") as tar:
+            for i in range(5):
+                key = f"s{shard}/{i:05d}"
+                out = io.BytesIO()
+                Image.fromarray(rng.integers(0, 255, (16, 12, 3), dtype=np.uint8)).save(out, format="PNG")
+                members = {"png": out.getvalue(), "cls": f"{(shard * 5 + i) % 4}\n".encode(),
+                           "txt": f"a picture, number {shard * 5 + i}".encode(), "json": b'{"k": 1}'}
+                for ext, data in members.items():
+                    info = tarfile.TarInfo(f"{key}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+                expect.append(members)
+    p = run(zr, "convert", str(tmp_path / "shards"), str(tmp_path / "out"), "--images")
+    assert p.returncode == 0, p.stderr
+    ds = zrecord.Dataset(tmp_path / "out")
+    assert [(f.name, f.kind) for f in ds.fields] == [
+        ("image", "image"), ("json", "bytes"), ("label", "fixed"), ("text", "string")]
+    assert len(ds) == 15
+    for i, m in enumerate(expect):
+        s = ds[i]
+        assert s["image"] == m["png"] and s["json"] == m["json"], i
+        assert int(s["label"]) == int(m["cls"]) and s["text"] == m["txt"].decode(), i
+    # One tar alone works too; a sample missing a member is named.
+    p = run(zr, "convert", str(tmp_path / "shards" / "train-0001.tar"), str(tmp_path / "one"), "--images")
+    assert p.returncode == 0, p.stderr
+    assert len(zrecord.Dataset(tmp_path / "one")) == 5
+    with tarfile.open(tmp_path / "shards" / "train-0003.tar", "w") as tar:
+        info = tarfile.TarInfo("late/00001.png")
+        info.size = len(expect[0]["png"])
+        tar.addfile(info, io.BytesIO(expect[0]["png"]))
+    p = run(zr, "convert", str(tmp_path / "shards"), str(tmp_path / "bad"), "--images")
+    assert p.returncode != 0 and "train-0003.tar" in p.stderr and "late/00001" in p.stderr, p.stderr
+    assert not (tmp_path / "bad").exists()

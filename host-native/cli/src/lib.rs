@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use zrecord::dataset::{
-    export_npy, import_image_folder, import_megatron, import_npy, import_text, import_tokens, load_tokenizer,
-    text_inputs, ExportTo, ImportOptions, TextImport,
+    export_npy, import_image_folder, import_megatron, import_npy, import_text, import_tokens, import_webdataset,
+    load_tokenizer, text_inputs, webdataset_shards, ExportTo, ImportOptions, TextImport,
 };
 use zrecord::remote::file::RemoteDir;
 use zrecord::remote::objects::{Objects, LISTING};
@@ -356,7 +356,11 @@ impl Host for Native {
         let done = if o.megatron {
             import_megatron(input, output, &options, &mut |d, t| self.progress("convert", d, t)).map_err(failure)?
         } else if o.images {
-            import_image_folder(input, output, &options, &mut |d, t| self.progress("images", d, t)).map_err(failure)?
+            match webdataset_shards(input).map_err(failure)? {
+                Some(tars) => import_webdataset(&tars, output, &options, &mut |d, t| self.progress("images", d, t)),
+                None => import_image_folder(input, output, &options, &mut |d, t| self.progress("images", d, t)),
+            }
+            .map_err(failure)?
         } else if let Some(text) = &o.text {
             self.import_text(input, output, text, o, write)?
         } else {

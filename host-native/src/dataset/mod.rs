@@ -65,7 +65,7 @@ pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFF
 pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;
 pub use find::{find_local, find_remote};
-pub use images::{image_folder, import_image_folder, ImageFolder};
+pub use images::{image_folder, import_image_folder, import_webdataset, webdataset_shards, ImageFolder};
 pub use layout::{set_layout, LayoutChange};
 pub use megatron::{import_megatron, megatron_files, MEGATRON_MAGIC};
 pub(crate) use open::read_meta_file;

@@ -67,7 +67,9 @@ usage:
                                 an ImageFolder tree (DIR/CLASS/*.jpg|png|webp) into the
                                 dataset OUT: an image field image (the files as they are,
                                 headers checked) and label (int64, the class's place in the
-                                sorted names, which go into the dataset card as classes)
+                                sorted names, which go into the dataset card as classes);
+                                WebDataset tar shards (a .tar or a directory of them):
+                                .jpg/.png/.webp -> image, .cls -> label, .txt -> text
   zr push LOCAL URL             upload a dataset or store to an object store (s3://bucket/prefix,
                                 gs://, az://; credentials and endpoint from AWS_*, GOOGLE_*,
                                 AZURE_* variables): only its bytes, resumable, listing last
