@@ -674,7 +674,7 @@ mod tests {
         let truncated = &text.as_bytes()[..text.len() / 2];
         let e = Manifest::from_json(truncated).unwrap_err().to_string();
         assert!(e.contains(MANIFEST_FILE), "{e}");
-        let newer = text.replace("\"version\": 1", "\"version\": 6");
+        let newer = text.replace("\"version\": 1", &format!("\"version\": {}", VERSION + 1));
         let e = Manifest::from_json(newer.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("newer"), "{e}");
     }
