@@ -172,7 +172,7 @@ impl PyDataset {
         Ok(self.handle(py)?.is_read_only())
     }
 
-    /// A list of dicts: name, kind ("fixed", "ragged", "bytes" or "string"), dtype, shape,
+    /// A list of dicts: name, kind ("fixed", "ragged", "bytes", "string" or "image"), dtype, shape,
     /// codec.
     #[getter]
     fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
@@ -305,7 +305,7 @@ pub struct PyDatasetWriter {
 
 #[pymethods]
 impl PyDatasetWriter {
-    /// `fields`: a list of dicts with name, kind ("fixed", "ragged", "bytes" or "string"),
+    /// `fields`: a list of dicts with name, kind ("fixed", "ragged", "bytes", "string" or "image"),
     /// dtype (numpy's `dtype.str`; "|u1" for bytes and string), shape (fixed only) and
     /// codec.
     #[new]

@@ -39,9 +39,9 @@ __all__ = ["Dataset", "Field", "SCHEMA", "FORMAT", "WRITE_CHUNK_BYTES"]
 
 
 class Field(NamedTuple):
-    """One field of a dataset: ``name``, ``kind`` ("fixed", "ragged", "bytes" or
-    "string"), ``dtype`` of an element (``uint8`` for bytes and string), ``shape`` of a
-    fixed sample (``()`` otherwise) and ``codec``."""
+    """One field of a dataset: ``name``, ``kind`` ("fixed", "ragged", "bytes", "string" or
+    "image"), ``dtype`` of an element (``uint8`` for bytes, string and image), ``shape`` of
+    a fixed sample (``()`` otherwise) and ``codec``."""
 
     name: str
     kind: str
