@@ -61,6 +61,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<text::PyTextWriter>()?;
     m.add_function(wrap_pyfunction!(vision::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(vision::render_image, m)?)?;
+    m.add_function(wrap_pyfunction!(vision::convert_images, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::delete_samples, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::concat, m)?)?;

@@ -1,6 +1,8 @@
 //! Image pipelines from Python (`zrecord.vision`): the dict each pipeline object hands over
-//! ([`pipeline_of`]); `_decode_image`, one image decoded as the loader decodes it; and
-//! `_render_image`, one sample's output of a pipeline, as a loader's batch holds it.
+//! ([`pipeline_of`]); `_decode_image`, one image decoded as the loader decodes it;
+//! `_render_image`, one sample's output of a pipeline, as a loader's batch holds it; and
+//! `_convert_images`, an ImageFolder tree or WebDataset shards into a dataset (the work is
+//! `host-native/src/dataset/images.rs`, as for `zr convert --images`).
 
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -96,4 +98,30 @@ pub fn render_image<'py>(
             PyArray1::from_vec(py, values).reshape(shape).map(Bound::into_any)
         }
     }
+}
+
+/// `zrecord.vision.convert`: the ImageFolder tree or WebDataset shards `input` into the
+/// dataset `output`; returns the samples added.
+#[pyfunction]
+#[pyo3(name = "_convert_images", signature = (input, output, shard_records = None, progress = None))]
+pub fn convert_images(
+    py: Python<'_>,
+    input: std::path::PathBuf,
+    output: std::path::PathBuf,
+    shard_records: Option<u64>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<u64> {
+    use zrecord::dataset::{import_image_folder, import_webdataset, webdataset_shards, ImportOptions};
+    let mut options = ImportOptions::default();
+    if let Some(n) = shard_records {
+        options.write.shard_records = n;
+    }
+    let mut reporter = crate::progress::Progress::new(progress);
+    let bar = &mut reporter;
+    let done = crate::dataset::call(py, move || match webdataset_shards(&input)? {
+        Some(tars) => import_webdataset(&tars, &output, &options, &mut |d, t| bar.report(d, t)),
+        None => import_image_folder(&input, &output, &options, &mut |d, t| bar.report(d, t)),
+    })?;
+    reporter.finish()?;
+    Ok(done.samples)
 }

@@ -196,3 +196,20 @@ def test_bad_images_are_decode_errors_naming_field_and_record(tmp_path, images):
         batch = next(dl)
         assert sorted(set(batch["label"].tolist())) == [0, 1, 3, 5, 6, 8], batch["label"]
         assert dl.stats["skipped"] == 4
+
+
+def test_convert_takes_an_image_folder_from_python(tmp_path, images):
+    # The same Rust converter as `zr convert DIR OUT --images`, from Python.
+    for c, name in enumerate(["b", "a"]):
+        (tmp_path / "tree" / name).mkdir(parents=True)
+        for i in range(3):
+            (tmp_path / "tree" / name / f"{i}.{'png' if (i + c) % 5 in (1, 2, 3) else 'jpg'}").write_bytes(
+                images[c * 3 + i])
+    ds = zrecord.vision.convert(tmp_path / "tree", tmp_path / "out")
+    assert ds.metadata == {"classes": ["a", "b"]} and len(ds) == 6
+    assert [int(ds[i]["label"]) for i in range(6)] == [0, 0, 0, 1, 1, 1]
+    assert ds[0]["image"] == images[3] and ds[3]["image"] == images[0]
+    (tmp_path / "tree" / "a" / "9.jpg").write_bytes(b"nope")
+    with pytest.raises(ValueError, match=r"9\.jpg.*is not a JPEG, PNG or WebP image"):
+        zrecord.vision.convert(tmp_path / "tree", tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _zrecord
 
-__all__ = ["CenterCrop", "Images", "RandomResizedCrop", "Resize", "decode", "render"]
+__all__ = ["CenterCrop", "Images", "RandomResizedCrop", "Resize", "convert", "decode", "render"]
 
 #: ImageNet's per-channel mean and standard deviation (0-1 scale), for ``normalize=True``.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -146,6 +146,24 @@ class Resize(_Pipeline):
     """The whole image resized to ``size`` (aspect ratio not kept)."""
 
     _geometry = "resize"
+
+
+def convert(source: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"], *,
+            shard_records: Optional[int] = None, progress: Any = False):
+    """An ImageFolder tree (a folder of images per class) or WebDataset tar shards (a
+    ``.tar`` or a directory of them) into the dataset ``out``, in Rust on every core, as
+    ``zr convert SOURCE OUT --images`` does: ImageFolder gives ``image`` and ``label`` (the
+    class's place among the sorted names, which go into the dataset card as ``classes``);
+    WebDataset members ``.jpg``/``.png``/``.webp`` give ``image``, ``.cls`` ``label``,
+    ``.txt`` ``text`` and any other extension a bytes field of its name. Files are kept as
+    they are, their headers checked; nothing is visible in ``out`` until every sample is
+    written. Returns the dataset."""
+    from ._progress import reporter
+    from .dataset import Dataset
+
+    with reporter(progress, "images", unit="") as report:
+        _zrecord._convert_images(os.fspath(source), os.fspath(out), shard_records, report)
+    return Dataset(out)
 
 
 def decode(data: bytes, max_pixels: Optional[int] = None) -> np.ndarray:
