@@ -1,7 +1,8 @@
 # zrecord: one entry point for set-up, the demo and the tests.
 #   make setup  - rustup targets, a Python venv in .venv, npm packages (idempotent)
 #   make test   - set up and run every test (lint, Rust, no-std, Python, interop, wasm, JS)
-#   make demo   - set up, build, write a sample dataset, read random batches, inspect it
+#   make demo   - set up, build, write a dataset of images, captions, tokens and labels, train
+#                 on it with the loader, resume once, inspect it
 
 SHELL := /bin/bash
 VENV ?= $(CURDIR)/.venv
@@ -25,7 +26,7 @@ help:
 	@echo "make lint    ruff over every Python file, node --check over the JavaScript (a few seconds)"
 	@echo "make test-py the Python tests without torch and JAX (installs neither)"
 	@echo "make test    every test, with set-up (Rust, no_std, Python + loaderx/torch/JAX, wasm, JS)"
-	@echo "make demo    set up, build, write a sample dataset, read random batches, inspect it"
+	@echo "make demo    set up, build, then the main job: write images, captions, tokens, labels; train; resume"
 	@echo "make bench   benchmarks against peers, in bench/.venv (about 20 minutes)"
 	@echo "make bench-doc   docs/benchmarks.md from the newest full run in bench/results/ (a second)"
 	@echo "make wasm-build / wasm-test   zr.wasm, zr-wasm and the JS bindings / their tests"
