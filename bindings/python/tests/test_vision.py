@@ -76,6 +76,7 @@ def test_decoded_pixels_equal_pillows(images):
 
 def test_an_image_field_round_trips_and_refuses_what_is_not_an_image(ds, images, tmp_path):
     assert [f.kind for f in ds.fields] == ["image", "fixed"]
+    assert [f.codec for f in ds.fields] == ["raw", "flate"], "images are not compressed again"
     assert ds[3]["image"] == images[3] and ds[[5, 6]]["image"] == images[5:7]
     # Paths, PIL images and arrays are encoded; max_side shrinks the larger ones.
     (tmp_path / "a.png").write_bytes(images[1])

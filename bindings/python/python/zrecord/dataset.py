@@ -895,6 +895,11 @@ def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, sh
     which owns the fields' rules, the shards and the commit."""
     source = _columns.blocks(data, chunk_bytes, dtype)
     codecs = _field_codecs(codec, [spec["name"] for spec in source.specs])
+    for spec in source.specs:
+        # Encoded images do not compress: trying each would cost a DEFLATE pass per image
+        # for nothing. Raw unless a codec dict names the field.
+        if spec["kind"] == "image" and not (isinstance(codec, Mapping) and spec["name"] in codec):
+            codecs[spec["name"]] = "raw"
     specs = [dict(spec, codec=codecs[spec["name"]]) for spec in source.specs]
     total = source.total
     writer = _zrecord._DatasetWriter(

@@ -188,7 +188,9 @@ class Images:
     uint8 array of ``(h, w)``, ``(h, w, 3)`` or ``(h, w, 4)`` (encoded with Pillow as
     ``format`` at ``quality``). ``max_side``: images whose longer side is over it are
     resized down to it first (FFCV's ``max_resolution``; Pillow, Lanczos), encoded items
-    too. Items are read and encoded on a thread per core, in order. Every value is checked
+    too. Items are read and encoded on a thread per core, in order. The field is stored
+    raw (encoded images do not compress) unless ``Dataset.write``'s ``codec`` dict names
+    it. Every value is checked
     to be an image with a size in its header; one that is not fails the write, naming the
     field and sample."""
 
