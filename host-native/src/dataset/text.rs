@@ -295,6 +295,17 @@ impl Kind {
             Kind::Boolean => "a boolean",
         }
     }
+
+    /// The kind as a Parquet column's type is named in messages: `string`, `integer`,
+    /// `floating`, `boolean`.
+    fn column_word(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Integer => "integer",
+            Kind::Number => "floating",
+            Kind::Boolean => "boolean",
+        }
+    }
 }
 
 impl Kept {

@@ -78,34 +78,10 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
             continue;
         }
         let item = first.dataset.itemsize(f);
-        let mut lengths = vec![0u64; n];
-        if sources.len() == 1 {
-            first.dataset.byte_lengths(f, &job.indices, &mut lengths)?;
-        } else {
-            let mut part = Vec::new();
-            for (source, (indices, slots)) in sources.iter().zip(&groups) {
-                part.clear();
-                part.resize(indices.len(), 0);
-                source.dataset.byte_lengths(f, indices, &mut part)?;
-                for (&slot, &len) in slots.iter().zip(&part) {
-                    lengths[slot] = len;
-                }
-            }
-        }
+        let lengths = byte_lengths(sources, &job, &groups, f)?;
         let (buf, layout) = match &first.pads[f] {
             None => {
-                let mut offsets = Vec::with_capacity(n + 1);
-                let mut total = 0u64;
-                for &len in &lengths {
-                    offsets.push(total);
-                    total += len;
-                }
-                let (mut buf, _) = buffers.take(total as usize).map_err(oom)?;
-                put(sources, &groups, f, &job.indices, &mut buf, &offsets)?;
-                offsets.push(total);
-                if first.dataset.fields()[f].has_stop_byte() {
-                    strip(sources, &job, f, &mut buf, &mut offsets)?;
-                }
+                let (buf, mut offsets) = values(sources, buffers, &job, &groups, f, &lengths)?;
                 offsets.iter_mut().for_each(|o| *o /= item as u64);
                 (buf, RaggedField::Offsets(offsets))
             }
@@ -137,33 +113,43 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
     })
 }
 
-/// The values of bytes, string or image field `f` for every slot: back to back, with
-/// `n + 1` byte offsets.
+/// The byte length of field `f` of every slot, from its source.
+fn byte_lengths(
+    sources: &[Source],
+    job: &Job,
+    groups: &[(Vec<u64>, Vec<usize>)],
+    f: usize,
+) -> Result<Vec<u64>, DatasetError> {
+    let mut lengths = vec![0u64; job.indices.len()];
+    if sources.len() == 1 {
+        sources[0].dataset.byte_lengths(f, &job.indices, &mut lengths)?;
+        return Ok(lengths);
+    }
+    let mut part = Vec::new();
+    for (source, (indices, slots)) in sources.iter().zip(groups) {
+        part.clear();
+        part.resize(indices.len(), 0);
+        source.dataset.byte_lengths(f, indices, &mut part)?;
+        for (&slot, &len) in slots.iter().zip(&part) {
+            lengths[slot] = len;
+        }
+    }
+    Ok(lengths)
+}
+
+/// Field `f` of every slot (of `lengths` bytes each) back to back, with `n + 1` byte
+/// offsets; a bytes, string or image field's stop bytes stripped.
 fn values(
     sources: &[Source],
     buffers: &BufferPool,
     job: &Job,
     groups: &[(Vec<u64>, Vec<usize>)],
     f: usize,
+    lengths: &[u64],
 ) -> Result<(Vec<u8>, Vec<u64>), DatasetError> {
-    let n = job.indices.len();
-    let mut lengths = vec![0u64; n];
-    if sources.len() == 1 {
-        sources[0].dataset.byte_lengths(f, &job.indices, &mut lengths)?;
-    } else {
-        let mut part = Vec::new();
-        for (source, (indices, slots)) in sources.iter().zip(groups) {
-            part.clear();
-            part.resize(indices.len(), 0);
-            source.dataset.byte_lengths(f, indices, &mut part)?;
-            for (&slot, &len) in slots.iter().zip(&part) {
-                lengths[slot] = len;
-            }
-        }
-    }
-    let mut offsets = Vec::with_capacity(n + 1);
+    let mut offsets = Vec::with_capacity(lengths.len() + 1);
     let mut total = 0u64;
-    for &len in &lengths {
+    for &len in lengths {
         offsets.push(total);
         total += len;
     }
@@ -171,7 +157,9 @@ fn values(
     let (mut buf, _) = buffers.take(total as usize).map_err(oom)?;
     put(sources, groups, f, &job.indices, &mut buf, &offsets)?;
     offsets.push(total);
-    strip(sources, job, f, &mut buf, &mut offsets)?;
+    if sources[0].dataset.fields()[f].has_stop_byte() {
+        strip(sources, job, f, &mut buf, &mut offsets)?;
+    }
     Ok((buf, offsets))
 }
 
@@ -190,7 +178,8 @@ fn images(
         static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     }
     let (pipeline, field) = image;
-    let (encoded, offsets) = values(sources, buffers, job, groups, f)?;
+    let lengths = byte_lengths(sources, job, groups, f)?;
+    let (encoded, offsets) = values(sources, buffers, job, groups, f, &lengths)?;
     let size = pipeline.sample_bytes();
     let oom = |e: Error| DatasetError::at(sources[0].dataset.path(), None, e);
     let (mut out, _) = buffers.take(job.indices.len() * size).map_err(oom)?;

@@ -94,7 +94,7 @@ impl ParquetText {
             if self.column(&k.name).and_then(|c| kind_of(c)) != Some(k.kind) {
                 let what = format!(
                     "no {} column {:?}, which {} has (--tokens-only keeps none)",
-                    kind_word(k.kind),
+                    k.kind.column_word(),
                     k.name,
                     first.display()
                 );
@@ -153,7 +153,7 @@ impl ParquetText {
 
 /// Adds one row's value of the kept column `k`.
 fn push(k: &Kept, value: Value, to: &mut Values) -> Result<(), String> {
-    let wrong = |v: &Value| format!("column {:?} holds {v:?}, not {}", k.name, kind_word(k.kind));
+    let wrong = |v: &Value| format!("column {:?} holds {v:?}, not {}", k.name, k.kind.column_word());
     match (k.kind, value, to) {
         (_, Value::Null, _) => return Err(format!("column {:?} holds a null (--tokens-only keeps none)", k.name)),
         (Kind::String, Value::Str(text), Values::Ragged { values, offsets }) => {
@@ -236,14 +236,5 @@ fn described(column: &Type) -> String {
             None => format!("{physical_type}"),
         },
         Type::GroupType { .. } => "a group (a list, struct or map)".into(),
-    }
-}
-
-fn kind_word(kind: Kind) -> &'static str {
-    match kind {
-        Kind::String => "string",
-        Kind::Integer => "integer",
-        Kind::Number => "floating",
-        Kind::Boolean => "boolean",
     }
 }
