@@ -48,13 +48,14 @@ export const ERROR_CODES = Object.freeze({
  * opened) and `record` (its index); both are null for other errors.
  */
 export class ZrecordError extends Error {
-  constructor(kind, message, path = null, record = null) {
+  constructor(kind, message, path = null, record = null, field = null) {
     super(message);
     this.name = 'ZrecordError';
     this.kind = kind;
     this.code = ERROR_CODES[kind] ?? ERROR_CODES['invalid-argument'];
     this.path = path;
     this.record = record;
+    this.field = field;
   }
 }
 
@@ -64,7 +65,7 @@ function rethrow(e) {
   const p = e?.payload;
   if (p && typeof p.code === 'string' && typeof p.message === 'string') {
     const record = p.record === undefined || p.record === null ? null : Number(p.record);
-    throw new ZrecordError(p.code, p.message, p.path ?? null, record);
+    throw new ZrecordError(p.code, p.message, p.path ?? null, record, p.field ?? null);
   }
   throw e;
 }
@@ -288,13 +289,7 @@ function api(zr) {
       const inner = this.#live();
       const list = indexArray(indices);
       const { data, lengths } = call(() => inner.gather(list));
-      const records = [];
-      let at = 0;
-      for (const n of lengths) {
-        records.push(data.subarray(at, at + n));
-        at += n;
-      }
-      return { data, lengths, records };
+      return split(data, lengths);
     }
 
     /** Appends `records` (Uint8Arrays) with `codec` ('flate' or 'raw'); returns the first index. */
@@ -352,6 +347,94 @@ function api(zr) {
     }
   }
 
+  // Record `i` of a WIT `gathered` as a view into its data.
+  function split(data, lengths) {
+    const records = [];
+    let at = 0;
+    for (const n of lengths) {
+      records.push(data.subarray(at, at + n));
+      at += n;
+    }
+    return { data, lengths, records };
+  }
+
+  /** A dataset directory (`dataset.json` over shards), read only. */
+  class Dataset {
+    #inner;
+    #description = null;
+
+    constructor(inner) {
+      this.#inner = inner;
+    }
+
+    #live() {
+      if (this.#inner === null) throw new ZrecordError('locked', 'dataset is closed');
+      return this.#inner;
+    }
+
+    /** Opens the dataset at `path` (the directory holding `dataset.json`), read only. */
+    static open(path) {
+      string(path, 'path');
+      return new Dataset(call(() => zr.dataset.Dataset.open(path)));
+    }
+
+    /** Number of samples. */
+    get length() {
+      return Number(this.#live().len());
+    }
+
+    /** The manifest (fields, shards, the dataset card as `metadata`) and `records`. */
+    describe() {
+      this.#description ??= JSON.parse(this.#live().describe());
+      return this.#description;
+    }
+
+    /**
+     * The samples of `field` at `indices`: `{ data, lengths, records }`, `records[i]` a view
+     * of sample `indices[i]`'s bytes (a string's UTF-8, an image's encoded bytes, an
+     * array's little-endian elements).
+     */
+    gather(field, indices) {
+      const inner = this.#live();
+      const name = string(field, 'field');
+      const list = indexArray(indices);
+      const { data, lengths } = call(() => inner.gather(name, list));
+      return split(data, lengths);
+    }
+
+    /** Each sample's byte length (as `gather` returns it), from the tables only. */
+    byteLengths(field, indices) {
+      const inner = this.#live();
+      const name = string(field, 'field');
+      const list = indexArray(indices);
+      return Array.from(call(() => inner.byteLengths(name, list)), Number);
+    }
+
+    /** Reads and checks samples `start .. start + count` of every field. */
+    verify(start, count) {
+      const inner = this.#live();
+      const from = u64(start, 'start');
+      const n = u64(count, 'count');
+      return JSON.parse(call(() => inner.verify(from, n)));
+    }
+
+    get closed() {
+      return this.#inner === null;
+    }
+
+    /** Releases the dataset's stores; calling it again does nothing. */
+    close() {
+      const inner = this.#inner;
+      if (inner === null) return;
+      this.#inner = null;
+      inner[Symbol.dispose]();
+    }
+
+    [Symbol.dispose]() {
+      this.close();
+    }
+  }
+
   class Sampler {
     #inner;
 
@@ -388,6 +471,7 @@ function api(zr) {
 
   return Object.freeze({
     Store,
+    Dataset,
     Sampler,
     /** The `zr inspect --json` report of the store at `path`, parsed. */
     inspect: (path) => JSON.parse(call(() => zr.tools.inspect(string(path, 'path')))),

@@ -36,7 +36,9 @@ mod dataset;
 mod host;
 
 pub use command::{Command, PathNote, Role, UsageError, TOKEN_DTYPES, USAGE};
-pub use host::{Access, Closed, FieldImport, FieldsDone, Host, PathKind, TextImport, NO_FIELDS_IO, NO_REMOTE};
+pub use host::{
+    Access, Closed, FieldImport, FieldsDone, Host, PathKind, TextImport, ViewOptions, NO_FIELDS_IO, NO_REMOTE, NO_VIEW,
+};
 
 /// The command succeeded.
 pub const EXIT_OK: i32 = 0;
@@ -340,6 +342,9 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             Out { host, closed: false }.line(&report);
         }
         Command::Pull { url, output } => return dataset::pull(host, &url, &output),
+        Command::View { target, port, site, tokenizer, index } => {
+            host.view(&target, &ViewOptions { port, site, tokenizer, index })?;
+        }
     }
     Ok(EXIT_OK)
 }

@@ -33,7 +33,7 @@
 use alloc::format;
 use alloc::vec::Vec;
 
-use crate::error::FormatError;
+use crate::error::{Error, FormatError};
 use crate::MAX_RECORD_LEN;
 
 /// The long index's first bytes.
@@ -166,6 +166,33 @@ impl LongIndex {
             )));
         }
         Ok(LongIndex { samples })
+    }
+
+    /// The long index of a field store that its shard lists as long, holding `records`
+    /// samples and `store_len` records: read from its last record (`read`), with every long
+    /// sample's length from the table (`lengths`, the store's table lengths of records).
+    /// Hosts pass their store's own read and lengths.
+    pub fn load(
+        records: u64,
+        store_len: u64,
+        read: impl FnOnce(u64) -> Result<Vec<u8>, Error>,
+        mut lengths: impl FnMut(&[u64], &mut [u32]) -> Result<(), Error>,
+    ) -> Result<LongIndex, Error> {
+        if store_len <= records {
+            return Err(FormatError::Container(format!(
+                "listed as holding long samples, but holds {store_len} records for {records} samples"
+            ))
+            .into());
+        }
+        let bytes = read(store_len - 1)?;
+        let mut index = LongIndex::decode(&bytes, records, store_len)?;
+        for k in 0..index.samples.len() {
+            let pieces: Vec<u64> = index.samples[k].records().map(|(r, _)| r).collect();
+            let mut lens = alloc::vec![0u32; pieces.len()];
+            lengths(&pieces, &mut lens)?;
+            index.set_lengths(k, &lens)?;
+        }
+        Ok(index)
     }
 
     /// The long samples, in sample order.

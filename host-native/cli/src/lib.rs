@@ -29,7 +29,9 @@ use zrecord::remote::push::read_listing;
 use zrecord::remote::{is_url, Remote};
 use zrecord::{Dataset, DatasetError, DatasetOptions, Verify, WriteOptions};
 use zrecord::{DirBackend, Error, IoError, IoErrorKind, NativeFile, Rayon};
-use zrecord_app::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind};
+use zrecord_app::cli::{self, Access, Closed, Failure, FieldImport, FieldsDone, Host, PathKind, ViewOptions};
+
+mod view;
 use zrecord_app::partial;
 use zrecord_core::{Options, Store, Writer};
 
@@ -401,6 +403,12 @@ impl Host for Native {
         let remote = Remote::open(url, &[]).map_err(|e| Failure::at(url.to_owned(), Error::Io(e)))?;
         zrecord::remote::push::pull(&remote, Path::new(output), &mut |d, t| self.progress("pull", d, t))
             .map_err(|e| Failure::at(url.to_owned(), Error::Io(e)))
+    }
+
+    fn view(&mut self, target: &str, options: &ViewOptions) -> Result<(), Failure> {
+        view::view(target, options, &mut |line| {
+            let _ = self.out(line);
+        })
     }
 
     fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {

@@ -146,24 +146,9 @@ impl Drop for Spill {
 }
 
 /// The long index of a field store whose shard lists it as long, holding `records`
-/// samples: read from its last record, with every long sample's length from the table.
+/// samples ([`LongIndex::load`] over the store).
 pub(super) fn read_index(store: &Zrecord, records: u64) -> Result<Arc<LongIndex>, Error> {
-    let len = u64::from(store.len());
-    if len <= records {
-        return Err(zrecord_core::error::FormatError::Container(format!(
-            "listed as holding long samples, but holds {len} records for {records} samples"
-        ))
-        .into());
-    }
-    let bytes = store.read(len - 1)?;
-    let mut index = LongIndex::decode(&bytes, records, len)?;
-    for k in 0..index.samples().len() {
-        let s = index.samples()[k];
-        let records: Vec<u64> = s.records().map(|(r, _)| r).collect();
-        let mut lens = vec![0u32; records.len()];
-        store.lengths(&records, &mut lens)?;
-        index.set_lengths(k, &lens)?;
-    }
+    let index = LongIndex::load(records, u64::from(store.len()), |r| store.read(r), |r, out| store.lengths(r, out))?;
     Ok(Arc::new(index))
 }
 

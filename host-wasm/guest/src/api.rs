@@ -36,7 +36,7 @@ pub fn to_wit(e: Error) -> WitError {
         // core/tests/error_table.rs checks; an i32 match still needs this arm.
         _ => ErrorCode::InvalidArgument,
     };
-    WitError { code, message: e.to_string(), path: None, record: None }
+    WitError { code, message: e.to_string(), path: None, record: None, field: None }
 }
 
 /// [`to_wit`] for a failure of the store at `path`: a record that fails its checksum or

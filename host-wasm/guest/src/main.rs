@@ -8,6 +8,7 @@
 
 mod api;
 mod cli;
+mod dataset;
 mod fs;
 
 wit_bindgen::generate!({

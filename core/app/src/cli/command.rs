@@ -76,6 +76,11 @@ usage:
   zr pull URL OUT               a pushed dataset or store into the new directory OUT, as it
                                 was (sparse files sparse: loaderx 0.5.4 reads it)
                                 (inspect, stats, verify and export also read a pushed URL)
+  zr view DATASET|URL [--port N] [--site DIR] [--tokenizer FILE] [--index N]
+                                serve the dataset viewer on 127.0.0.1 (a free port unless
+                                --port; the URL is printed; Ctrl-C stops it): a page that
+                                reads the dataset in the browser with zr.wasm, a range at a
+                                time (a URL: a dataset folder that allows ranged reads)
   zr export STORE OUT.npy [--verify auto|always|never]
                                 write a dataset back to a .npy file, checking checksums
                                 as --verify says (default auto: where there is one)
@@ -173,6 +178,20 @@ pub enum Command {
         url: String,
         /// The new local directory.
         output: String,
+    },
+    /// `view DATASET|URL [--port N] [--site DIR] [--tokenizer FILE] [--index N]`: the
+    /// dataset viewer's page served on 127.0.0.1 (native host).
+    View {
+        /// A local dataset directory, or the URL of a dataset folder.
+        target: String,
+        /// The port; 0 asks the system for a free one.
+        port: u16,
+        /// The page's files (built by `make view`); `None`: where the host finds them.
+        site: Option<String>,
+        /// A tokenizer.json to decode token fields with in the page.
+        tokenizer: Option<String>,
+        /// The first sample the page shows.
+        index: u64,
     },
     /// `export STORE OUT.npy [--verify MODE]`.
     Export {
@@ -309,6 +328,7 @@ impl Command {
                 &["codec", "chunk-mib", "min-savings", "shard-records", "tokens", "eos", "tokenizer", "text-field"]
             }
             "export" => &["verify"],
+            "view" => &["port", "site", "tokenizer", "index"],
             _ => &[],
         };
         let switches: &[&str] = match cmd.as_str() {
@@ -320,7 +340,7 @@ impl Command {
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
         match cmd.as_str() {
             "inspect" | "verify" | "stats" | "delete" | "compact" | "layout" | "convert" | "export" | "push"
-            | "pull" => {}
+            | "pull" | "view" => {}
             "help" => return Ok(Command::Help),
             c if c.starts_with('-') => return Err(usage(format!("unknown option {c}"))),
             c => return Err(usage(format!("unknown command {c:?}"))),
@@ -507,6 +527,26 @@ impl Command {
                 let url = pos.pop().expect("two positionals");
                 Command::Push { local: pos.pop().expect("two positionals"), url }
             }
+            "view" => {
+                want(1, "DATASET|URL")?;
+                let number = |name: &str, max: u64| -> Result<u64, UsageError> {
+                    match flag(name) {
+                        None => Ok(0),
+                        Some(v) => v
+                            .parse::<u64>()
+                            .ok()
+                            .filter(|&n| n <= max)
+                            .ok_or_else(|| usage(format!("--{name} takes a number from 0 to {max}, got {v:?}"))),
+                    }
+                };
+                Command::View {
+                    target: pos.pop().expect("one positional"),
+                    port: number("port", u64::from(u16::MAX))? as u16,
+                    site: flag("site").map(String::from),
+                    tokenizer: flag("tokenizer").map(String::from),
+                    index: number("index", u64::MAX)?,
+                }
+            }
             "pull" => {
                 want(2, "URL OUT")?;
                 let output = pos.pop().expect("two positionals");
@@ -543,7 +583,8 @@ impl Command {
             // URLs are not paths: only the local side is one.
             Command::Push { local, .. } => alloc::vec![(local.as_str(), Role::StoreRead)],
             Command::Pull { output, .. } => alloc::vec![(output.as_str(), Role::StoreOut)],
-            Command::Help | Command::Version => Vec::new(),
+            // Served to a browser by the native host only: nothing for a sandbox to open.
+            Command::Help | Command::Version | Command::View { .. } => Vec::new(),
         }
     }
 
@@ -592,7 +633,7 @@ impl Command {
             }
             Command::Push { local, .. } => *local = f(local, Role::StoreRead),
             Command::Pull { output, .. } => *output = f(output, Role::StoreOut),
-            Command::Help | Command::Version => {}
+            Command::Help | Command::Version | Command::View { .. } => {}
         }
         c
     }
@@ -671,6 +712,22 @@ impl Command {
             }
             Command::Push { local, url } => alloc::vec![s("push"), s(local), s(url)],
             Command::Pull { url, output } => alloc::vec![s("pull"), s(url), s(output)],
+            Command::View { target, port, site, tokenizer, index } => {
+                let mut v = alloc::vec![s("view"), s(target)];
+                if *port != 0 {
+                    v.push(format!("--port={port}"));
+                }
+                if let Some(d) = site {
+                    v.push(format!("--site={d}"));
+                }
+                if let Some(t) = tokenizer {
+                    v.push(format!("--tokenizer={t}"));
+                }
+                if *index != 0 {
+                    v.push(format!("--index={index}"));
+                }
+                v
+            }
             Command::Export { store, output, verify } => {
                 let mut v = alloc::vec![s("export"), s(store), s(output)];
                 if *verify != Verify::Auto {
@@ -698,6 +755,8 @@ mod tests {
         for line in [
             "inspect s --json",
             "--json inspect s",
+            "view d",
+            "view http://h/d/ --port=8000 --site=s --tokenizer=t.json --index=7",
             "verify s",
             "verify s --seal --json",
             "export s o.npy --verify never",

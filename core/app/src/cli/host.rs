@@ -113,6 +113,14 @@ pub trait Host {
         Err(Failure::new(url.into(), NO_REMOTE))
     }
 
+    /// `view` of `target` (a dataset directory or URL): serves the viewer's page until
+    /// interrupted, having written its URL to stdout ([`Host::out`]). The default says this
+    /// host cannot.
+    fn view(&mut self, target: &str, options: &ViewOptions) -> Result<(), Failure> {
+        let _ = options;
+        Err(Failure::new(target.into(), NO_VIEW))
+    }
+
     /// `export` of the dataset of named fields in directory `dataset` into `output`: a
     /// directory made by [`Host::stage_store`] (`npz` false) or a file made by
     /// [`Host::stage_file`] (`npz` true). Returns the number of samples.
@@ -120,6 +128,22 @@ pub trait Host {
         let _ = (output, npz, verify);
         Err(Failure::new(self.shown(dataset), NO_FIELDS_IO))
     }
+}
+
+/// What a host that serves no page says to `view`.
+pub const NO_VIEW: &str = "view needs the native zr (it serves a page to a browser)";
+
+/// `view`'s options ([`Host::view`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ViewOptions {
+    /// The port; 0 for a free one.
+    pub port: u16,
+    /// The page's files; `None`: where the host finds them.
+    pub site: Option<String>,
+    /// A tokenizer.json for the page.
+    pub tokenizer: Option<String>,
+    /// The first sample shown.
+    pub index: u64,
 }
 
 /// What a host without an object store client says to `push` and `pull`.
