@@ -27,6 +27,8 @@ help:
 	@echo "make test-py the Python tests without torch and JAX (installs neither)"
 	@echo "make test    every test, with set-up (Rust, no_std, Python + loaderx/torch/JAX, wasm, JS)"
 	@echo "make demo    set up, build, then the main job: write images, captions, tokens, labels; train; resume"
+	@echo "             (VIEW=1: then serve the dataset viewer on it, its URL printed, until Ctrl-C)"
+	@echo "make view    the dataset viewer's page for zr view (target/view)"
 	@echo "make bench   benchmarks against peers, in bench/.venv (about 20 minutes)"
 	@echo "make bench-doc   docs/benchmarks.md from the newest full run in bench/results/ (a second)"
 	@echo "make wasm-build / wasm-test   zr.wasm, zr-wasm and the JS bindings / their tests"
@@ -167,8 +169,9 @@ bench-codecs: $(BENCH_VENV)/.stamp
 	$(BENCH_VENV)/bin/python -W ignore bench/bench.py policy --quick > /dev/null
 	cargo run --release --manifest-path bench/codecs/Cargo.toml -- bench/.data/*.npy
 
-demo: setup build python
-	$(PY) tests/demo.py --zr $(ZR)
+# VIEW=1: then serve the dataset viewer on it (its URL printed) until Ctrl-C.
+demo: setup build python $(if $(VIEW),view,)
+	$(PY) tests/demo.py --zr $(ZR) $(if $(VIEW),--view,)
 
 clean:
 	$(CARGO) clean

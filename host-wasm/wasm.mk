@@ -4,6 +4,7 @@
 #                     Debian's chromium for the JS browser test
 #   make wasm-build   zr.wasm (size-tuned), zr-wasm (release, with zr.wasm embedded),
 #                     and the JavaScript bindings transpiled from zr.wasm
+#   make view         the dataset viewer's page (`zr view`) into target/view
 #   make wasm-test    the runner's Rust tests, the Python tests (CLI, sandbox, native ==
 #                     wasm, loaderx interop, wasmtime-py embedding) and the Node suite
 #
@@ -23,7 +24,7 @@ ZR_WASM_RUNNER := target/release/zr-wasm
 JS_DIR := bindings/js
 HAVE_JS := $(wildcard $(JS_DIR)/package.json)
 
-.PHONY: wasm-setup wasm-build wasm-test wasm-guest wasm-runner wasm-js wasm-size js-chromium
+.PHONY: wasm-setup wasm-build wasm-test wasm-guest wasm-runner wasm-js wasm-size js-chromium view
 
 # Idempotent and cheap when done: each step is skipped once its stamp or target exists.
 wasm-setup: $(VENV)/.wasm-stamp $(if $(HAVE_JS),$(JS_DIR)/node_modules/.package-lock.json js-chromium)
@@ -62,6 +63,11 @@ wasm-js: wasm-guest
 	$(if $(HAVE_JS),cd $(JS_DIR) && $(NPM) run --silent build,@echo "no $(JS_DIR) yet")
 
 wasm-build: wasm-guest wasm-runner wasm-js
+
+# `zr view`'s page (bindings/js/viewer, bundled, with zr.wasm's core modules) into
+# target/view, where `zr view` finds it.
+view: wasm-js
+	cd $(JS_DIR) && $(NPM) run --silent build:viewer
 
 # The native `zr` (root Makefile's `build`, $(ZR)) is needed for the native == wasm test;
 # when this fragment is used on its own without it, that test is skipped, not faked.

@@ -3,12 +3,14 @@
 Writes a dataset of four fields (JPEG images, captions, token documents, labels), trains a
 few steps on it with the loader (images decoded, cropped and flipped in Rust), saves the
 loader's state, resumes from it and checks the resumed batches are the ones the first run
-would have read, prints the throughput and `zr inspect`. `--samples`, `--steps` to size it.
+would have read, prints the throughput and `zr inspect`, and says how to look at the dataset
+in a browser; with `--view` it serves the viewer (`zr view`, its URL printed) until Ctrl-C.
+`--samples`, `--steps` to size it; the dataset stays in `--out` (default a new temporary
+folder).
 """
 
 import argparse
 import io
-import shutil
 import subprocess
 import tempfile
 import time
@@ -51,12 +53,15 @@ def main():
     ap.add_argument("--zr", required=True, help="path to the zr binary")
     ap.add_argument("--samples", type=int, default=4000)
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--out", type=Path, help="the folder to write the dataset in (default: a new temporary one)")
+    ap.add_argument("--view", action="store_true", help="serve the dataset viewer at the end, until Ctrl-C")
     args = ap.parse_args()
 
     import zrecord
     from zrecord.vision import RandomResizedCrop
 
-    work = Path(tempfile.mkdtemp(prefix="zrecord-demo-"))
+    work = args.out or Path(tempfile.mkdtemp(prefix="zrecord-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
     ds = make(work, args.samples)
     print(ds)
     print("sample 0:", {k: (v if isinstance(v, str) else getattr(v, "shape", v)) for k, v in ds[0].items()
@@ -105,7 +110,15 @@ def main():
     print(f"resumed at step {half}: steps {half}..{args.steps - 1} equal the uninterrupted run, pixel for pixel")
 
     subprocess.run([args.zr, "inspect", str(work / "demo")], check=True)
-    shutil.rmtree(work)
+    if args.view:
+        # zr view prints the page's URL and serves until Ctrl-C.
+        try:
+            subprocess.run([args.zr, "view", str(work / "demo")], check=True)
+        except KeyboardInterrupt:
+            pass
+    else:
+        print(f"look at it in a browser: {args.zr} view {work / 'demo'} (prints the page's URL), "
+              "or `make demo VIEW=1`; remove it with rm -r", work)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ export declare const ERROR_CODES: Readonly<Record<ErrorKind, number>>;
 
 /** Every failure of the API: a component error, a bad argument (-10), a closed store (-9). */
 export declare class ZrecordError extends Error {
-  constructor(kind: ErrorKind, message: string, path?: string | null, record?: number | null);
+  constructor(kind: ErrorKind, message: string, path?: string | null, record?: number | null, field?: string | null);
   readonly kind: ErrorKind;
   /** `ERROR_CODES[kind]`. */
   readonly code: number;
@@ -29,6 +29,8 @@ export declare class ZrecordError extends Error {
   readonly path: string | null;
   /** That record's index. */
   readonly record: number | null;
+  /** The dataset field whose store it is, when read through a `Dataset`. */
+  readonly field: string | null;
 }
 
 /** How a sampler draws indices (WIT `mode`). */
@@ -140,9 +142,60 @@ export interface Verification {
   [field: string]: unknown;
 }
 
+/** One field of a dataset, as its manifest (`dataset.json`) lists it. */
+export interface FieldDescription {
+  name: string;
+  kind: 'fixed' | 'ragged' | 'bytes' | 'string' | 'image';
+  /** NumPy `dtype.str` of one element. */
+  dtype: string;
+  shape: number[];
+  codec: string;
+}
+
+/** A dataset's manifest, with `records`, its sample count. */
+export interface DatasetDescription {
+  format: string;
+  version: number;
+  records: number;
+  fields: FieldDescription[];
+  shards: { dir: string; records: number; long?: string[] }[];
+  /** The dataset card. */
+  metadata?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+/** `Dataset.verify(start, count)`, parsed. */
+export interface DatasetVerification {
+  /** Samples times fields read. */
+  checked: number;
+  bad_count: number;
+  /** Up to 1000 failures. */
+  bad: { field: string; index: number; path: string | null; record: number | null; error: string }[];
+}
+
+/** A dataset directory (`dataset.json` over shards of one store per field), read only. */
+export interface Dataset {
+  readonly length: number;
+  readonly closed: boolean;
+  describe(): DatasetDescription;
+  /** The samples of `field`: a string's UTF-8, an image's encoded bytes, an array's elements. */
+  gather(field: string, indices: Indices): Gathered;
+  /** Each sample's byte length, from the tables only. */
+  byteLengths(field: string, indices: Indices): number[];
+  /** Reads and checks samples `start .. start + count` of every field. */
+  verify(start: number | bigint, count: number | bigint): DatasetVerification;
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface DatasetConstructor {
+  open(path: string): Dataset;
+}
+
 /** What `load()` returns. Paths are guest paths, under the preopened directories. */
 export interface Zrecord {
   readonly Store: StoreConstructor;
+  readonly Dataset: DatasetConstructor;
   readonly Sampler: SamplerConstructor;
   inspect(path: string): InspectReport;
   inspectText(path: string): string;

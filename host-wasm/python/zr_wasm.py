@@ -50,14 +50,17 @@ CODECS = ("flate", "raw")
 class ZrWasmError(Exception):
     """An error returned by the component; ``kind`` is the WIT case, ``code`` its number;
     ``path`` and ``record`` name the store and record that failed its checksum or could not
-    be decoded (``None`` for other errors)."""
+    be decoded, and ``field`` the dataset field when read through a dataset (``None`` for
+    other errors)."""
 
-    def __init__(self, kind: str, message: str, path: str | None = None, record: int | None = None):
+    def __init__(self, kind: str, message: str, path: str | None = None, record: int | None = None,
+                 field: str | None = None):
         super().__init__(message)
         self.kind = kind
         self.code = ERROR_CODES.get(kind, ERROR_CODES["invalid-argument"])
         self.path = path
         self.record = record
+        self.field = field
 
     def __str__(self) -> str:
         return f"[{self.code} {self.kind}] {self.args[0]}"
@@ -99,9 +102,9 @@ class ZrWasm:
         func = self._instance.get_func(self._store, index)
         value = func(self._store, *args)
         if _is_error(value):
-            path, record = getattr(value, "path", None), getattr(value, "record", None)
+            path, record, field = (getattr(value, k, None) for k in ("path", "record", "field"))
             raise ZrWasmError(str(value.code), str(value.message), None if path is None else str(path),
-                              None if record is None else int(record))
+                              None if record is None else int(record), None if field is None else str(field))
         return value
 
     def inspect(self, path: str) -> dict:

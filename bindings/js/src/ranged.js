@@ -167,6 +167,11 @@ export function httpSource(base) {
   };
   const headSize = (path) => {
     const { xhr, url } = request('HEAD', path);
+    if (xhr.status === 403 && path === MANIFEST) {
+      throw new Error(`HEAD ${url}: HTTP 403, access denied: the page reads without credentials, so the ` +
+        'dataset\'s objects must be public (a bucket policy allowing s3:GetObject to everyone, and CORS rules ' +
+        'allowing GET and HEAD from this page), or pull it (zr pull) and view the local copy');
+    }
     if (xhr.status === 404 || xhr.status === 403) return null;
     if (xhr.status !== 200) {
       stats.lastError = `HEAD ${url}: HTTP ${xhr.status}`;

@@ -97,7 +97,7 @@ pub fn view(target: &str, options: &ViewOptions, announce: &mut dyn FnMut(&str))
     if options.index != 0 {
         query.push_str(&format!("&index={}", options.index));
     }
-    announce(&format!("zr view: serving {target} at http://127.0.0.1:{port}/?{query} (Ctrl-C stops)\n"));
+    announce(&format!("zr view: http://127.0.0.1:{port}/?{query} shows {target} (Ctrl-C stops)\n"));
 
     let served = Arc::new(Served { site, dataset, tokenizer });
     let server = Arc::new(server);

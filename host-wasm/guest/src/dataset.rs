@@ -90,7 +90,7 @@ impl DatasetRes {
         let path = format!("{}/{}/{}", self.path.trim_end_matches('/'), shard.dir, field.name);
         let (store, writer) = CoreStore::open(FsDir::new(path.clone(), false), Options::read_only())
             .map_err(|e| named(&path, &field.name, e))?;
-        let long = if shard.long.iter().any(|n| *n == field.name) {
+        let long = if shard.long.contains(&field.name) {
             let index = LongIndex::load(
                 shard.records,
                 u64::from(store.len()),

@@ -4,7 +4,8 @@
 
 import { ERROR_CODES, load, ZrecordError } from '@zrecord/wasm';
 import type {
-  Codec, ErrorKind, Gathered, InspectReport, Mode, Sampler, Stats, Store, Verification, Verify, Zrecord,
+  Codec, Dataset, DatasetDescription, DatasetVerification, ErrorKind, Gathered, InspectReport, Mode, Sampler, Stats,
+  Store, Verification, Verify, Zrecord,
 } from '@zrecord/wasm';
 
 export async function use(): Promise<number> {
@@ -22,6 +23,17 @@ export async function use(): Promise<number> {
   const closed: boolean = store.closed;
   store.close();
   store[Symbol.dispose]();
+
+  const ds: Dataset = zr.Dataset.open('/data/train_ds');
+  const about: DatasetDescription = ds.describe();
+  const kind: string = about.fields[0].kind;
+  const captions: Gathered = ds.gather('caption', [0, 1n]);
+  const sizes: number[] = ds.byteLengths('caption', [0]);
+  const checked: DatasetVerification = ds.verify(0, 4096n);
+  const where: string | null = checked.bad[0]?.field ?? null;
+  ds.close();
+  // @ts-expect-error: a field is named by its string
+  ds.gather(0, [0]);
 
   const mode: Mode = 'shuffle';
   const sampler: Sampler = zr.Sampler.create(1000, 32, mode, 7n);
@@ -62,5 +74,6 @@ export async function use(): Promise<number> {
   zr.missing('/data/x');
 
   return first + lens.length + Number(live) + Number(closed) + batch.length + Number(n) +
-    v.bad_count + text.length + converted + exported + (dtype?.length ?? 0) + verify.length;
+    v.bad_count + text.length + converted + exported + (dtype?.length ?? 0) + verify.length +
+    kind.length + captions.records.length + sizes.length + checked.checked + (where?.length ?? 0);
 }

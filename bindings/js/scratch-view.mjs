@@ -1,0 +1,13 @@
+import { chromium } from 'playwright-core';
+const url = process.argv[2];
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'] });
+const page = await browser.newPage();
+page.on('console', (m) => console.log('console:', m.text()));
+page.on('pageerror', (e) => console.log('pageerror:', e.message));
+page.on('worker', (w) => { console.log('worker', w.url()); });
+page.on('requestfailed', (r) => console.log('failed', r.url(), r.failure()?.errorText));
+page.on('response', (r) => { if (r.status() >= 300) console.log('resp', r.status(), r.url()); });
+await page.goto(url);
+await page.waitForTimeout(8000);
+console.log('ready', await page.evaluate(() => document.body.dataset.ready), await page.textContent('#status'));
+await browser.close();
