@@ -98,7 +98,7 @@ test-rust: test-start
 JS_FILES := $(wildcard bindings/js/src/*.js bindings/js/scripts/*.js bindings/js/test/*.js bindings/js/test/*/*.js \
 	bindings/js/examples/*/*.js)
 lint: setup-python
-	$(PY) -m ruff check --no-cache conftest.py bench bindings/python host-wasm/python tests
+	$(PY) -m ruff check --no-cache conftest.py bench bindings/python bindings/js/test host-wasm/python tests
 	@for f in $(JS_FILES); do $(NODE) --check $$f || exit 1; done
 	@echo "lint: clean"
 
