@@ -96,7 +96,7 @@ test-rust: test-start
 # in ruff.toml) over every Python file of the tree, and node's syntax check over the
 # JavaScript bindings (index.d.ts is checked by tsc in their tests).
 JS_FILES := $(wildcard bindings/js/src/*.js bindings/js/scripts/*.js bindings/js/test/*.js bindings/js/test/*/*.js \
-	bindings/js/examples/*/*.js)
+	bindings/js/examples/*/*.js bindings/js/viewer/*.js)
 lint: setup-python
 	$(PY) -m ruff check --no-cache conftest.py bench bindings/python bindings/js/test host-wasm/python tests
 	@for f in $(JS_FILES); do $(NODE) --check $$f || exit 1; done
