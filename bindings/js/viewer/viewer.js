@@ -280,7 +280,7 @@ function bars(title, entries, note) {
   box.append(h);
   const table = document.createElement('table');
   table.className = 'histogram';
-  const max = Math.max(1, ...entries.map(([, n]) => n));
+  const max = entries.reduce((m, [, n]) => Math.max(m, n), 1);
   for (const [label, n] of entries) {
     const tr = document.createElement('tr');
     const a = document.createElement('td');
@@ -330,13 +330,18 @@ async function histograms() {
       out.push(bars(`${f.name}: values`, shown, entries.length > 40 ? `the 40 most common of ${entries.length} values` : null));
     } else if (f.kind !== 'fixed') {
       const item = f.kind === 'ragged' ? Number(f.dtype.slice(2)) : 1;
-      const lengths = [];
+      let values = [];
       for (let at = 0; at < indices.length; at += 65536) {
-        lengths.push(...(await ask('byteLengths', { field: f.name, indices: indices.slice(at, at + 65536) })));
+        const part = await ask('byteLengths', { field: f.name, indices: indices.slice(at, at + 65536) });
+        values = values.concat(part.map((b) => b / item));
       }
-      const values = lengths.map((b) => b / item);
-      const lo = Math.min(...values);
-      const hi = Math.max(...values);
+      // Loops, not Math.min(...values): a spread of 10^5 arguments can overflow the stack.
+      let lo = Infinity;
+      let hi = -Infinity;
+      for (const v of values) {
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      }
       const bins = Math.min(20, hi - lo + 1);
       const width = (hi - lo + 1) / bins;
       const counts = new Array(bins).fill(0);
