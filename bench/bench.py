@@ -38,6 +38,7 @@ import store
 import tokenizing
 import stream
 import vision
+import wasm
 import summary
 from data_sets import DATASETS
 from measure import SKIPPED
@@ -61,6 +62,7 @@ SECTIONS = {
     "policy": store.bench_policy,
     "threads": loader.bench_threads,
     "scale": scale.bench_scale,
+    "wasm": wasm.bench_wasm,
 }
 
 
