@@ -85,8 +85,8 @@ after(async () => {
 });
 
 /** `zr view target` started; resolves to the page URL it printed. */
-async function serve(target) {
-  const child = spawn(zr, ['view', target, '--site', site], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function serve(target, ...options) {
+  const child = spawn(zr, ['view', target, '--site', site, ...options], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   const line = await firstLine(child, 'zr view');
   const url = /http:\/\/127\.0\.0\.1:\d+\/\S*/.exec(line)?.[0];
@@ -182,18 +182,26 @@ function shareNear(png, rgb) {
 
 const COLOURS = [[220, 30, 30], [30, 180, 30], [30, 30, 220]];
 const caption = (i) => `sample ${i}: a ${['red', 'green', 'blue'][i % 3]} square`;
+const text = (i) => `${caption(i)} — naïve café №${i}`;
 
 test('zr view shows the card, fields, samples, thumbnails and the label histogram', async () => {
-  const page = await open(await serve(data.small));
+  const page = await open(await serve(data.small, '--tokenizer', data.tokenizer));
   const fields = await page.textContent('#fields');
-  for (const f of ['image', 'caption', 'tokens', 'label', 'ragged', 'string']) assert.match(fields, new RegExp(f));
+  for (const f of ['image', 'caption', 'tokens', 'label', 'encoded', 'ragged', 'string']) assert.match(fields, new RegExp(f));
   assert.match(await page.textContent('#card'), /the viewer test's small dataset/);
-  assert.match(await page.textContent('#summary'), /^240 samples, 4 fields, 1 shards/);
+  assert.match(await page.textContent('#summary'), /^240 samples, 5 fields, 1 shards/);
+  // Token ids decoded in the page with the tokenizer zr view was given (byte-level BPE,
+  // non-ASCII text included), the ids below.
+  for (const index of [0, 13]) {
+    const shown = await page.textContent(`#samples tr[data-index="${index}"] td[data-field="encoded"] > span`);
+    assert.equal(shown, text(index));
+  }
   assert.equal(await cellText(page, 0, 'caption'), caption(0));
   assert.equal(await cellText(page, 7, 'caption'), caption(7));
   assert.equal(await cellText(page, 5, 'label'), '2');
-  // Sample 4's tokens: 5 ids from 4.
-  assert.equal(await cellText(page, 4, 'tokens'), '5: 4 5 6 7 8');
+  // Sample 4's tokens: 5 ids from 4 (with a tokenizer given, every ragged integer field
+  // also shows as text, above its ids).
+  assert.equal(await page.textContent('#samples tr[data-index="4"] td[data-field="tokens"] .ids'), '5 ids: 4 5 6 7 8');
   assert.deepEqual(await histogram(page, 'label: values'), [['0', 80], ['1', 80], ['2', 80]]);
   // Thumbnails: decoded by the browser and drawn in the colour of the sample's label.
   for (const index of [0, 1, 2]) {
@@ -215,7 +223,7 @@ test('zr view shows the card, fields, samples, thumbnails and the label histogra
   // verify, with its progress bar.
   await page.click('#verify');
   await settled(page);
-  assert.match(await page.textContent('#verify-result'), /verified: 960 records, all good/);
+  assert.match(await page.textContent('#verify-result'), /verified: 1,200 records, all good/);
   assert.equal(await page.getAttribute('#verify-progress', 'value'), '240');
   await page.close();
 });
@@ -269,6 +277,6 @@ test('a damaged record is named by its field and record, on the page and by veri
   assert.match(shown, /shard-000000\/caption/);
   await page.click('#verify');
   await settled(page);
-  assert.match(await page.textContent('#verify-result'), /^1 bad of 960 records: caption sample 239: /);
+  assert.match(await page.textContent('#verify-result'), /^1 bad of 1,200 records: caption sample 239: /);
   await page.close();
 });

@@ -2,8 +2,9 @@
 
 `python view_fixture.py WORK` writes into WORK
   - `small`: 240 samples of an image (a 32 x 32 PNG square in the colour of its label),
-    a caption, tokens and a label (`i % 3`, so the label histogram is 80 / 80 / 80), with
-    a dataset card;
+    a caption, tokens, a label (`i % 3`, so the label histogram is 80 / 80 / 80) and
+    `encoded`, a text's ids from a byte-level BPE trained here (`tokenizer.json`), with a
+    dataset card;
   - `big`: 10^6 samples of a caption, tokens and a label;
 then starts moto's S3 server on 127.0.0.1 (a free port), makes a bucket whose objects anyone may
 read and whose CORS rules allow ranged GETs and HEADs from any origin, pushes `small` to it with zrecord, prints one
@@ -30,7 +31,24 @@ def caption(i: int) -> str:
     return f"sample {i}: a {['red', 'green', 'blue'][i % 3]} square"
 
 
-def small(path: Path) -> None:
+def text(i: int) -> str:
+    return f"{caption(i)} — naïve café №{i}"
+
+
+def tokenizer(path: Path):
+    """A byte-level BPE (as GPT-2's and Llama 3's) trained on the texts, saved as JSON."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([text(i) for i in range(240)], trainer=trainer)
+    tok.save(str(path))
+    return tok
+
+
+def small(path: Path, tok) -> None:
     images, tokens = [], []
     for i in range(240):
         out = io.BytesIO()
@@ -42,6 +60,7 @@ def small(path: Path) -> None:
         "caption": [caption(i) for i in range(240)],
         "tokens": tokens,
         "label": np.arange(240, dtype=np.int64) % 3,
+        "encoded": [np.asarray(tok.encode(text(i)).ids, dtype=np.uint16) for i in range(240)],
     }, metadata={"description": "the viewer test's small dataset", "classes": ["red", "green", "blue"]})
 
 
@@ -62,7 +81,7 @@ def size(path: Path) -> int:
 
 def main() -> None:
     work = Path(sys.argv[1])
-    small(work / "small")
+    small(work / "small", tokenizer(work / "tokenizer.json"))
     big(work / "big")
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
@@ -84,7 +103,7 @@ def main() -> None:
         for obj in page.get("Contents", []):
             s3.put_object_acl(Bucket="view", Key=obj["Key"], ACL="public-read")
 
-    print("view-fixture:", json.dumps({"small": str(work / "small"), "big": str(work / "big"), "url": f"{endpoint}/view/data/small/",
+    print("view-fixture:", json.dumps({"small": str(work / "small"), "tokenizer": str(work / "tokenizer.json"), "big": str(work / "big"), "url": f"{endpoint}/view/data/small/",
                       "small_bytes": size(work / "small"), "big_bytes": size(work / "big")}), flush=True)
     sys.stdin.read()
     server.stop()
