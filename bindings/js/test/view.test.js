@@ -187,9 +187,9 @@ const text = (i) => `${caption(i)} — naïve café №${i}`;
 test('zr view shows the card, fields, samples, thumbnails and the label histogram', async () => {
   const page = await open(await serve(data.small, '--tokenizer', data.tokenizer));
   const fields = await page.textContent('#fields');
-  for (const f of ['image', 'caption', 'tokens', 'label', 'encoded', 'ragged', 'string']) assert.match(fields, new RegExp(f));
+  for (const f of ['image', 'caption', 'tokens', 'label', 'encoded', 'pixels', 'ragged', 'string']) assert.match(fields, new RegExp(f));
   assert.match(await page.textContent('#card'), /the viewer test's small dataset/);
-  assert.match(await page.textContent('#summary'), /^240 samples, 5 fields, 1 shards/);
+  assert.match(await page.textContent('#summary'), /^240 samples, 6 fields, 1 shards/);
   // Token ids decoded in the page with the tokenizer zr view was given (byte-level BPE,
   // non-ASCII text included), the ids below.
   for (const index of [0, 13]) {
@@ -203,6 +203,13 @@ test('zr view shows the card, fields, samples, thumbnails and the label histogra
   // also shows as text, above its ids).
   assert.equal(await page.textContent('#samples tr[data-index="4"] td[data-field="tokens"] .ids'), '5 ids: 4 5 6 7 8');
   assert.deepEqual(await histogram(page, 'label: values'), [['0', 80], ['1', 80], ['2', 80]]);
+  // Sample i holds i % 9 + 1 tokens: 1 to 6 come 27 times in 240 samples, 7 to 9 26 times.
+  assert.deepEqual(await histogram(page, 'tokens: lengths (elements)'),
+    [1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => [String(n), n <= 6 ? 27 : 26]));
+  // A uint8 (H, W, 3) field drawn as a picture.
+  const canvas = page.locator('#samples tr[data-index="0"] td[data-field="pixels"] canvas');
+  assert.deepEqual(await canvas.evaluate((el) => [el.width, el.height]), [24, 16]);
+  assert.ok(shareNear(await canvas.screenshot(), COLOURS[1]) > 0.9);
   // Thumbnails: decoded by the browser and drawn in the colour of the sample's label.
   for (const index of [0, 1, 2]) {
     const img = page.locator(`#samples tr[data-index="${index}"] td[data-field="image"] img`);
@@ -223,7 +230,7 @@ test('zr view shows the card, fields, samples, thumbnails and the label histogra
   // verify, with its progress bar.
   await page.click('#verify');
   await settled(page);
-  assert.match(await page.textContent('#verify-result'), /verified: 1,200 records, all good/);
+  assert.match(await page.textContent('#verify-result'), /verified: 1,440 records, all good/);
   assert.equal(await page.getAttribute('#verify-progress', 'value'), '240');
   await page.close();
 });
@@ -277,6 +284,6 @@ test('a damaged record is named by its field and record, on the page and by veri
   assert.match(shown, /shard-000000\/caption/);
   await page.click('#verify');
   await settled(page);
-  assert.match(await page.textContent('#verify-result'), /^1 bad of 1,200 records: caption sample 239: /);
+  assert.match(await page.textContent('#verify-result'), /^1 bad of 1,440 records: caption sample 239: /);
   await page.close();
 });

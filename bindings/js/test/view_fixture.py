@@ -3,8 +3,8 @@
 `python view_fixture.py WORK` writes into WORK
   - `small`: 240 samples of an image (a 32 x 32 PNG square in the colour of its label),
     a caption, tokens, a label (`i % 3`, so the label histogram is 80 / 80 / 80) and
-    `encoded`, a text's ids from a byte-level BPE trained here (`tokenizer.json`), with a
-    dataset card;
+    `encoded`, a text's ids from a byte-level BPE trained here (`tokenizer.json`), and
+    `pixels`, a 16 x 24 x 3 uint8 array of the next label's colour, with a dataset card;
   - `big`: 10^6 samples of a caption, tokens and a label;
 then starts moto's S3 server on 127.0.0.1 (a free port), makes a bucket whose objects anyone may
 read and whose CORS rules allow ranged GETs and HEADs from any origin, pushes `small` to it with zrecord, prints one
@@ -61,6 +61,8 @@ def small(path: Path, tok) -> None:
         "tokens": tokens,
         "label": np.arange(240, dtype=np.int64) % 3,
         "encoded": [np.asarray(tok.encode(text(i)).ids, dtype=np.uint16) for i in range(240)],
+        # Pixels as a uint8 (H, W, 3) array: the label's colour again, upside down.
+        "pixels": np.stack([np.full((16, 24, 3), COLOURS[(i + 1) % 3], np.uint8) for i in range(240)]),
     }, metadata={"description": "the viewer test's small dataset", "classes": ["red", "green", "blue"]})
 
 
