@@ -239,19 +239,48 @@ export async function load(opts) {
 }
 
 function api(zr) {
-  class Store {
+  // The open component resource of a Store or Dataset, or the error every use after
+  // `close()` gets (the released resource would otherwise throw a TypeError about
+  // resources). A symbol, so it is no part of the public API.
+  const LIVE = Symbol('live');
+
+  /** What Store and Dataset share: a component resource that `close()` releases. */
+  class Handle {
     // The component's handle; null once closed.
     #inner;
+    #what;
 
-    constructor(inner) {
+    constructor(inner, what) {
       this.#inner = inner;
+      this.#what = what;
     }
 
-    // The open handle, or the error every use after `close()` gets (the released component
-    // resource would otherwise throw a TypeError about resources).
-    #live() {
-      if (this.#inner === null) throw new ZrecordError('locked', 'store is closed');
+    [LIVE]() {
+      if (this.#inner === null) throw new ZrecordError('locked', `${this.#what} is closed`);
       return this.#inner;
+    }
+
+    /** Whether `close()` was called. */
+    get closed() {
+      return this.#inner === null;
+    }
+
+    /** Releases the handle (a store syncs first); calling it again does nothing. */
+    close() {
+      const inner = this.#inner;
+      if (inner === null) return;
+      this.#inner = null;
+      inner[Symbol.dispose]();
+    }
+
+    [Symbol.dispose]() {
+      this.close();
+    }
+  }
+
+  class Store extends Handle {
+    constructor(inner) {
+      super(inner, 'store');
     }
 
     /**
@@ -271,12 +300,12 @@ function api(zr) {
 
     /** Number of live records. */
     get length() {
-      return this.#live().len();
+      return this[LIVE]().len();
     }
 
     /** Logical length of each record, as a Uint32Array. */
     lengths(indices) {
-      const inner = this.#live();
+      const inner = this[LIVE]();
       const list = indexArray(indices);
       return call(() => inner.lengths(list));
     }
@@ -286,7 +315,7 @@ function api(zr) {
      * a view into `data` holding record `indices[i]`.
      */
     gather(indices) {
-      const inner = this.#live();
+      const inner = this[LIVE]();
       const list = indexArray(indices);
       const { data, lengths } = call(() => inner.gather(list));
       return split(data, lengths);
@@ -294,7 +323,7 @@ function api(zr) {
 
     /** Appends `records` (Uint8Arrays) with `codec` ('flate' or 'raw'); returns the first index. */
     append(records, codec = 'flate') {
-      const inner = this.#live();
+      const inner = this[LIVE]();
       records = recordList(records);
       choice(codec, 'codec');
       const lengths = Uint32Array.from(records, (r) => r.length);
@@ -309,41 +338,24 @@ function api(zr) {
 
     /** Removes records; the last live record moves into each hole. */
     delete(indices) {
-      const inner = this.#live();
+      const inner = this[LIVE]();
       const list = indexArray(indices);
       call(() => inner.delete(list));
     }
 
     /** Repacks live records and frees chunk files past the new frontier. */
     compact() {
-      call(() => this.#live().compact());
+      call(() => this[LIVE]().compact());
     }
 
     /** `{ records, liveBytes, chunkBytes, reclaimable }` (byte counts as bigint). */
     stats() {
-      return call(() => this.#live().stats());
+      return call(() => this[LIVE]().stats());
     }
 
     /** Makes every completed append durable. */
     sync() {
-      call(() => this.#live().sync());
-    }
-
-    /** Whether `close()` was called. */
-    get closed() {
-      return this.#inner === null;
-    }
-
-    /** Syncs and releases the handle; calling it again does nothing. */
-    close() {
-      const inner = this.#inner;
-      if (inner === null) return;
-      this.#inner = null;
-      inner[Symbol.dispose]();
-    }
-
-    [Symbol.dispose]() {
-      this.close();
+      call(() => this[LIVE]().sync());
     }
   }
 
@@ -359,17 +371,11 @@ function api(zr) {
   }
 
   /** A dataset directory (`dataset.json` over shards), read only. */
-  class Dataset {
-    #inner;
+  class Dataset extends Handle {
     #description = null;
 
     constructor(inner) {
-      this.#inner = inner;
-    }
-
-    #live() {
-      if (this.#inner === null) throw new ZrecordError('locked', 'dataset is closed');
-      return this.#inner;
+      super(inner, 'dataset');
     }
 
     /** Opens the dataset at `path` (the directory holding `dataset.json`), read only. */
@@ -380,12 +386,12 @@ function api(zr) {
 
     /** Number of samples. */
     get length() {
-      return Number(this.#live().len());
+      return Number(this[LIVE]().len());
     }
 
     /** The manifest (fields, shards, the dataset card as `metadata`) and `records`. */
     describe() {
-      this.#description ??= JSON.parse(this.#live().describe());
+      this.#description ??= JSON.parse(this[LIVE]().describe());
       return this.#description;
     }
 
@@ -395,7 +401,7 @@ function api(zr) {
      * array's little-endian elements).
      */
     gather(field, indices) {
-      const inner = this.#live();
+      const inner = this[LIVE]();
       const name = string(field, 'field');
       const list = indexArray(indices);
       const { data, lengths } = call(() => inner.gather(name, list));
@@ -404,7 +410,7 @@ function api(zr) {
 
     /** Each sample's byte length (as `gather` returns it), from the tables only. */
     byteLengths(field, indices) {
-      const inner = this.#live();
+      const inner = this[LIVE]();
       const name = string(field, 'field');
       const list = indexArray(indices);
       return Array.from(call(() => inner.byteLengths(name, list)), Number);
@@ -412,26 +418,10 @@ function api(zr) {
 
     /** Reads and checks samples `start .. start + count` of every field. */
     verify(start, count) {
-      const inner = this.#live();
+      const inner = this[LIVE]();
       const from = u64(start, 'start');
       const n = u64(count, 'count');
       return JSON.parse(call(() => inner.verify(from, n)));
-    }
-
-    get closed() {
-      return this.#inner === null;
-    }
-
-    /** Releases the dataset's stores; calling it again does nothing. */
-    close() {
-      const inner = this.#inner;
-      if (inner === null) return;
-      this.#inner = null;
-      inner[Symbol.dispose]();
-    }
-
-    [Symbol.dispose]() {
-      this.close();
     }
   }
 

@@ -7,12 +7,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { load, ZrecordError } from '../src/index.js';
+import { flipByte } from './damage.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const python = process.env.PYTHON ?? join(repo, '.venv/bin/python');
@@ -85,13 +86,7 @@ test('verify by range, and a damaged record named by path, field and record', ()
   ds.close();
   // The last byte of shard 1's caption chunk belongs to its last record (3: sample 7).
   const chunk = join(work, 'ds', JSON.parse(readFileSync(join(work, 'ds/dataset.json'))).shards[1].dir, 'caption/0.zr');
-  const fd = openSync(chunk, 'r+');
-  const at = statSync(chunk).size - 1;
-  const b = Buffer.alloc(1);
-  readSync(fd, b, 0, 1, at);
-  b[0] ^= 0x55;
-  writeSync(fd, b, 0, 1, at);
-  closeSync(fd);
+  flipByte(chunk, undefined, 0x55);
   ds = zr.Dataset.open('/work/ds');
   assert.throws(() => ds.gather('caption', [6, 7]), (e) => e instanceof ZrecordError && e.kind === 'checksum'
     && e.field === 'caption' && e.record === 3 && /shard-000001\/caption$/.test(e.path)

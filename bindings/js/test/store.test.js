@@ -7,13 +7,14 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
-  closeSync, existsSync, mkdtempSync, mkdirSync, openSync, readSync, rmSync, writeFileSync, readFileSync, writeSync,
+  closeSync, existsSync, mkdtempSync, mkdirSync, openSync, readSync, rmSync, writeFileSync, readFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { load, ZrecordError } from '../src/index.js';
+import { flipByte } from './damage.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const native = process.env.ZR_NATIVE ?? join(repo, 'target/release/zr');
@@ -194,12 +195,7 @@ test('a damaged record is a checksum error (-11) unless verify is never', () => 
   readSync(m, entry, 0, 16, 16 + 16 * 1);
   closeSync(m);
   const offset = entry.readUInt32LE(0);
-  const c = openSync(join(dir, 'fresh/sums.zr/0.zr'), 'r+');
-  const b = Buffer.alloc(1);
-  readSync(c, b, 0, 1, offset);
-  b[0] ^= 0xff;
-  writeSync(c, b, 0, 1, offset);
-  closeSync(c);
+  flipByte(join(dir, 'fresh/sums.zr/0.zr'), offset);
   const checked = zr.Store.open('/data/fresh/sums.zr');
   // Named as the native host names it: the store and the record, in the fields and the
   // message.

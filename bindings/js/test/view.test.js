@@ -10,7 +10,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeSync, closeSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +18,8 @@ import { inflateSync } from 'node:zlib';
 import { createInterface } from 'node:readline';
 
 import { chromium } from 'playwright-core';
+
+import { flipByte } from './damage.js';
 
 const pkg = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(pkg, '../..');
@@ -267,13 +269,7 @@ test('the dataset pushed to the S3-compatible server reads by URL, a range at a 
 test('a damaged record is named by its field and record, on the page and by verify', async () => {
   // The caption chunk is dense: its last byte is the last sample's record.
   const chunk = join(data.small, 'shard-000000/caption/0.zr');
-  const fd = openSync(chunk, 'r+');
-  const end = statSync(chunk).size - 1;
-  const byte = Buffer.alloc(1);
-  readSync(fd, byte, 0, 1, end);
-  byte[0] ^= 0xff;
-  writeSync(fd, byte, 0, 1, end);
-  closeSync(fd);
+  flipByte(chunk);
   const page = await open(await serve(data.small));
   await page.fill('#goto', '239');
   await page.click('#go');

@@ -123,27 +123,30 @@ impl DatasetRes {
         })
     }
 
-    /// Each sample's stored length (a long sample's whole length; a bytes or string
-    /// sample's with its stop byte), in `indices` order.
-    fn stored_lengths(&self, f: usize, indices: &[u64]) -> Result<Vec<u64>, WitError> {
-        let mut out = vec![0u64; indices.len()];
+    /// A read of field `f` at `indices`, split by shard: each part's store, its records
+    /// and the slots of `indices` they fill; and each slot's stored length (a long sample's
+    /// whole length; a bytes or string sample's with its stop byte).
+    fn plan(&self, f: usize, indices: &[u64]) -> Result<Plan, WitError> {
+        let mut lengths = vec![0u64; indices.len()];
+        let mut parts = Vec::new();
         for (s, local, slots) in self.groups(indices)? {
             let o = self.store(s, f)?;
             let mut lens = vec![0u32; local.len()];
             o.store.lengths(&local, &mut lens).map_err(|e| named(&o.path, &self.manifest.fields[f].name, e))?;
             for ((&r, &len), &slot) in local.iter().zip(&lens).zip(&slots) {
-                out[slot] = match o.long.as_ref().and_then(|l| l.find(r)) {
+                lengths[slot] = match o.long.as_ref().and_then(|l| l.find(r)) {
                     Some(sample) => sample.total,
                     None => u64::from(len),
                 };
             }
+            parts.push((o, local, slots));
         }
-        Ok(out)
+        Ok(Plan { parts, lengths })
     }
 
     fn gather_field(&self, f: usize, indices: &[u64]) -> Result<Gathered, WitError> {
         let field: &Field = &self.manifest.fields[f];
-        let lengths = self.stored_lengths(f, indices)?;
+        let Plan { parts, lengths } = self.plan(f, indices)?;
         let mut offsets = Vec::with_capacity(indices.len() + 1);
         let mut total = 0u64;
         offsets.push(0);
@@ -152,14 +155,13 @@ impl DatasetRes {
             offsets.push(total);
         }
         let mut data = try_zeroed(total).map_err(to_wit)?;
-        // Where each slot's sample lives: shard, and the store's records with their offsets.
+        // Where each slot's sample lives: its part, and its record there.
         let mut places: Vec<(usize, u64)> = vec![(0, 0); indices.len()];
-        for (s, local, slots) in self.groups(indices)? {
-            let o = self.store(s, f)?;
+        for (p, (o, local, slots)) in parts.iter().enumerate() {
             let mut records = Vec::with_capacity(local.len());
             let mut at = Vec::with_capacity(local.len());
-            for (&r, &slot) in local.iter().zip(&slots) {
-                places[slot] = (s, r);
+            for (&r, &slot) in local.iter().zip(slots) {
+                places[slot] = (p, r);
                 match o.long.as_ref().and_then(|l| l.find(r)) {
                     Some(sample) => {
                         for (piece, from) in sample.records() {
@@ -178,16 +180,22 @@ impl DatasetRes {
         if field.has_stop_byte() {
             let text = field.kind == FieldKind::String;
             let len = values::strip(&mut data, &mut offsets, text).map_err(|(k, why)| {
-                let (s, r) = places[k];
-                let path =
-                    format!("{}/{}/{}", self.path.trim_end_matches('/'), self.manifest.shards[s].dir, field.name);
-                named(&path, &field.name, Error::Decode { index: r, source: why })
+                let (p, r) = places[k];
+                named(&parts[p].0.path, &field.name, Error::Decode { index: r, source: why })
             })?;
             data.truncate(len);
         }
         let lengths = offsets.windows(2).map(|w| (w[1] - w[0]) as u32).collect();
         Ok(Gathered { data, lengths })
     }
+}
+
+/// [`DatasetRes::plan`]'s answer.
+struct Plan {
+    /// (store, its records, the slots they fill), shard by shard.
+    parts: Vec<(Rc<Opened>, Vec<u64>, Vec<usize>)>,
+    /// Each slot's stored length.
+    lengths: Vec<u64>,
 }
 
 impl wit_dataset::GuestDataset for DatasetRes {
@@ -233,7 +241,7 @@ impl wit_dataset::GuestDataset for DatasetRes {
     fn byte_lengths(&self, field: String, indices: Vec<u64>) -> Result<Vec<u64>, WitError> {
         let f = self.field(&field)?;
         let stop = u64::from(self.manifest.fields[f].has_stop_byte());
-        Ok(self.stored_lengths(f, &indices)?.into_iter().map(|l| l.saturating_sub(stop)).collect())
+        Ok(self.plan(f, &indices)?.lengths.into_iter().map(|l| l.saturating_sub(stop)).collect())
     }
 
     fn verify(&self, start: u64, count: u64) -> Result<String, WitError> {
