@@ -86,8 +86,10 @@ python: $(VENV)/.stamp-core
 test-rust: test-start
 	$(CARGO) fmt --all --check
 	$(CARGO) test
-	# The core alone, without the native host's features: the pure-Rust inflater path.
+	# The core alone, without the native host's features: the pure-Rust inflater path; then
+	# with the wasm guest's inflater (zlib-rs), checked against it.
 	$(CARGO) test -p zrecord-core --lib
+	$(CARGO) test -p zrecord-core --lib --features zlib-rs
 	$(CARGO) clippy --all-targets -p zrecord-core -p zrecord-app -p zrecord -p zrecord-cli -p zrecord-python -- -D warnings
 	# The native lock, concurrency and CLI tests, 20 runs, two suites at a time.
 	tests/reliability/stress-locks.sh 20

@@ -438,7 +438,9 @@ fn ruzstd_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
 pub fn inflate_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     #[cfg(feature = "libdeflate")]
     return libdeflate_into(src, dst);
-    #[cfg(not(feature = "libdeflate"))]
+    #[cfg(all(feature = "zlib-rs", not(feature = "libdeflate")))]
+    return zlib_rs_into(src, dst);
+    #[cfg(not(any(feature = "libdeflate", feature = "zlib-rs")))]
     miniz_into(src, dst)
 }
 
@@ -458,9 +460,47 @@ fn libdeflate_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     }
 }
 
-/// The pure-Rust inflater: what `no_std` and wasm builds use, and the reference the
-/// libdeflate path is tested against.
+/// zlib-rs (through flate2's safe API): pure Rust like miniz_oxide, but with zlib's
+/// precomputed tables for static-Huffman blocks, where miniz_oxide builds them again for
+/// every stream. The wasm guest's inflater: about twice miniz_oxide's speed on small
+/// records, libdeflate's natively (docs/decisions/wasm-inflate.md).
+#[cfg(feature = "zlib-rs")]
 #[cfg_attr(feature = "libdeflate", allow(dead_code))]
+fn zlib_rs_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
+    use flate2::{Decompress, FlushDecompress, Status};
+    std::thread_local! {
+        // The state (about 7 KiB; a window only if a stream needs one) is reset, not rebuilt,
+        // for each record, as miniz_into's is.
+        static STATE: core::cell::RefCell<Decompress> = core::cell::RefCell::new(Decompress::new(false));
+    }
+    let logic = dst.len() as u32;
+    STATE.with(|state| {
+        let mut z = state.borrow_mut();
+        z.reset(false);
+        let status = z.decompress(src, dst, FlushDecompress::Finish).map_err(|_| DecodeError::Corrupt)?;
+        let produced = z.total_out() as usize;
+        match status {
+            Status::StreamEnd if produced == dst.len() => Ok(()),
+            Status::StreamEnd => Err(DecodeError::TooShort { produced, logic }),
+            _ if produced < dst.len() => Err(DecodeError::Corrupt),
+            _ => {
+                // `dst` is full but the end of the stream was not seen: one more byte of room
+                // tells a longer stream from one whose end-of-block code was not yet read.
+                let read = z.total_in() as usize;
+                let mut spare = [0u8; 1];
+                match z.decompress(&src[read..], &mut spare, FlushDecompress::Finish) {
+                    Ok(_) if z.total_out() as usize > produced => Err(DecodeError::TooLong { logic }),
+                    Ok(Status::StreamEnd) => Ok(()),
+                    _ => Err(DecodeError::Corrupt),
+                }
+            }
+        }
+    })
+}
+
+/// The pure-Rust inflater: what `no_std` builds use, and the reference the libdeflate and
+/// zlib-rs paths are tested against.
+#[cfg_attr(any(feature = "libdeflate", feature = "zlib-rs"), allow(dead_code))]
 fn miniz_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     #[cfg(feature = "std")]
     {
@@ -481,7 +521,7 @@ fn miniz_into(src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     miniz_run(&mut DecompressorOxide::new(), src, dst)
 }
 
-#[cfg_attr(feature = "libdeflate", allow(dead_code))]
+#[cfg_attr(any(feature = "libdeflate", feature = "zlib-rs"), allow(dead_code))]
 fn miniz_run(state: &mut DecompressorOxide, src: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
     let (status, _consumed, produced) = decompress(state, src, dst, 0, flags);
@@ -842,6 +882,29 @@ mod tests {
             }
             let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
             if let (Ok(()), Ok(())) = (libdeflate_into(&garbage, &mut a), miniz_into(&garbage, &mut b)) {
+                prop_assert_eq!(a, b);
+            }
+        }
+
+        /// The same for the wasm guest's inflater.
+        #[cfg(feature = "zlib-rs")]
+        #[test]
+        fn zlib_rs_agrees_with_miniz(src in proptest::collection::vec(any::<u8>(), 0..3000), garbage in proptest::collection::vec(any::<u8>(), 0..64), n in 0usize..4000, cut in any::<usize>()) {
+            if let Some(packed) = compress_vec(&src) {
+                let (mut a, mut b) = (vec![0u8; src.len()], vec![0u8; src.len()]);
+                prop_assert_eq!(zlib_rs_into(&packed, &mut a), Ok(()));
+                prop_assert_eq!(&a, &src);
+                // Wrong lengths and truncations are refused as miniz_oxide refuses them.
+                for len in [n, src.len().saturating_sub(1), src.len() + 1] {
+                    let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+                    prop_assert_eq!(zlib_rs_into(&packed, &mut a), miniz_into(&packed, &mut b));
+                }
+                let cut = &packed[..cut % packed.len()];
+                prop_assert!(zlib_rs_into(cut, &mut a).is_err());
+                prop_assert!(miniz_into(cut, &mut b).is_err());
+            }
+            let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
+            if let (Ok(()), Ok(())) = (zlib_rs_into(&garbage, &mut a), miniz_into(&garbage, &mut b)) {
                 prop_assert_eq!(a, b);
             }
         }

@@ -29,14 +29,25 @@ trait Candidate {
     fn decompress(&mut self, src: &[u8], dst: &mut [u8]);
 }
 
-struct Flate(Deflater, bool);
+/// zrecord's DEFLATE level 1, inflated as each build of the core does.
+#[derive(Clone, Copy)]
+enum Inflater {
+    /// The native host (`libdeflate` feature).
+    Libdeflate,
+    /// The no_std core.
+    Miniz,
+    /// The wasm guest (`zlib-rs` feature).
+    ZlibRs,
+}
+
+struct Flate(Deflater, Inflater, flate2::Decompress);
 
 impl Candidate for Flate {
     fn name(&self) -> String {
-        if self.1 {
-            "deflate-1 (zrecord; libdeflate inflate)".into()
-        } else {
-            "deflate-1 (zrecord; miniz inflate, wasm)".into()
+        match self.1 {
+            Inflater::Libdeflate => "deflate-1 (zrecord; libdeflate inflate, native)".into(),
+            Inflater::Miniz => "deflate-1 (zrecord; miniz inflate, no_std)".into(),
+            Inflater::ZlibRs => "deflate-1 (zrecord; zlib-rs inflate, wasm)".into(),
         }
     }
     fn compress(&mut self, src: &[u8]) -> Option<Vec<u8>> {
@@ -44,16 +55,21 @@ impl Candidate for Flate {
         self.0.compress(src, &mut out).map(|n| out[..n].to_vec())
     }
     fn decompress(&mut self, src: &[u8], dst: &mut [u8]) {
-        if self.1 {
-            decode_into(Codec::Flate, src, dst).unwrap();
-        } else {
-            miniz(src, dst);
+        match self.1 {
+            Inflater::Libdeflate => decode_into(Codec::Flate, src, dst).unwrap(),
+            Inflater::Miniz => miniz(src, dst),
+            Inflater::ZlibRs => {
+                // The core's zlib-rs path: one state, reset per record.
+                let z = &mut self.2;
+                z.reset(false);
+                let status = z.decompress(src, dst, flate2::FlushDecompress::Finish).unwrap();
+                assert!(status == flate2::Status::StreamEnd && z.total_out() as usize == dst.len());
+            }
         }
     }
 }
 
-/// The pure-Rust inflate the core uses without libdeflate (no_std and wasm builds), with
-/// the same call and flags.
+/// The pure-Rust inflate the no_std core uses, with the same call and flags.
 fn miniz(src: &[u8], dst: &mut [u8]) {
     use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
     let mut state = DecompressorOxide::new();
@@ -167,8 +183,10 @@ fn main() {
     for path in &paths {
         let (data, _rows, item) = load(path);
         let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy().into_owned();
-        let mut cands: Vec<Box<dyn Candidate>> =
-            vec![Box::new(Flate(Deflater::new(), true)), Box::new(Flate(Deflater::new(), false))];
+        let mut cands: Vec<Box<dyn Candidate>> = [Inflater::Libdeflate, Inflater::Miniz, Inflater::ZlibRs]
+            .into_iter()
+            .map(|i| Box::new(Flate(Deflater::new(), i, flate2::Decompress::new(false))) as Box<dyn Candidate>)
+            .collect();
         for level in [2, 3, 6] {
             cands.push(Box::new(FlateLevel(level)));
         }

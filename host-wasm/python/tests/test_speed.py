@@ -1,10 +1,12 @@
 """zr-wasm's CPU time against the native zr's, held to a loose bound so a change that makes
-the guest read record by record again (or an inflate several times slower) fails here.
+the guest read record by record again, block on a thread pool for every file read, or
+inflate with miniz_oxide again (4.9x on verify) fails here.
 
 The figure itself, and its target (within 3x), come from `bench.py wasm` on the full-size
 store and are quoted in host-wasm/README.md; this test runs a store of 2^16 records (the
-same records: 64 bytes of four symbols, flate) and asks for at most 8x, median of three
-rounds, CPU seconds (user + system), so a busy machine slows both sides alike.
+same records: 64 bytes of four symbols, flate) and asks for at most 3.5x (1.7-2.3x when
+written; 4.3-4.8x before the guest inflated with zlib-rs), median of three rounds, CPU
+seconds (user + system), so a busy machine slows both sides alike.
 """
 
 import resource
@@ -18,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from wasm import measure  # noqa: E402 - the bench's own measurement, not a second copy
 
-BOUND = 8.0
+BOUND = 3.5
 
 
 @pytest.fixture(scope="module")

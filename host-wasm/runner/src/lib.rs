@@ -232,6 +232,10 @@ impl Runtime {
 
     fn store(&self, sandbox: &Sandbox, args: &[String]) -> Result<Store<State>> {
         let mut b = WasiCtxBuilder::new();
+        // The guest runs synchronously on this thread, so its file reads may block it too:
+        // without this every read is handed to a blocking pool and waited for, which cost
+        // `stats` a third of its CPU time in thread wake-ups (bench/results/2026-12-05-wasm.md).
+        b.allow_blocking_current_thread(true);
         b.args(args);
         b.envs(&sandbox.env);
         let stderr = sandbox.inherit_stdio.then(|| MemoryOutputPipe::new(GUEST_STDERR_CAP));
