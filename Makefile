@@ -34,7 +34,7 @@ help:
 	@echo "make wasm-build / wasm-test   zr.wasm, zr-wasm and the JS bindings / their tests"
 
 # The quick loop while editing: no Python, no wasm, no stress runs.
-check: setup-rust
+check: setup-rust setup-tools
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy -q --all-targets -p zrecord-core -p zrecord-app -p zrecord -p zrecord-cli -- -D warnings
 	$(CARGO) test -q -p zrecord-core -p zrecord-app
@@ -44,11 +44,12 @@ check: setup-rust
 setup: setup-rust setup-python setup-tools $(if $(wildcard host-wasm/wasm.mk),wasm-setup,)
 
 # Command-line tools the tests run as a user would: rsync (a dataset copied with rsync -a
-# must write only its bytes), from Debian's packages when missing.
+# must write only its bytes); and what the native host's JPEG decoder, libjpeg-turbo, is
+# built with from its vendored source: cmake and NASM. From Debian's packages when missing.
 setup-tools:
-	@if command -v rsync >/dev/null; then exit 0; fi; \
+	@if command -v rsync >/dev/null && command -v cmake >/dev/null && command -v nasm >/dev/null; then exit 0; fi; \
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends rsync
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends rsync cmake nasm
 
 setup-rust:
 	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown

@@ -8,6 +8,8 @@
 //! - [`render`] (feature `images`): decoding (JPEG by zune-jpeg, PNG by png, WebP by
 //!   image-webp; docs/decisions/image-decoders.md) and the crop's resize (fast_image_resize)
 //!   into a batch's buffer.
+//! - [`turbo`] (feature `turbojpeg`, the native host's): JPEG by libjpeg-turbo instead,
+//!   decoding only the part of the image a crop reads.
 
 use alloc::string::String;
 use core::fmt;
@@ -15,6 +17,10 @@ use core::fmt;
 pub mod crop;
 #[cfg(feature = "images")]
 pub mod render;
+#[cfg(feature = "turbojpeg")]
+pub mod turbo;
+#[cfg(feature = "images")]
+mod write;
 
 /// Largest image a loader decodes by default, in pixels (`width * height`): 2^28, Pillow's
 /// own bomb limit is 2^27 (with a warning from half of it).

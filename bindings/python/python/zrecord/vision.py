@@ -14,8 +14,8 @@ Read, decoded, cropped, resized and flipped straight into the batch::
 Every random choice is a keyed function of the loader's seed, the global batch's step,
 the sample and the field (never of a worker), so the same sample of the same global
 batch gets the same pixels on any world size and worker count and after a resume. The
-work is ``core/src/image/`` (headers, crops; decoding by zune-jpeg, png and image-webp,
-resizing by fast_image_resize); this module holds no image rule of its own.
+work is ``core/src/image/`` (headers, crops; decoding by libjpeg-turbo, png and
+image-webp, resizing by fast_image_resize); this module holds no image rule of its own.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@
 //! scalar. Every path computes the same permutation; the tests compare each one the CPU has
 //! with [`Permutation::at`].
 //!
-//! This is the core's one `unsafe`: calling a function compiled for CPU features that the
-//! caller's own code does not assume, after asking the CPU whether it has them.
+//! Its `unsafe` is of one kind: calling a function compiled for CPU features that the
+//! caller's own code does not assume, after asking the CPU whether it has them (as
+//! `image/write.rs` does; the core's other `unsafe` calls C: `io/std_dir.rs`, `image/turbo.rs`).
 #![allow(unsafe_code)]
 
 use core::arch::x86_64::*;
