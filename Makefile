@@ -140,12 +140,17 @@ test: test-start setup lint test-rust test-nostd test-python bench-smoke $(if $(
 # cannot rot.
 BENCH_VENV := $(CURDIR)/bench/.venv
 
-$(BENCH_VENV)/.stamp: bench/requirements.txt bench/requirements-torch.txt bench/requirements-streaming.txt
+$(BENCH_VENV)/.stamp: bench/requirements.txt bench/requirements-torch.txt bench/requirements-streaming.txt bench/requirements-ffcv.txt
 	python3 -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install -q --upgrade pip
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements.txt
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-torch.txt || echo "torch did not install: the loader table will skip it"
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-streaming.txt || echo "MosaicML Streaming did not install: the remote tables will say so"
+	# FFCV (the vision table's peer) builds against Debian's libjpeg-turbo and OpenCV.
+	sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  ($$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends libturbojpeg0-dev libopencv-dev pkg-config \
+	   && $(BENCH_VENV)/bin/pip install -q -r bench/requirements-ffcv.txt \
+	   && $(BENCH_VENV)/bin/pip install -q --no-deps ffcv) || echo "FFCV did not install: the vision table will say so"
 	touch $@
 
 bench: $(BENCH_VENV)/.stamp
