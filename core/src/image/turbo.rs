@@ -15,7 +15,6 @@
 //! into it is one `unsafe` block with the reason it is sound.
 #![allow(unsafe_code)]
 
-use alloc::ffi::CString;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
@@ -180,8 +179,8 @@ pub fn decode(jpeg: &[u8], region: Option<Region>, buffer: Vec<u8>) -> Result<De
 
 /// Encodes `rgb` (`width x height`) as a JPEG at `quality` with `subsampling` (a TJSAMP
 /// code): for tests, which need JPEGs of every layout without files.
-#[doc(hidden)]
-pub fn encode_for_tests(rgb: &[u8], width: u32, height: u32, quality: i32, subsampling: i32) -> Vec<u8> {
+#[cfg(test)]
+pub(crate) fn encode_for_tests(rgb: &[u8], width: u32, height: u32, quality: i32, subsampling: i32) -> Vec<u8> {
     assert_eq!(rgb.len(), width as usize * height as usize * 3);
     // SAFETY: a new compressor, used and destroyed in this function; every pointer passed
     // describes a live buffer of the length given; the output buffer is allocated by
@@ -194,7 +193,7 @@ pub fn encode_for_tests(rgb: &[u8], width: u32, height: u32, quality: i32, subsa
         let (mut out, mut len): (*mut u8, tj::size_t) = (core::ptr::null_mut(), 0);
         let status =
             tj::tj3Compress8(h, rgb.as_ptr(), width as i32, 0, height as i32, tj::TJPF_TJPF_RGB, &mut out, &mut len);
-        let said = CString::from(CStr::from_ptr(tj::tj3GetErrorStr(h)));
+        let said = alloc::ffi::CString::from(CStr::from_ptr(tj::tj3GetErrorStr(h)));
         assert_eq!(status, 0, "{said:?}");
         let bytes = core::slice::from_raw_parts(out, len as usize).to_vec();
         tj::tj3Free(out.cast());
