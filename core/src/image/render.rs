@@ -1,7 +1,8 @@
 //! Decoding an image and making a pipeline's output of it (feature `images`): the header
 //! checked against `max_pixels` first ([`super::checked_info`]), the pixels decoded to
-//! 8-bit RGB (JPEG by zune-jpeg in strict mode, PNG by png, WebP by image-webp: chosen by
-//! measurement, docs/decisions/image-decoders.md), the crop resized to the output size by
+//! 8-bit RGB (JPEG by libjpeg-turbo, only the part the crop reads, `turbo.rs`, or by
+//! zune-jpeg in strict mode where that is not built; PNG by png, WebP by image-webp: chosen
+//! by measurement, docs/decisions/image-decoders.md), the crop resized to the output size by
 //! fast_image_resize's bilinear convolution (antialiased when shrinking, as Pillow and
 //! torchvision's tensors are), and written mirrored if the plan says so, as the pipeline's
 //! dtype and layout, straight into the caller's slot of a batch buffer (`write.rs`).
@@ -31,6 +32,9 @@ pub struct Rgb {
     /// The values.
     pub pixels: Vec<u8>,
 }
+
+/// Largest decoded buffer a thread keeps for its next image (16 MiB: a 5-megapixel region).
+const KEEP_DECODED: usize = 16 << 20;
 
 /// What a thread keeps between images: the resizer's buffers and the output's.
 #[derive(Default)]
@@ -152,7 +156,11 @@ pub fn render(
     let needed = Region::around(&crop, pipeline.width, pipeline.height, info.width, info.height);
     let image = decode_part(bytes, &info, Some(needed), core::mem::take(&mut scratch.decoded))?;
     draw(&image, &crop, needed, info.format, pipeline, out, scratch)?;
-    scratch.decoded = image.pixels;
+    // Kept for the next image unless it is large: one huge image must not leave every
+    // worker thread holding its pixels.
+    if image.pixels.capacity() <= KEEP_DECODED {
+        scratch.decoded = image.pixels;
+    }
     Ok(crop)
 }
 
