@@ -58,18 +58,20 @@ pub fn decode(bytes: &[u8], max_pixels: u64) -> Result<Rgb, ImageError> {
     Ok(Rgb { width: part.width, height: part.height, pixels: part.pixels })
 }
 
-/// Pixels of the rectangle `x, y, width, height` of an image.
-struct Part {
-    x: u32,
-    y: u32,
-    width: u32,
-    height: u32,
-    pixels: Vec<u8>,
+/// Pixels of the rectangle `x, y, width, height` of an image: `width * height * 3` bytes
+/// of RGB, row by row.
+pub(crate) struct Part {
+    pub(crate) x: u32,
+    pub(crate) y: u32,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) pixels: Vec<u8>,
 }
 
 /// The part of an image that resizing a crop of it reads: the crop and, on each side, the
 /// reach of the bilinear kernel (one source pixel per output pixel, or the shrink factor),
-/// plus one pixel for a JPEG's chroma upsampling at the edge; clamped to the image.
+/// plus two pixels (with one, a JPEG's chroma upsampling at the edge still changed the
+/// output); clamped to the image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
     /// Left edge.
@@ -117,7 +119,7 @@ fn decode_part(bytes: &[u8], info: &ImageInfo, region: Option<Region>, buffer: V
     let (part, exact) = match info.format {
         #[cfg(feature = "turbojpeg")]
         ImageFormat::Jpeg => match super::turbo::decode(bytes, region, buffer) {
-            Ok(d) => (Part { x: d.x, y: d.y, width: d.width, height: d.height, pixels: d.pixels }, region.is_none()),
+            Ok(part) => (part, region.is_none()),
             Err(super::turbo::Failed::Corrupt(why)) => return Err(failed(why)),
             // CMYK and YCCK, which TurboJPEG does not turn into RGB.
             Err(super::turbo::Failed::Unsupported) => (whole(jpeg(bytes, info).map_err(failed)?), true),

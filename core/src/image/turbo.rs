@@ -22,26 +22,11 @@ use core::ffi::CStr;
 
 use turbojpeg_sys as tj;
 
-use super::render::Region;
+use super::render::{Part, Region};
 
 /// Scans a progressive JPEG may have: a real photograph has about ten; a file of thousands
 /// of tiny scans makes a decoder work for minutes (libjpeg-turbo's advice for untrusted input).
 const SCAN_LIMIT: i32 = 500;
-
-/// Pixels decoded from a JPEG: the rectangle `x, y, width, height` of the image, as RGB.
-#[derive(Debug)]
-pub struct Decoded {
-    /// Left edge of the rectangle in the image.
-    pub x: u32,
-    /// Top edge.
-    pub y: u32,
-    /// Pixels across.
-    pub width: u32,
-    /// Pixels down.
-    pub height: u32,
-    /// `width * height * 3` bytes, row by row.
-    pub pixels: Vec<u8>,
-}
 
 /// Why a JPEG was not decoded.
 #[derive(Debug)]
@@ -95,7 +80,7 @@ impl Decompressor {
 
     /// Decodes `region` of `jpeg` (or more: its left edge moves left to a whole MCU) into
     /// `pixels`, a buffer to reuse (what it holds is overwritten).
-    fn decode(&mut self, jpeg: &[u8], region: Option<Region>, mut pixels: Vec<u8>) -> Result<Decoded, Failed> {
+    fn decode(&mut self, jpeg: &[u8], region: Option<Region>, mut pixels: Vec<u8>) -> Result<Part, Failed> {
         // SAFETY: the pointer and length describe `jpeg`, which outlives the call; the
         // handle is live.
         self.check(unsafe { tj::tj3DecompressHeader(self.0, jpeg.as_ptr(), jpeg.len() as _) })?;
@@ -139,7 +124,7 @@ impl Decompressor {
             tj::tj3Decompress8(self.0, jpeg.as_ptr(), jpeg.len() as _, pixels.as_mut_ptr(), 0, tj::TJPF_TJPF_RGB)
         };
         self.check(status)?;
-        Ok(Decoded { x: r.x, y: r.y, width: w, height: h, pixels })
+        Ok(Part { x: r.x, y: r.y, width: w, height: h, pixels })
     }
 }
 
@@ -160,7 +145,7 @@ std::thread_local! {
 
 /// Decodes `region` of `jpeg` (the whole image if `None`) on this thread's decompressor,
 /// into `buffer` (reused: its old contents are overwritten).
-pub fn decode(jpeg: &[u8], region: Option<Region>, buffer: Vec<u8>) -> Result<Decoded, Failed> {
+pub(crate) fn decode(jpeg: &[u8], region: Option<Region>, buffer: Vec<u8>) -> Result<Part, Failed> {
     DECOMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
