@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bytes::Bytes;
 use object_store::{GetOptions, GetRange};
+use smallvec::SmallVec;
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 use zrecord_core::io::{Backend, LockMode, StorageFile};
 
@@ -45,6 +46,10 @@ pub const DISK_CACHE_BYTES: u64 = 16 << 30;
 
 /// A range's bytes, on their way or come.
 type Fetch = Arc<Pending>;
+
+/// The store's record indices in a range, inline up to four (a small cache's range holds
+/// one record, its labels' a few; an allocation per request showed in its profile).
+type Indices = SmallVec<[u32; 4]>;
 
 /// The record bytes a remote dataset keeps, up to a byte budget, shared by all its files.
 ///
@@ -206,8 +211,9 @@ impl Cache {
         }
     }
 
-    /// Drops ranges until the cache is a fifth under budget (a tenth without a loader): furthest next use first
-    /// (ranges no plan knows, and every range without a plan, oldest first). Ranges still
+    /// Drops ranges until the cache is half under budget (a tenth without a loader):
+    /// furthest next use first (ranges no plan knows, and every range without a plan,
+    /// oldest first). Ranges still
     /// on their way stay. While a loader streams the dataset, ranges no read has taken yet
     /// (on their way, or come and not yet read: the read-ahead's and the batches being
     /// gathered) stay too, and are not counted: the read-ahead's window has its own share
@@ -219,7 +225,10 @@ impl Cache {
     ///
     /// A look visits every kept range (some 2,000 in a 10% cache of 12 KiB records), so
     /// looks are rare: the untaken bytes are counted as ranges come and go, a look starts
-    /// only when the counted bytes pass the budget, and it drops a fifth of it.
+    /// only when the counted bytes pass the budget, and it drops half of it. (A fifth
+    /// made a look every fifth of the budget: each kept range was visited about five times
+    /// before it went, and the looks were a tenth of a small cache's CPU at 0 ms; what a
+    /// stream keeps after a read is mostly what it reads again only next epoch.)
     fn evict(&self) {
         let limit = self.limit();
         let streaming = self.streams.load(Ordering::Relaxed) > 0;
@@ -248,7 +257,7 @@ impl Cache {
                 let key = match (&plan, now) {
                     (Some(p), Some(now)) => {
                         let base = f.base;
-                        span.next.get(p, now, &span.indices, |i| base + u64::from(i))
+                        span.next.get(p, now, span.records.learnt(), |i| base + u64::from(i))
                     }
                     _ => u64::MAX - span.seq,
                 };
@@ -262,8 +271,8 @@ impl Cache {
         }
         self.shielded.store(if streaming { shielded } else { 0 }, Ordering::Relaxed);
         candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-        // Streaming, a fifth goes, so that looks are rare; direct reads keep more.
-        let target = if streaming { room - room / 5 } else { room - room / 10 };
+        // Streaming, half goes, so that looks are rare; direct reads keep more.
+        let target = if streaming { room - room / 2 } else { room - room / 10 };
         for (_, k, start, seq) in candidates {
             if self.counted(streaming) <= target {
                 break;
@@ -287,10 +296,62 @@ struct Span {
     end: u64,
     fetch: Fetch,
     /// The store's record indices inside, when the reads announced them.
-    indices: Vec<u32>,
+    records: Records,
     /// The soonest next use of those records, as the plan last said.
     next: NextUse,
     seq: u64,
+}
+
+/// The store's record indices a range holds, as reads announced them: in the order learnt
+/// (a [`NextUse`] counts them in that order), and, past a few, sorted beside it. Every
+/// announcement of a held record asks whether its range knows it: a range of labels holds
+/// thousands, and a search through them all for each announced label cost more than the
+/// rest of the announcement.
+struct Records {
+    learnt: Indices,
+    /// `learnt` sorted, once it is longer than [`Records::FEW`] (empty until then).
+    sorted: Vec<u32>,
+}
+
+impl Records {
+    /// Up to this many, a search through `learnt` is quicker than keeping `sorted`.
+    const FEW: usize = 16;
+
+    /// The records of a request, in the order of their offsets (a record announced twice
+    /// comes twice, side by side).
+    fn new(mut learnt: Indices) -> Records {
+        learnt.dedup();
+        let mut sorted = Vec::new();
+        if learnt.len() > Self::FEW {
+            sorted = learnt.to_vec();
+            sorted.sort_unstable();
+        }
+        Records { learnt, sorted }
+    }
+
+    /// The indices, in the order learnt.
+    fn learnt(&self) -> &[u32] {
+        &self.learnt
+    }
+
+    /// Adds `index` if it is not known yet.
+    fn learn(&mut self, index: u32) {
+        if self.learnt.len() <= Self::FEW {
+            if self.learnt.contains(&index) {
+                return;
+            }
+            self.learnt.push(index);
+            if self.learnt.len() > Self::FEW {
+                self.sorted = self.learnt.to_vec();
+                self.sorted.sort_unstable();
+            }
+            return;
+        }
+        if let Err(at) = self.sorted.binary_search(&index) {
+            self.sorted.insert(at, index);
+            self.learnt.push(index);
+        }
+    }
 }
 
 /// Ranges of a file fetched or on their way, by start offset.
@@ -339,7 +400,7 @@ impl RemoteFile {
 
     /// Starts fetching `start..end` (within the stored bytes) and records it, with the
     /// records it holds.
-    fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>) -> Fetch {
+    fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Indices) -> Fetch {
         let mut sent = self.send(spans, vec![(start, end, indices)], Sending::Now);
         sent.pop().expect("one range sent")
     }
@@ -347,7 +408,7 @@ impl RemoteFile {
     /// Starts fetching each of `ranges` (`start..end` within the stored bytes, and the
     /// records inside) and records them. One task sends them all (see [`super::pending`]);
     /// the slots come back in the order of `ranges`.
-    fn send(&self, spans: &mut Spans, ranges: Vec<(u64, u64, Vec<u32>)>, when: Sending) -> Vec<Fetch> {
+    fn send(&self, spans: &mut Spans, ranges: Vec<(u64, u64, Indices)>, when: Sending) -> Vec<Fetch> {
         // Bytes on disk from an earlier fetch (this run's or another's) are read there.
         let disk = self.cache.disk().map(|d| (d.clone(), DiskCache::key(&self.object)));
         let plan = disk.as_ref().and_then(|_| self.cache.plan());
@@ -396,16 +457,17 @@ impl RemoteFile {
     }
 
     /// Records `fetch` as the span `start..end` holding records `indices`.
-    fn keep(&self, spans: &mut Spans, start: u64, end: u64, indices: Vec<u32>, fetch: Fetch) -> Fetch {
+    fn keep(&self, spans: &mut Spans, start: u64, end: u64, indices: Indices, fetch: Fetch) -> Fetch {
         let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed);
         spans.longest = spans.longest.max(end - start);
         if !self.metadata {
             self.cache.held.fetch_add(end - start, Ordering::Relaxed);
             self.cache.untaken.fetch_add(end - start, Ordering::Relaxed);
         }
-        if let Some(old) =
-            spans.map.insert(start, Span { end, fetch: fetch.clone(), indices, next: NextUse::default(), seq })
-        {
+        if let Some(old) = spans.map.insert(
+            start,
+            Span { end, fetch: fetch.clone(), records: Records::new(indices), next: NextUse::default(), seq },
+        ) {
             if !self.metadata {
                 self.cache.release(&old.fetch, old.end - start);
                 self.cache.held.fetch_sub(old.end - start, Ordering::Relaxed);
@@ -430,9 +492,15 @@ impl RemoteFile {
         // gap whatever was measured: measured from the small requests of records read one
         // by one, the gap stayed small, and a first epoch at 20 ms a request made one
         // request per record (4,917 for 8,000 records of 4 KiB; 10 now).
-        let roomy = self.cache.brings_along();
-        let span_cap = if roomy { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
-        let mut run: Option<(u64, u64, Vec<u32>)> = None;
+        let whole = self.cache.brings_along();
+        let span_cap = if whole { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
+        // A file no larger than one request may be (a shard's labels: 8 bytes a sample)
+        // is read whole too while a loader streams: it will read every record of it, and
+        // a cache of any size holds it. Asked for record by record, the labels of a
+        // batch came in holes the earlier requests left, a request each: 8% of a 10%
+        // cache's requests.
+        let roomy = whole || (self.object.stored <= span_cap && self.cache.streams.load(Ordering::Relaxed) > 0);
+        let mut run: Option<(u64, u64, Indices)> = None;
         let mut ranges = Vec::new();
         for (s, e, index) in wanted {
             if let Some((held, _, _)) = covering(spans, s, e) {
@@ -440,9 +508,7 @@ impl RemoteFile {
                 // counts this record's next use from now on, or eviction would not see it
                 // and would drop what a batch just ahead needs.
                 if let (Some(i), Some(span)) = (index, spans.map.get_mut(&held)) {
-                    if !span.indices.contains(&i) {
-                        span.indices.push(i);
-                    }
+                    span.records.learn(i);
                 }
                 continue;
             }
@@ -503,7 +569,7 @@ impl RemoteFile {
                         } else {
                             (at, end)
                         };
-                        (s, e, self.spawn(&mut spans, s, e, Vec::new()))
+                        (s, e, self.spawn(&mut spans, s, e, Indices::new()))
                     }
                 }
             };
@@ -600,7 +666,7 @@ async fn fetch_range(
     // as much as the in-memory store's answer.
     let what = ReadOf { shown, start, end };
     let (bytes, tag) = remote
-        .retrying(&what, || {
+        .retrying_from(began, &what, || {
             let options = GetOptions {
                 range: Some(GetRange::Bounded(start..end)),
                 if_match: etag.clone(),
@@ -627,9 +693,10 @@ async fn fetch_range(
             format!("{} bytes came back: the object is shorter than its listing says", bytes.len()),
         ));
     }
-    pass.answered(bytes.len() as u64);
+    let took = began.elapsed();
+    pass.answered(bytes.len() as u64, took);
     remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-    remote.observe(bytes.len() as u64, began.elapsed());
+    remote.observe(bytes.len() as u64, took);
     Ok(bytes)
 }
 
@@ -790,7 +857,7 @@ impl RemoteDir {
             let Some(file) = self.new_file(name, true) else { continue };
             let end = META_BLOCK.min(file.object.stored);
             if end > 0 {
-                drop(file.spawn(&mut lock(&file.spans.spans), 0, end, Vec::new()));
+                drop(file.spawn(&mut lock(&file.spans.spans), 0, end, Indices::new()));
                 early.insert(name.to_owned(), file);
             }
         }
@@ -901,7 +968,7 @@ mod tests {
         f.start_reads();
         {
             let mut spans = lock(&f.spans.spans);
-            drop(f.spawn(&mut spans, 500, 510, Vec::new()));
+            drop(f.spawn(&mut spans, 500, 510, Indices::new()));
             assert!(covering(&spans, 700, 710).is_some(), "the long range holds byte 700");
         }
         // Both answered (counts are taken when a request is sent).

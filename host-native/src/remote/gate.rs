@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -82,8 +82,8 @@ impl Default for Gate {
 /// A read let through the gate: its answer (or its drop) lets the next one out.
 pub(crate) struct Pass {
     gate: Arc<Gate>,
-    since: Instant,
-    answered: Option<u64>,
+    /// The answer's time and bytes, once it came.
+    answered: Option<(Duration, u64)>,
 }
 
 impl Gate {
@@ -115,7 +115,7 @@ impl Gate {
             let _ = waiting.rx.as_mut().expect("set above").await;
             waiting.rx = None;
         }
-        Pass { gate: Arc::clone(self), since: Instant::now(), answered: None }
+        Pass { gate: Arc::clone(self), answered: None }
     }
 
     /// How many reads may be out at once now.
@@ -170,17 +170,18 @@ impl Drop for Waiting<'_> {
 }
 
 impl Pass {
-    /// Says the read was answered with `bytes` (its latency counts); a pass dropped
-    /// unanswered (a failure, a cancelled read) only gives its place back.
-    pub(crate) fn answered(mut self, bytes: u64) {
-        self.answered = Some(bytes);
+    /// Says the read was answered with `bytes`, `took` after it was sent (its latency
+    /// counts; the caller's clock, read once per request: five reads of it were a tenth
+    /// of a small cache's request); a pass dropped unanswered (a failure, a cancelled
+    /// read) only gives its place back.
+    pub(crate) fn answered(mut self, bytes: u64, took: Duration) {
+        self.answered = Some((took, bytes));
     }
 }
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        let answer = self.answered.map(|bytes| (self.since.elapsed(), bytes));
-        self.gate.leave(answer);
+        self.gate.leave(self.answered);
     }
 }
 

@@ -377,12 +377,26 @@ impl Remote {
     /// but 408 and 429, a configuration error), or keeps failing transiently past the retry
     /// deadline; each retry waits a jittered backoff (doubling from 50 ms up to 5 s) and is
     /// counted. The caller waits meanwhile: a loader's place in its stream does not move.
-    pub(crate) async fn retrying<T, F, Fut>(&self, what: impl std::fmt::Display, mut attempt: F) -> Result<T, IoError>
+    pub(crate) async fn retrying<T, F, Fut>(&self, what: impl std::fmt::Display, attempt: F) -> Result<T, IoError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
     {
-        let began = std::time::Instant::now();
+        self.retrying_from(std::time::Instant::now(), what, attempt).await
+    }
+
+    /// [`Remote::retrying`], its deadline counted from `began` (the caller read the clock
+    /// already).
+    pub(crate) async fn retrying_from<T, F, Fut>(
+        &self,
+        began: std::time::Instant,
+        what: impl std::fmt::Display,
+        mut attempt: F,
+    ) -> Result<T, IoError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
         let mut wait = BACKOFF;
         for attempts in 1u64.. {
             self.stats.requests.fetch_add(1, Ordering::Relaxed);

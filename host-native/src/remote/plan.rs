@@ -95,7 +95,16 @@ impl NextUse {
         if self.plan == plan.id && self.counted == samples.len() && self.soonest >= now {
             return self.soonest;
         }
-        if self.plan != plan.id || self.counted > samples.len() {
+        if let [one] = samples {
+            // A range of one record (every range of a cache far smaller than the dataset
+            // holds one): its answer is the soonest, and no heap is built for it.
+            let at = plan.plan.next_use(sample(*one)).filter(|&at| at >= now);
+            *self = NextUse { plan: plan.id, uses: BinaryHeap::new(), counted: 1, soonest: at.unwrap_or(u64::MAX) };
+            return self.soonest;
+        }
+        // A range that held one record kept its answer out of the heap: counted afresh.
+        let single = self.counted == 1 && self.uses.is_empty();
+        if self.plan != plan.id || self.counted > samples.len() || single {
             *self = NextUse { plan: plan.id, ..NextUse::default() };
         }
         for &s in &samples[self.counted..] {
@@ -144,6 +153,24 @@ mod tests {
             let now = self.now();
             Some(now + (sample + 10 - now % 10) % 10)
         }
+    }
+
+    #[test]
+    fn a_range_of_one_record_that_learns_another_counts_both() {
+        let cyclic = Arc::new(Cyclic { now: AtomicU64::new(0), asked: AtomicUsize::new(0) });
+        let plan = ReadPlan::new(cyclic.clone());
+        let mut next = NextUse::default();
+        let mut samples = vec![7u64];
+        assert_eq!(next.get(&plan, 0, &samples, |s| s), 7);
+        assert_eq!(next.get(&plan, 7, &samples, |s| s), 7, "asked once until passed");
+        assert_eq!(cyclic.asked.load(Ordering::Relaxed), 1);
+        cyclic.now.store(8, Ordering::Relaxed);
+        assert_eq!(next.get(&plan, 8, &samples, |s| s), 17);
+        // It learns record 9: the answer is the sooner of the two, and record 7's is not lost.
+        samples.push(9);
+        assert_eq!(next.get(&plan, 8, &samples, |s| s), 9);
+        cyclic.now.store(10, Ordering::Relaxed);
+        assert_eq!(next.get(&plan, 10, &samples, |s| s), 17);
     }
 
     #[test]
