@@ -54,6 +54,14 @@ pub trait StorageFile: Send + Sync {
         let _ = index;
         self.will_need(offset, len);
     }
+    /// [`StorageFile::will_need_record`] for each `(offset, len, index)` of `records`, at
+    /// once (a host that locks to take an announcement locks once); the default announces
+    /// them one by one.
+    fn will_need_records(&self, records: &[(u64, u64, u32)]) {
+        for &(offset, len, index) in records {
+            self.will_need_record(offset, len, index);
+        }
+    }
     /// Starts fetching what [`StorageFile::will_need_record`] announced, without waiting
     /// (a read-ahead of batches to come); the default does nothing.
     fn start_reads(&self) {}

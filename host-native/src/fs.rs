@@ -269,6 +269,13 @@ impl StorageFile for NativeFile {
         }
     }
 
+    fn will_need_records(&self, records: &[(u64, u64, u32)]) {
+        match self.remote() {
+            Some(r) => r.will_need_records(records),
+            None => records.iter().for_each(|&(offset, len, _)| self.will_need(offset, len)),
+        }
+    }
+
     fn start_reads(&self) {
         if let Some(r) = self.remote() {
             r.start_reads();

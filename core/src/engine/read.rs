@@ -221,11 +221,27 @@ fn hint_cold<'s, B: Backend>(jobs: &[ReadJob<'s, '_, B>]) {
     if !cold && !first_file.wants_hints() {
         return;
     }
-    for job in jobs {
-        if let Some(f) = file(job) {
-            f.will_need_record(u64::from(job.loc.offset), u64::from(job.loc.phys_length), job.index);
-        }
+    let records = jobs.iter().filter_map(|job| {
+        let f = file(job)?;
+        Some((f, (u64::from(job.loc.offset), u64::from(job.loc.phys_length), job.index)))
+    });
+    announce(records.collect());
+}
+
+/// Announces each `(file, (offset, length, index))` of `records` to its file, each file's
+/// records at once ([`StorageFile::will_need_records`]: the remote cache takes a file's
+/// announcements under one lock, which the readers of that file wait on, instead of one
+/// lock per record); returns the files, each once.
+fn announce<F: StorageFile>(mut records: Vec<(&F, (u64, u64, u32))>) -> Vec<&F> {
+    records.sort_unstable_by_key(|&(f, _)| core::ptr::from_ref(f) as usize);
+    let (mut files, mut batch) = (Vec::new(), Vec::new());
+    for group in records.chunk_by(|a, b| core::ptr::eq(a.0, b.0)) {
+        batch.clear();
+        batch.extend(group.iter().map(|&(_, record)| record));
+        group[0].0.will_need_records(&batch);
+        files.push(group[0].0);
     }
+    files
 }
 
 /// Calls `each` once per store of `records` (`(source, store, index)`, any order), with
@@ -350,20 +366,17 @@ impl<B: Backend> Store<B> {
                 return Ok(());
             }
         }
-        let mut touched: Vec<u16> = Vec::new();
+        let mut records = Vec::with_capacity(idxs.len());
         for &index in idxs {
             let Ok((loc, _)) = self.locate(index, length, &header) else { continue };
             if loc.phys_length == 0 {
                 continue;
             }
-            let file = self.chunk(loc.chunk_id)?;
-            file.will_need_record(u64::from(loc.offset), u64::from(loc.phys_length), index as u32);
-            if !touched.contains(&loc.chunk_id) {
-                touched.push(loc.chunk_id);
-            }
+            let record = (u64::from(loc.offset), u64::from(loc.phys_length), index as u32);
+            records.push((self.chunk(loc.chunk_id)?, record));
         }
-        for id in touched {
-            self.chunk(id)?.start_reads();
+        for file in announce(records) {
+            file.start_reads();
         }
         Ok(())
     }
@@ -696,5 +709,52 @@ impl<B: Backend> Store<B> {
             reclaimable: chunk_bytes.saturating_sub(live_bytes),
             unchecked,
         })
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A file that keeps what it was told ahead of reads.
+    #[derive(Default)]
+    struct Told(Mutex<Vec<Vec<(u64, u64, u32)>>>);
+
+    impl StorageFile for Told {
+        fn read_at(&self, _: u64, _: &mut [u8]) -> core::result::Result<(), IoError> {
+            unreachable!("nothing is read")
+        }
+        fn write_at(&self, _: u64, _: &[u8]) -> core::result::Result<(), IoError> {
+            unreachable!("nothing is written")
+        }
+        fn len(&self) -> core::result::Result<u64, IoError> {
+            Ok(0)
+        }
+        fn set_len(&self, _: u64) -> core::result::Result<(), IoError> {
+            Ok(())
+        }
+        fn sync(&self) -> core::result::Result<(), IoError> {
+            Ok(())
+        }
+        fn will_need_records(&self, records: &[(u64, u64, u32)]) {
+            self.0.lock().unwrap().push(records.to_vec());
+        }
+    }
+
+    #[test]
+    fn each_file_hears_its_records_in_one_announcement() {
+        let (a, b) = (Told::default(), Told::default());
+        let records = vec![(&a, (0, 8, 0)), (&b, (16, 8, 7)), (&a, (64, 8, 5)), (&b, (0, 8, 6)), (&a, (8, 8, 1))];
+        let files = announce(records);
+        assert_eq!(files.len(), 2);
+        assert!(files.iter().any(|f| core::ptr::eq(*f, &a)) && files.iter().any(|f| core::ptr::eq(*f, &b)));
+        let mut told_a = a.0.into_inner().unwrap();
+        assert_eq!(told_a.len(), 1, "one announcement per file");
+        told_a[0].sort_unstable();
+        assert_eq!(told_a[0], [(0, 8, 0), (8, 8, 1), (64, 8, 5)]);
+        let mut told_b = b.0.into_inner().unwrap();
+        told_b[0].sort_unstable();
+        assert_eq!(told_b, [[(0, 8, 6), (16, 8, 7)]]);
     }
 }

@@ -244,7 +244,8 @@ impl Cache {
         let now = plan.as_ref().map(ReadPlan::now);
         // Without a plan nothing is announced ahead: 0 protects nothing.
         let horizon = plan.as_ref().map_or(0, ReadPlan::horizon);
-        let mut candidates: Vec<(u64, usize, u64, u64)> = Vec::new();
+        // (next use, file, start, seq, bytes) of the ranges that may go.
+        let mut candidates: Vec<(u64, usize, u64, u64, u64)> = Vec::new();
         let mut shielded = 0u64;
         for (k, f) in files.iter().enumerate() {
             let mut spans = lock(&f.spans);
@@ -266,23 +267,37 @@ impl Cache {
                     shielded += span.end - start;
                     continue;
                 }
-                candidates.push((key, k, start, span.seq));
+                candidates.push((key, k, start, span.seq, span.end - start));
             }
         }
         self.shielded.store(if streaming { shielded } else { 0 }, Ordering::Relaxed);
         candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
         // Streaming, half goes, so that looks are rare; direct reads keep more.
         let target = if streaming { room - room / 2 } else { room - room / 10 };
-        for (_, k, start, seq) in candidates {
-            if self.counted(streaming) <= target {
-                break;
+        // The furthest first, until what goes brings the count to the target; then file by
+        // file, each file's ranges taken under one lock and freed after it (a lock per
+        // range, with the range freed under it, kept the readers of the file waiting).
+        let need = self.counted(streaming).saturating_sub(target);
+        let (mut going, mut bytes) = (0, 0);
+        while going < candidates.len() && bytes < need {
+            bytes += candidates[going].4;
+            going += 1;
+        }
+        let going = &mut candidates[..going];
+        going.sort_unstable_by_key(|c| (c.1, c.2));
+        let mut gone = Vec::with_capacity(going.len());
+        for file in going.chunk_by(|a, b| a.1 == b.1) {
+            let mut spans = lock(&files[file[0].1].spans);
+            for &(_, _, start, seq, _) in file {
+                if spans.map.get(&start).is_some_and(|s| s.seq == seq) {
+                    let span = spans.map.remove(&start).expect("just found");
+                    self.release(&span.fetch, span.end - start);
+                    self.held.fetch_sub(span.end - start, Ordering::Relaxed);
+                    gone.push(span);
+                }
             }
-            let mut spans = lock(&files[k].spans);
-            if spans.map.get(&start).is_some_and(|s| s.seq == seq) {
-                let span = spans.map.remove(&start).expect("just found");
-                self.release(&span.fetch, span.end - start);
-                self.held.fetch_sub(span.end - start, Ordering::Relaxed);
-            }
+            drop(spans);
+            gone.clear();
         }
         // What could not be dropped (on its way, about to be read) is not looked at again
         // on every read: the next look waits for a tenth of the budget more.
@@ -374,12 +389,24 @@ pub struct FileSpans {
 
 /// A pushed file: ranged GETs with `If-Match`, zeros past the stored bytes.
 pub struct RemoteFile {
-    remote: Remote,
-    name: String,
     object: Object,
     metadata: bool,
     spans: Arc<FileSpans>,
     cache: Arc<Cache>,
+    /// Where its requests go, made once: a small cache sends a batch's requests file by
+    /// file, and building these for each (a path joined, a URL formatted, strings
+    /// cloned) was done holding the file's ranges, which the readers wait on.
+    to: Arc<Target>,
+}
+
+/// Where a file's requests go ([`RemoteFile::to`]).
+struct Target {
+    remote: Remote,
+    path: object_store::path::Path,
+    /// The version listed, sent as `If-Match`.
+    etag: Option<String>,
+    /// The file's URL, for errors.
+    shown: String,
 }
 
 impl RemoteFile {
@@ -391,11 +418,13 @@ impl RemoteFile {
         if !metadata {
             cache.register(&spans);
         }
-        RemoteFile { remote, name: name.to_owned(), object, metadata, spans, cache }
+        let (path, shown) = (remote.path(name), remote.shown(name));
+        let to = Arc::new(Target { remote, path, etag: object.etag.clone(), shown });
+        RemoteFile { object, metadata, spans, cache, to }
     }
 
-    fn shown(&self) -> String {
-        self.remote.shown(&self.name)
+    fn shown(&self) -> &str {
+        &self.to.shown
     }
 
     /// Starts fetching `start..end` (within the stored bytes) and records it, with the
@@ -416,7 +445,7 @@ impl RemoteFile {
         let mut jobs = Vec::with_capacity(ranges.len());
         for (start, end, indices) in ranges {
             if let Some((d, bytes)) = disk.as_ref().and_then(|(d, key)| Some((d, d.get(key, start, end)?))) {
-                d.publish(self.remote.stats());
+                d.publish(self.to.remote.stats());
                 slots.push(self.keep(spans, start, end, indices, Pending::ready(Ok(bytes))));
                 continue;
             }
@@ -429,13 +458,10 @@ impl RemoteFile {
             return slots;
         }
         let metadata = self.metadata;
-        let remote = self.remote.clone();
-        let path = remote.path(&self.name);
-        let etag = self.object.etag.clone();
-        let shown = self.shown();
+        let to = Arc::clone(&self.to);
         let sends = async move {
+            let Target { remote, path, etag, shown } = &*to;
             let fetches = jobs.into_iter().map(|(start, end, samples, answering): (u64, u64, Option<Vec<u64>>, _)| {
-                let (remote, path, etag, shown) = (&remote, &path, &etag, &shown);
                 let (disk, plan) = (&disk, &plan);
                 async move {
                     let answer = fetch_range(remote, path, etag, shown, start, end).await;
@@ -480,7 +506,7 @@ impl RemoteFile {
     fn flush_wanted(&self, spans: &mut Spans, when: Sending) {
         let mut wanted = std::mem::take(&mut spans.wanted);
         wanted.sort_unstable();
-        let gap = self.remote.merge_gap();
+        let gap = self.to.remote.merge_gap();
         // Bytes brought along are bytes the cache must hold. Unless the whole dataset fits,
         // a request spans at most 1/32 of the cache, and a gap is bridged only if no longer
         // than the range after it, so at least half of what comes back was asked for.
@@ -559,7 +585,7 @@ impl RemoteFile {
                 }
                 match covering(&spans, at, at + 1) {
                     Some(held) => {
-                        self.remote.stats().hits.fetch_add(1, Ordering::Relaxed);
+                        self.to.remote.stats().hits.fetch_add(1, Ordering::Relaxed);
                         held
                     }
                     None => {
@@ -581,7 +607,7 @@ impl RemoteFile {
             let waited = fetch.peek().is_none().then(std::time::Instant::now);
             let bytes = fetch.wait().map_err(|e| (*e).clone())?;
             if waited.is_some_and(|w| w.elapsed() > super::STALL) {
-                self.remote.stats().stalls.fetch_add(1, Ordering::Relaxed);
+                self.to.remote.stats().stalls.fetch_add(1, Ordering::Relaxed);
             }
             let from = (at - span_start) as usize;
             let n = (bytes.len() - from).min((end - at) as usize);
@@ -779,9 +805,17 @@ impl StorageFile for RemoteFile {
     }
 
     fn will_need_record(&self, offset: u64, len: u64, index: u32) {
-        let end = offset.saturating_add(len).min(self.object.stored);
-        if offset < end {
-            lock(&self.spans.spans).wanted.push((offset, end, Some(index)));
+        self.will_need_records(&[(offset, len, index)]);
+    }
+
+    fn will_need_records(&self, records: &[(u64, u64, u32)]) {
+        let stored = self.object.stored;
+        let mut spans = lock(&self.spans.spans);
+        for &(offset, len, index) in records {
+            let end = offset.saturating_add(len).min(stored);
+            if offset < end {
+                spans.wanted.push((offset, end, Some(index)));
+            }
         }
     }
 
@@ -962,7 +996,7 @@ mod tests {
     fn a_range_that_starts_earlier_still_covers() {
         let (f, _) = file("covers-earlier", 1 << 20);
         // Requests so far: the upload's.
-        let sent = f.remote.stats().counts().requests;
+        let sent = f.to.remote.stats().counts().requests;
         // A long range, then a short one inside it (a read that missed spans it asked for).
         f.will_need(0, 1000);
         f.start_reads();
@@ -973,10 +1007,10 @@ mod tests {
         }
         // Both answered (counts are taken when a request is sent).
         assert_eq!((read(&f, 0), read(&f, 50)), (vec![0; 10], vec![50; 10]));
-        let requests = f.remote.stats().counts().requests;
+        let requests = f.to.remote.stats().counts().requests;
         assert_eq!(requests - sent, 2);
         assert_eq!(read(&f, 70), vec![70; 10]);
-        assert_eq!(f.remote.stats().counts().requests, requests, "a held record is not fetched again");
+        assert_eq!(f.to.remote.stats().counts().requests, requests, "a held record is not fetched again");
     }
 
     #[test]
@@ -984,7 +1018,7 @@ mod tests {
         // Room for three records' ranges, not four.
         let (f, cache) = file("passenger", 35);
         // Requests so far: the upload's.
-        let sent = f.remote.stats().counts().requests;
+        let sent = f.to.remote.stats().counts().requests;
         // Records 5, 6 and 9 are needed soon, in that order; the others never.
         struct Soon;
         impl super::super::plan::Plan for Soon {
@@ -1017,9 +1051,9 @@ mod tests {
         f.will_need_record(50, 10, 5);
         f.start_reads();
         assert_eq!(read(&f, 5), vec![5; 10]);
-        let requests = f.remote.stats().counts().requests;
+        let requests = f.to.remote.stats().counts().requests;
         assert_eq!(requests - sent, 3);
         assert_eq!(read(&f, 6), vec![6; 10]);
-        assert_eq!(f.remote.stats().counts().requests, requests, "record 6 was kept, not fetched again");
+        assert_eq!(f.to.remote.stats().counts().requests, requests, "record 6 was kept, not fetched again");
     }
 }
