@@ -79,6 +79,8 @@ pub struct Cache {
     shielded: AtomicU64,
     /// Bytes the loader's read-ahead holds ahead of its reads ([`Cache::set_read_ahead`]).
     ahead: AtomicU64,
+    /// Bytes of small files fetched whole so far ([`Cache::take_whole`]).
+    whole_files: AtomicU64,
 }
 
 /// A loader streaming a dataset through its [`Cache`], from [`Cache::streaming`] until
@@ -112,6 +114,7 @@ impl Cache {
             untaken: AtomicU64::new(0),
             shielded: AtomicU64::new(0),
             ahead: AtomicU64::new(0),
+            whole_files: AtomicU64::new(0),
         })
     }
 
@@ -177,6 +180,18 @@ impl Cache {
     /// after a read took them get what is left of the budget.
     pub fn set_read_ahead(&self, bytes: u64) {
         self.ahead.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether a file of `bytes` may be fetched whole, the first time one of its records is
+    /// wanted while a loader streams the dataset (it reads every record), in a cache that
+    /// does not hold the dataset: what small files took so far, with this one, stays
+    /// within a sixteenth of the budget. A shard's labels take a few kilobytes each; a
+    /// dataset of many shards of a few megabytes each, read in a shuffled order, must not
+    /// fetch a shard whole for each record it reads.
+    fn take_whole(&self, bytes: u64) -> bool {
+        let cap = self.limit() / 16;
+        let grant = |taken: u64| (taken + bytes <= cap).then_some(taken + bytes);
+        self.whole_files.fetch_update(Ordering::Relaxed, Ordering::Relaxed, grant).is_ok()
     }
 
     /// Installs (or, with `None`, removes) the plan eviction follows.
@@ -377,6 +392,9 @@ struct Spans {
     wanted: Vec<(u64, u64, Option<u32>)>,
     /// The longest range ever kept: how far before an offset a range holding it can start.
     longest: u64,
+    /// Whether the file was considered for a whole fetch ([`Cache::take_whole`]) already:
+    /// once, whatever the answer (a file dropped later comes back record by record).
+    whole_asked: bool,
 }
 
 /// A file's ranges, registered with its dataset's [`Cache`].
@@ -521,11 +539,14 @@ impl RemoteFile {
         let whole = self.cache.brings_along();
         let span_cap = if whole { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
         // A file no larger than one request may be (a shard's labels: 8 bytes a sample)
-        // is read whole too while a loader streams: it will read every record of it, and
-        // a cache of any size holds it. Asked for record by record, the labels of a
-        // batch came in holes the earlier requests left, a request each: 8% of a 10%
-        // cache's requests.
-        let roomy = whole || (self.object.stored <= span_cap && self.cache.streams.load(Ordering::Relaxed) > 0);
+        // is read whole too, once, while a loader streams and small files take little of
+        // the budget ([`Cache::take_whole`]): the loader will read every record of it.
+        // Asked for record by record, the labels of a batch came in holes the earlier
+        // requests left, a request each: 8% of a 10% cache's requests.
+        let streaming = self.cache.streams.load(Ordering::Relaxed) > 0;
+        let small = !whole && streaming && !spans.whole_asked && self.object.stored <= span_cap;
+        let roomy = whole || (small && self.cache.take_whole(self.object.stored));
+        spans.whole_asked |= small;
         let mut run: Option<(u64, u64, Indices)> = None;
         let mut ranges = Vec::new();
         for (s, e, index) in wanted {
@@ -978,12 +999,45 @@ mod tests {
     /// A 100-record file of 10-byte records in a fresh in-memory store, read through a
     /// cache of `limit` bytes.
     fn file(name: &str, limit: u64) -> (RemoteFile, Arc<Cache>) {
+        let cache = Cache::new(limit);
+        (file_in(name, cache.clone()), cache)
+    }
+
+    /// [`file`], read through `cache`.
+    fn file_in(name: &str, cache: Arc<Cache>) -> RemoteFile {
         let remote = Remote::open(&format!("memory://{name}/ds"), &[]).unwrap();
         let bytes: Vec<u8> = (0..1000u32).map(|i| (i / 10) as u8).collect();
         let etag = remote.put("0.zr", bytes).unwrap();
         let object = Object { size: 1000, stored: 1000, xxh3: String::new(), etag, key: None };
-        let cache = Cache::new(limit);
-        (RemoteFile::new(remote, "0.zr", object, false, cache.clone(), 0), cache)
+        RemoteFile::new(remote, "0.zr", object, false, cache, 0)
+    }
+
+    #[test]
+    fn small_files_come_whole_only_within_their_share_of_the_budget() {
+        // Four 1,000-byte files sharing a cache of 32,000 bytes: each is within one
+        // request's cap (a 32nd of the budget); small files may take a 16th (2,000 bytes).
+        let cache = Cache::new(32_000);
+        let files: Vec<RemoteFile> = (0..4).map(|k| file_in(&format!("whole-share-{k}"), cache.clone())).collect();
+        let fetched = |f: &RemoteFile| f.to.remote.stats().counts().bytes;
+        // Without a loader streaming, a record is fetched alone.
+        files[3].will_need_record(500, 10, 50);
+        files[3].start_reads();
+        assert_eq!((read(&files[3], 50), fetched(&files[3])), (vec![50; 10], 10));
+        let streaming = cache.streaming();
+        for f in &files {
+            f.will_need_record(0, 10, 0);
+            f.start_reads();
+            assert_eq!(read(f, 0), vec![0; 10]);
+        }
+        let bytes: Vec<u64> = files.iter().map(fetched).collect();
+        assert_eq!(bytes, [1000, 1000, 10, 20], "two files whole, then record by record");
+        // A file fetched whole holds its other records; the others fetch theirs.
+        for f in &files {
+            assert_eq!(read(f, 70), vec![70; 10]);
+        }
+        let bytes: Vec<u64> = files.iter().map(fetched).collect();
+        assert_eq!(bytes, [1000, 1000, 20, 30]);
+        drop(streaming);
     }
 
     fn read(f: &RemoteFile, record: u64) -> Vec<u8> {
