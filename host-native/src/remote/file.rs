@@ -129,7 +129,12 @@ impl Cache {
     /// Whether requests may bring records along that were not asked for: a loader streams
     /// the dataset and the cache holds all of it.
     pub(crate) fn brings_along(&self) -> bool {
-        self.streams.load(Ordering::Relaxed) > 0 && self.holds_everything()
+        self.streamed() && self.holds_everything()
+    }
+
+    /// Whether a loader streams the dataset now ([`Cache::streaming`]).
+    fn streamed(&self) -> bool {
+        self.streams.load(Ordering::Relaxed) > 0
     }
 
     /// Keeps fetched record ranges in `disk` too, and reads them from there before the
@@ -246,7 +251,7 @@ impl Cache {
     /// stream keeps after a read is mostly what it reads again only next epoch.)
     fn evict(&self) {
         let limit = self.limit();
-        let streaming = self.streams.load(Ordering::Relaxed) > 0;
+        let streaming = self.streamed();
         // Streaming, the read-ahead's window has its share of the budget; the ranges kept
         // after a read get the rest.
         let room = if streaming { limit.saturating_sub(self.ahead.load(Ordering::Relaxed)) } else { limit };
@@ -347,16 +352,11 @@ impl Records {
     /// Up to this many, a search through `learnt` is quicker than keeping `sorted`.
     const FEW: usize = 16;
 
-    /// The records of a request, in the order of their offsets (a record announced twice
-    /// comes twice, side by side).
-    fn new(mut learnt: Indices) -> Records {
-        learnt.dedup();
-        let mut sorted = Vec::new();
-        if learnt.len() > Self::FEW {
-            sorted = learnt.to_vec();
-            sorted.sort_unstable();
-        }
-        Records { learnt, sorted }
+    /// The records of a request, in the order of their offsets.
+    fn new(indices: Indices) -> Records {
+        let mut records = Records { learnt: Indices::new(), sorted: Vec::new() };
+        indices.into_iter().for_each(|i| records.learn(i));
+        records
     }
 
     /// The indices, in the order learnt.
@@ -543,8 +543,7 @@ impl RemoteFile {
         // the budget ([`Cache::take_whole`]): the loader will read every record of it.
         // Asked for record by record, the labels of a batch came in holes the earlier
         // requests left, a request each: 8% of a 10% cache's requests.
-        let streaming = self.cache.streams.load(Ordering::Relaxed) > 0;
-        let small = !whole && streaming && !spans.whole_asked && self.object.stored <= span_cap;
+        let small = !whole && self.cache.streamed() && !spans.whole_asked && self.object.stored <= span_cap;
         let roomy = whole || (small && self.cache.take_whole(self.object.stored));
         spans.whole_asked |= small;
         let mut run: Option<(u64, u64, Indices)> = None;
