@@ -473,8 +473,10 @@ struct EpochOrder {
 }
 
 impl EpochOrder {
-    /// The largest epoch laid out in a table (16 MiB of positions; a schedule keeps at
-    /// most [`EpochOrder::KEPT`] epochs).
+    /// The largest epoch laid out in a table: 16 MiB of positions. A schedule keeps at
+    /// most [`EpochOrder::KEPT`] epochs, but only the one being read and the next are asked
+    /// about often enough to be laid out (a later one only for samples in an epoch's
+    /// dropped tail).
     const TABLE_MAX: u64 = 1 << 22;
     /// Epochs a schedule keeps (the one being read, the next, and two more).
     const KEPT: usize = 4;
