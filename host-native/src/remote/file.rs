@@ -252,8 +252,8 @@ impl Cache {
         }
     }
 
-    /// Drops ranges until the cache is a part of its room under budget
-    /// ([`Cache::dropped_per_look`]):
+    /// Drops ranges until the counted bytes are a part of the room below it (a half, a
+    /// fifth or a tenth: [`Cache::dropped_per_look`]):
     /// furthest next use first (ranges no plan knows, and every range without a plan,
     /// oldest first). Ranges still
     /// on their way stay. While a loader streams the dataset, ranges no read has taken yet
