@@ -32,6 +32,7 @@ installs (beside torch); otherwise the tables say so.
 
 import http.client
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -331,10 +332,6 @@ def bench_small_cache(args):
                         runs[c].append(epoch(url, options, c))
             return runs
 
-        def median(values):
-            values = sorted(values)
-            return values[len(values) // 2]
-
         rows = []
         for name, url, options, latency in stores:
             # Only a server has a request rate of its own: the in-memory store answers as
@@ -345,7 +342,7 @@ def bench_small_cache(args):
             runs = epochs_in_turn(url, options, [2 * stored] + [int(stored * f) for f in fracs])
             wholes = runs[2 * stored]
             print(f"  small cache, {name}: {requests or 0:,.0f} requests/s; whole cache "
-                  f"{median(w['rate'] for w in wholes):,.0f} samples/s", file=sys.stderr, flush=True)
+                  f"{statistics.median_low(w['rate'] for w in wholes):,.0f} samples/s", file=sys.stderr, flush=True)
             for frac in fracs:
                 cache = int(stored * frac)
                 mine = runs[cache]
@@ -361,18 +358,21 @@ def bench_small_cache(args):
                         terms["cache / round trip"] = latency_term
                     return terms
 
-                ratios = [r["rate"] / min(bound_of(k).values()) for k, r in enumerate(mine)]
-                ratio = median(ratios)
+                every = [bound_of(k) for k in range(len(mine))]
+                ratios = [r["rate"] / min(terms.values()) for r, terms in zip(mine, every)]
+                # The median round itself (median_low: a round that happened, not an average).
+                ratio = statistics.median_low(ratios)
                 k = ratios.index(ratio)
-                r, terms = mine[k], bound_of(k)
+                r, terms = mine[k], every[k]
                 bound = min(terms.values())
                 spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if len(ratios) > 1 else "one epoch"
+                over = f" over {len(ratios)} rounds" if len(ratios) > 1 else ""
                 target = 0.5 if latency else 0.7
                 print(f"  small cache, {name}, {frac:.0%}: {r['rate']:,.0f} samples/s, {ratio:.2f}x of the bound "
-                      f"({spread if len(ratios) == 1 else f'{spread} over {len(ratios)} rounds'}), fetched {r['fetched']:.2f}x", file=sys.stderr, flush=True)
+                      f"({spread}{over}), fetched {r['fetched']:.2f}x", file=sys.stderr, flush=True)
                 rows.append([name, f"{frac:.0%}", f"{r['rate']:,.0f}", f"{r['epoch']:.2f}",
                              f"{r['fetched']:.2f}x", "<= 1.2x",
-                             "; ".join(f"{k} {v:,.0f}" for k, v in terms.items()),
+                             "; ".join(f"{term} {v:,.0f}" for term, v in terms.items()),
                              f"{ratio:.2f}x", spread, f">= {target}x", f"{r['per_request']:.2f}", r["stalls"]])
                 out[(name, frac)] = {"ratio": ratio, "target": target, "fetched": r["fetched"], "rate": r["rate"],
                                      "bound": bound, "spread": spread}

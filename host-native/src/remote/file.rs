@@ -1136,6 +1136,8 @@ mod tests {
         RemoteFile::new(remote, "0.zr", object, false, cache, 0)
     }
 
+    /// While a loader streams, a file within one request's cap is fetched whole, once, and
+    /// only while the small files fetched whole stay within a sixteenth of the budget.
     #[test]
     fn small_files_come_whole_only_within_their_share_of_the_budget() {
         // Four 1,000-byte files sharing a cache of 32,000 bytes: each is within one
