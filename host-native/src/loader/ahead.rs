@@ -19,6 +19,10 @@
 //! shallow window, and so fetched each record alone, as slowly as before: a feedback loop
 //! that held a first epoch from a local S3 server to 123 samples/s.)
 //!
+//! A store that answers quicker than handing a request to another thread (the in-memory
+//! store: [`asked_inline`](crate::remote::asked_inline)) is not announced ahead at all: the
+//! workers send their batches' requests themselves as they read.
+//!
 //! A local dataset is announced [`LOCAL_DEPTH`] batches ahead, and only what is not in
 //! memory is asked of the kernel: from a cold page cache (a dataset larger than memory, or
 //! not warmed) the disk then reads the next batches while the workers decode this one,
@@ -99,6 +103,16 @@ impl ReadAhead {
             self.interval = if self.interval == 0.0 { dt } else { 0.8 * self.interval + 0.2 * dt };
         }
         self.last = Some(now);
+        if crate::remote::asked_inline(self.dataset.round_trip()) {
+            // A store that answers quicker than a hand-off between threads is asked by the
+            // workers as they read: announced ahead, each record would cost the sampler's
+            // announcement and two wakes for nothing. The batch planned is being read.
+            if let Some(cache) = self.dataset.cache() {
+                cache.set_read_ahead(0);
+            }
+            self.announced_to.fetch_max(step + 1, Ordering::Release);
+            return;
+        }
         if self.cursor.step() <= step && self.cursor.seek(step + 1).is_err() {
             return;
         }

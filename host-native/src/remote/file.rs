@@ -48,6 +48,10 @@ pub const DISK_CACHE_BYTES: u64 = 16 << 30;
 /// A range's bytes, on their way or come.
 type Fetch = Arc<Pending>;
 
+/// Requests a reading thread sends and waits for itself, once it let go of the file's
+/// ranges: those of a store asked inline ([`super::asked_inline`]).
+type Sends = futures::future::BoxFuture<'static, ()>;
+
 /// The store's record indices in a range, inline up to four (a small cache's range holds
 /// one record, its labels' a few; an allocation per request showed in its profile).
 type Indices = SmallVec<[u32; 4]>;
@@ -513,16 +517,26 @@ impl RemoteFile {
     }
 
     /// Starts fetching `start..end` (within the stored bytes) and records it, with the
-    /// records it holds.
-    fn spawn(&self, spans: &mut Spans, start: u64, end: u64, indices: Indices) -> Fetch {
-        let mut sent = self.send(spans, vec![(start, end, indices)], Sending::Now);
-        sent.pop().expect("one range sent")
+    /// records it holds. The request comes back beside the slot if the reading thread is
+    /// to send it itself ([`Sending::ByReader`]).
+    fn spawn(
+        &self,
+        spans: &mut Spans,
+        start: u64,
+        end: u64,
+        indices: Indices,
+        when: Sending,
+    ) -> (Fetch, Option<Sends>) {
+        let (mut sent, here) = self.send(spans, vec![(start, end, indices)], when);
+        (sent.pop().expect("one range sent"), here)
     }
 
     /// Starts fetching each of `ranges` (`start..end` within the stored bytes, and the
     /// records inside) and records them. One task sends them all (see [`super::pending`]);
-    /// the slots come back in the order of `ranges`.
-    fn send(&self, spans: &mut Spans, ranges: Vec<(u64, u64, Indices)>, when: Sending) -> Vec<Fetch> {
+    /// the slots come back in the order of `ranges`. For a reader waiting on them from a
+    /// store asked inline ([`Sending::ByReader`]), the requests come back instead, for the
+    /// reading thread to send once it let go of `spans` ([`send_here`]).
+    fn send(&self, spans: &mut Spans, ranges: Vec<(u64, u64, Indices)>, when: Sending) -> (Vec<Fetch>, Option<Sends>) {
         // Bytes on disk from an earlier fetch (this run's or another's) are read there.
         let disk = self.cache.disk().map(|d| (d.clone(), DiskCache::key(&self.object)));
         let plan = disk.as_ref().and_then(|_| self.cache.plan());
@@ -540,7 +554,7 @@ impl RemoteFile {
             slots.push(slot);
         }
         if jobs.is_empty() {
-            return slots;
+            return (slots, None);
         }
         let metadata = self.metadata;
         let to = Arc::clone(&self.to);
@@ -560,11 +574,18 @@ impl RemoteFile {
             // All at once: each waits for its turn at the store's gate and a read permit.
             futures::future::join_all(fetches).await;
         };
-        match when {
-            Sending::Now => drop(super::runtime().spawn(sends)),
-            Sending::Together => spawn_sends(sends),
-        }
-        slots
+        let here = match when {
+            Sending::ByReader if self.to.remote.answers_inline() => Some(futures::FutureExt::boxed(sends)),
+            Sending::Now | Sending::ByReader => {
+                drop(super::runtime().spawn(sends));
+                None
+            }
+            Sending::Together => {
+                spawn_sends(sends);
+                None
+            }
+        };
+        (slots, here)
     }
 
     /// Records `fetch` as the span `start..end` holding records `indices`.
@@ -594,8 +615,9 @@ impl RemoteFile {
         fetch
     }
 
-    /// Sends the announced ranges, merged.
-    fn flush_wanted(&self, spans: &mut Spans, when: Sending) {
+    /// Sends the announced ranges, merged (or gives the requests back, as
+    /// [`RemoteFile::send`] does).
+    fn flush_wanted(&self, spans: &mut Spans, when: Sending) -> Option<Sends> {
         let mut wanted = std::mem::take(&mut spans.wanted);
         wanted.sort_unstable();
         let gap = self.to.remote.merge_gap();
@@ -663,7 +685,7 @@ impl RemoteFile {
             ranges.push((rs, re, ix));
         }
         // One task sends them all; a read waits for its own.
-        drop(self.send(spans, ranges, when));
+        self.send(spans, ranges, when).1
     }
 
     /// Copies `start..start + buf.len()` (within the stored bytes) into `buf`.
@@ -671,11 +693,13 @@ impl RemoteFile {
         let end = start + buf.len() as u64;
         let mut at = start;
         while at < end {
+            // Requests this thread sends itself (a store asked inline), after the lock.
+            let mut here: SmallVec<[Sends; 2]> = SmallVec::new();
             let (span_start, span_end, fetch) = {
                 let mut spans = lock(&self.spans.spans);
                 if !spans.wanted.is_empty() {
                     // This read waits for one of them: sent now.
-                    self.flush_wanted(&mut spans, Sending::Now);
+                    here.extend(self.flush_wanted(&mut spans, Sending::ByReader));
                 }
                 match covering(&spans, at, at + 1) {
                     Some(held) => {
@@ -689,10 +713,13 @@ impl RemoteFile {
                         } else {
                             (at, end)
                         };
-                        (s, e, self.spawn(&mut spans, s, e, Indices::new()))
+                        let (fetch, sends) = self.spawn(&mut spans, s, e, Indices::new(), Sending::ByReader);
+                        here.extend(sends);
+                        (s, e, fetch)
                     }
                 }
             };
+            here.into_iter().for_each(send_here);
             if !self.metadata {
                 self.cache.release(&fetch, span_end - span_start);
                 self.cache.evict();
@@ -716,11 +743,25 @@ impl RemoteFile {
 /// When a file's requests go to the runtime.
 #[derive(Clone, Copy)]
 enum Sending {
-    /// At once: a read waits for them.
+    /// At once.
     Now,
+    /// At once, for a reader that waits for them: a store asked inline
+    /// ([`super::asked_inline`]) gets them from the reading thread itself.
+    ByReader,
     /// With the rest of the batch being announced ([`sending_together`]): nobody waits
     /// for them before the announcement ends.
     Together,
+}
+
+/// Sends `sends` and waits for their answers on this thread (a store asked inline:
+/// [`super::asked_inline`]). A thread that drives an async runtime must not block on one:
+/// there they go to the remote runtime as any other requests, and the read waits on its
+/// slot.
+fn send_here(sends: Sends) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => drop(super::runtime().spawn(sends)),
+        Err(_) => super::runtime().block_on(sends),
+    }
 }
 
 std::thread_local! {
@@ -920,7 +961,9 @@ impl StorageFile for RemoteFile {
     fn start_reads(&self) {
         let mut spans = lock(&self.spans.spans);
         if !spans.wanted.is_empty() {
-            self.flush_wanted(&mut spans, Sending::Together);
+            // Announced, not waited for: nothing comes back to send from here.
+            let here = self.flush_wanted(&mut spans, Sending::Together);
+            debug_assert!(here.is_none());
         }
     }
 }
@@ -985,7 +1028,7 @@ impl RemoteDir {
             let Some(file) = self.new_file(name, true) else { continue };
             let end = META_BLOCK.min(file.object.stored);
             if end > 0 {
-                drop(file.spawn(&mut lock(&file.spans.spans), 0, end, Indices::new()));
+                drop(file.spawn(&mut lock(&file.spans.spans), 0, end, Indices::new(), Sending::Now));
                 early.insert(name.to_owned(), file);
             }
         }
@@ -1182,7 +1225,7 @@ mod tests {
         f.start_reads();
         {
             let mut spans = lock(&f.spans.spans);
-            drop(f.spawn(&mut spans, 500, 510, Indices::new()));
+            drop(f.spawn(&mut spans, 500, 510, Indices::new(), Sending::Now));
             assert!(covering(&spans, 700, 710).is_some(), "the long range holds byte 700");
         }
         // Both answered (counts are taken when a request is sent).

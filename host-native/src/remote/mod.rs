@@ -168,6 +168,26 @@ pub struct Remote {
 /// Largest gap [`Remote::merge_gap`] ever spans.
 pub(crate) const MAX_GAP: u64 = 4 << 20;
 
+/// A store whose round trip is shorter than this (seconds) is asked from the thread that
+/// reads, not from the runtime's: handing a request to a runtime thread and waking the
+/// reader with its answer took 25-30 us here (spawn, then wait on the answer's slot), and
+/// a store that answers quicker than that is waited for longest in the hand-off. Only a
+/// store in memory answers that fast (a network store's quickest round trip is a
+/// fraction of a millisecond on the same host); see [`asked_inline`].
+pub(crate) const INLINE_ROUND_TRIP: f64 = 20e-6;
+
+/// Whether a store whose quickest recent round trip is `round_trip` seconds (`None`: not
+/// measured yet) is asked from the reading thread: a read that misses sends its requests
+/// and waits for them there, and a loader does not announce batches ahead, since nothing
+/// is gained by asking early what comes back sooner than a hand-off to another thread.
+/// (A cache of a tenth of the dataset, one request per record, at memory speed: the
+/// runtime thread, the sampler's announcements and the wakes between them took a third
+/// of its CPU, and it read 0.65-0.67x of a whole cache's samples/s; asked from the
+/// workers, 0.70-0.75x.)
+pub(crate) fn asked_inline(round_trip: Option<f64>) -> bool {
+    round_trip.is_some_and(|t| t < INLINE_ROUND_TRIP)
+}
+
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Remote").field("url", &self.url).finish_non_exhaustive()
@@ -293,6 +313,11 @@ impl Remote {
     pub fn round_trip(&self) -> Option<f64> {
         let (latency, _) = *self.timing.lock().unwrap_or_else(|p| p.into_inner());
         latency.is_finite().then_some(latency)
+    }
+
+    /// Whether requests to this store are sent from the reading thread ([`asked_inline`]).
+    pub(crate) fn answers_inline(&self) -> bool {
+        asked_inline(self.round_trip())
     }
 
     /// Bytes between two wanted ranges worth reading rather than asking for separately:

@@ -16,6 +16,8 @@ pub struct Rounds {
     only: &'static str,
     /// Reads that arrived, in every round so far.
     pub arrived: std::sync::Mutex<usize>,
+    /// The name of the thread each GET ran on, in order ("unnamed" for a thread without).
+    pub askers: std::sync::Mutex<Vec<String>>,
     came: std::sync::Condvar,
     /// How many rounds were let go.
     released: tokio::sync::watch::Sender<usize>,
@@ -32,7 +34,8 @@ impl Rounds {
     pub fn new(inner: Arc<object_store::memory::InMemory>, only: &'static str) -> Rounds {
         let arrived = std::sync::Mutex::new(0);
         let released = tokio::sync::watch::channel(0).0;
-        Rounds { inner, only, arrived, came: std::sync::Condvar::new(), released }
+        let askers = std::sync::Mutex::new(Vec::new());
+        Rounds { inner, only, arrived, askers, came: std::sync::Condvar::new(), released }
     }
 
     /// A read of `location` arrives, and waits until the round it arrived in is let go.
@@ -98,6 +101,8 @@ impl object_store::ObjectStore for Rounds {
         location: &object_store::path::Path,
         options: object_store::GetOptions,
     ) -> object_store::Result<object_store::GetResult> {
+        let thread = std::thread::current().name().unwrap_or("unnamed").to_owned();
+        self.askers.lock().unwrap().push(thread);
         let answer = self.inner.get_opts(location, options).await;
         self.hold(location).await;
         answer
