@@ -558,12 +558,13 @@ impl RemoteFile {
         }
         let metadata = self.metadata;
         let to = Arc::clone(&self.to);
+        let inline = matches!(when, Sending::ByReader) && self.to.remote.answers_inline();
         let sends = async move {
             let Target { remote, path, etag, shown } = &*to;
             let fetches = jobs.into_iter().map(|(start, end, samples, answering): (u64, u64, Option<Vec<u64>>, _)| {
                 let (disk, plan) = (&disk, &plan);
                 async move {
-                    let answer = fetch_range(remote, path, etag, shown, start, end).await;
+                    let answer = fetch_range(remote, path, etag, shown, start, end, inline).await;
                     if let (Ok(bytes), Some((disk, key)), Some(samples)) = (&answer, disk, samples) {
                         disk.publish(remote.stats());
                         disk.put(key, start, bytes, samples, metadata, plan.as_ref());
@@ -571,11 +572,12 @@ impl RemoteFile {
                     answering.0.set(answer.map_err(Arc::new));
                 }
             });
-            // All at once: each waits for its turn at the store's gate and a read permit.
+            // All at once: each waits for its turn at the store's gate and a read permit
+            // (asked inline, none waits).
             futures::future::join_all(fetches).await;
         };
         let here = match when {
-            Sending::ByReader if self.to.remote.answers_inline() => Some(futures::FutureExt::boxed(sends)),
+            Sending::ByReader if inline => Some(futures::FutureExt::boxed(sends)),
             Sending::Now | Sending::ByReader => {
                 drop(super::runtime().spawn(sends));
                 None
@@ -812,6 +814,13 @@ pub fn sending_together<R>(announce: impl FnOnce() -> R) -> R {
 /// GETs `start..end` of the object at `path` (the version `etag`, when known), retried as
 /// `remote` says, timed from the read permit on (waiting for one is not the store's
 /// latency) and counted.
+///
+/// Asked `inline` (by a reading thread that waits for it: [`super::asked_inline`]), a
+/// request passes neither the store's gate nor a read permit: the readers ask the store
+/// themselves, a batch's records each, and the store answers before requests could queue
+/// in it (if it slows down, its round trip grows and its requests go back through the
+/// runtime, gate and permits). The gate's two locks a request, taken by every reading
+/// thread at once, were a cost of their own.
 async fn fetch_range(
     remote: &Remote,
     path: &object_store::path::Path,
@@ -819,9 +828,16 @@ async fn fetch_range(
     shown: &str,
     start: u64,
     end: u64,
+    inline: bool,
 ) -> Result<Bytes, IoError> {
-    let pass = remote.gate().enter().await;
-    let _permit = super::read_permit().await;
+    let pass = match inline {
+        true => None,
+        false => Some(remote.gate().enter().await),
+    };
+    let _permit = match inline {
+        true => None,
+        false => Some(super::read_permit().await),
+    };
     let began = std::time::Instant::now();
     // Spelled out only for an error: formatting it for every request of a small cache cost
     // as much as the in-memory store's answer.
@@ -855,7 +871,9 @@ async fn fetch_range(
         ));
     }
     let took = began.elapsed();
-    pass.answered(bytes.len() as u64, took);
+    if let Some(pass) = pass {
+        pass.answered(bytes.len() as u64, took);
+    }
     remote.stats().bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     remote.observe(bytes.len() as u64, took);
     Ok(bytes)
