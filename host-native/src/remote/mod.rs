@@ -181,9 +181,9 @@ pub(crate) const INLINE_ROUND_TRIP: f64 = 20e-6;
 /// and waits for them there, and a loader does not announce batches ahead, since nothing
 /// is gained by asking early what comes back sooner than a hand-off to another thread.
 /// (A cache of a tenth of the dataset, one request per record, at memory speed: the
-/// runtime thread, the sampler's announcements and the wakes between them took a third
-/// of its CPU, and it read 0.65-0.67x of a whole cache's samples/s; asked from the
-/// workers, 0.70-0.75x.)
+/// runtime thread, the sampler's announcements and the wakes between them took about a
+/// quarter of its CPU, and it read 0.645-0.675x of a whole cache's samples/s; asked from
+/// the workers, 0.69-0.72x.)
 pub(crate) fn asked_inline(round_trip: Option<f64>) -> bool {
     round_trip.is_some_and(|t| t < INLINE_ROUND_TRIP)
 }
