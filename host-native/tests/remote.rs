@@ -68,6 +68,19 @@ fn write(path: &Path, n: u64) -> Dataset {
     w.commit().unwrap()
 }
 
+/// Pushes the dataset at `path` to a fresh in-memory store as `memory://NAME-plain/ds` and
+/// serves the same store through a [`common::Rounds`] (holding every read) as
+/// `memory://NAME/ds`.
+fn pushed_in_rounds(name: &str, path: &Path) -> Arc<common::Rounds> {
+    let inner = Arc::new(object_store::memory::InMemory::new());
+    zrecord::remote::serve_memory(&format!("{name}-plain"), inner.clone());
+    let rounds = Arc::new(common::Rounds::new(inner, ""));
+    zrecord::remote::serve_memory(name, rounds.clone());
+    let plain = Remote::open(&format!("memory://{name}-plain/ds"), &[]).unwrap();
+    push(path, &plain, &mut |_, _| {}).unwrap();
+    rounds
+}
+
 fn batches(ds: Arc<Dataset>, steps: usize) -> Vec<Vec<Vec<u8>>> {
     let source = Source::dataset(ds).unwrap();
     let stream = Stream::new(source.id(), Mode::Shuffle, 3, 64).unwrap();
@@ -419,13 +432,9 @@ fn a_dataset_opens_in_two_round_trips() {
     // Before, each store read its checksums only after its table had come back: three
     // round trips. The store below holds each round's reads until all of them have come,
     // so a read that waits on another's reply never comes, and no clock is involved.
-    let inner = Arc::new(object_store::memory::InMemory::new());
-    zrecord::remote::serve_memory("open-trips-plain", inner.clone());
-    let rounds = Arc::new(common::Rounds::new(inner, ""));
-    zrecord::remote::serve_memory("open-trips", rounds.clone());
     let dir = tempfile::tempdir().unwrap();
     let local = write(&dir.path().join("ds"), 1200);
-    push(&dir.path().join("ds"), &Remote::open("memory://open-trips-plain/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let rounds = pushed_in_rounds("open-trips", &dir.path().join("ds"));
     let opening = std::thread::spawn(|| Dataset::open_remote("memory://open-trips/ds", &[], zrecord::Verify::Auto));
     rounds.release_when(2, "round trip 1 (remote.json and dataset.json)");
     // 4 shards of 3 fields, a table and a checksum file each.
@@ -451,11 +460,7 @@ fn direct_reads_fetch_what_they_return_in_one_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ds");
     let local = write_images_and_labels(&path, n, record);
-    let inner = Arc::new(object_store::memory::InMemory::new());
-    zrecord::remote::serve_memory("direct-plain", inner.clone());
-    let rounds = Arc::new(common::Rounds::new(inner, ""));
-    zrecord::remote::serve_memory("direct", rounds.clone());
-    push(&path, &Remote::open("memory://direct-plain/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let rounds = pushed_in_rounds("direct", &path);
 
     let opening = std::thread::spawn(|| Dataset::open_remote("memory://direct/ds", &[], zrecord::Verify::Auto));
     rounds.release_when(2, "open: remote.json and dataset.json");
@@ -508,12 +513,8 @@ fn a_store_in_memory_is_asked_from_the_thread_that_reads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ds");
     let local = write_images_and_labels(&path, n, record);
-    let inner = Arc::new(object_store::memory::InMemory::new());
-    zrecord::remote::serve_memory("inline-plain", inner.clone());
-    let seen = Arc::new(common::Rounds::new(inner, ""));
+    let seen = pushed_in_rounds("inline", &path);
     seen.open_up();
-    zrecord::remote::serve_memory("inline", seen.clone());
-    push(&path, &Remote::open("memory://inline-plain/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
     let askers = |from: usize| seen.askers.lock().unwrap()[from..].to_vec();
     let asked = || seen.askers.lock().unwrap().len();
 
@@ -598,11 +599,7 @@ fn a_batch_over_tables_not_held_waits_two_round_trips() {
     let xs: Vec<u8> = (0..2 * per_shard).flat_map(|i| (i as i32 * 3).to_le_bytes()).collect();
     w.write(&[Column::Fixed(&ids), Column::Fixed(&xs)]).unwrap();
     w.commit().unwrap();
-    let inner = Arc::new(object_store::memory::InMemory::new());
-    zrecord::remote::serve_memory("cold-tables-plain", inner.clone());
-    let rounds = Arc::new(common::Rounds::new(inner, ""));
-    zrecord::remote::serve_memory("cold-tables", rounds.clone());
-    push(&path, &Remote::open("memory://cold-tables-plain/ds", &[]).unwrap(), &mut |_, _| {}).unwrap();
+    let rounds = pushed_in_rounds("cold-tables", &path);
 
     let opening = std::thread::spawn(|| Dataset::open_remote("memory://cold-tables/ds", &[], zrecord::Verify::Auto));
     rounds.release_when(2, "open: remote.json and dataset.json");

@@ -830,13 +830,9 @@ async fn fetch_range(
     end: u64,
     inline: bool,
 ) -> Result<Bytes, IoError> {
-    let pass = match inline {
-        true => None,
-        false => Some(remote.gate().enter().await),
-    };
-    let _permit = match inline {
-        true => None,
-        false => Some(super::read_permit().await),
+    let (pass, _permit) = match inline {
+        true => (None, None),
+        false => (Some(remote.gate().enter().await), Some(super::read_permit().await)),
     };
     let began = std::time::Instant::now();
     // Spelled out only for an error: formatting it for every request of a small cache cost
@@ -979,7 +975,7 @@ impl StorageFile for RemoteFile {
     fn start_reads(&self) {
         let mut spans = lock(&self.spans.spans);
         if !spans.wanted.is_empty() {
-            // Announced, not waited for: nothing comes back to send from here.
+            // Announced, not waited for: only a reader's requests come back to send.
             let here = self.flush_wanted(&mut spans, Sending::Together);
             debug_assert!(here.is_none());
         }
