@@ -856,4 +856,11 @@ impl Plan for StreamPlan {
     fn horizon(&self) -> u64 {
         self.announced.load(Ordering::Acquire).saturating_mul(self.global).max(self.now())
     }
+
+    fn next_uses_from(&self, from: u64, samples: &[u64], uses: &mut [Option<u64>]) {
+        let mut schedule = lock(&self.schedule);
+        for (used, &sample) in uses.iter_mut().zip(samples) {
+            *used = schedule.next_use(sample, from);
+        }
+    }
 }

@@ -28,6 +28,14 @@ pub trait Plan: Send + Sync {
     fn horizon(&self) -> u64 {
         self.now()
     }
+    /// For each of `samples`, the first position at or after `from` that reads it, or
+    /// `None` if no such position is known (a plan that cannot look past [`Plan::now`]
+    /// knows none): one call for the records of a request or of a batch.
+    /// `uses` is as long as `samples`.
+    fn next_uses_from(&self, from: u64, samples: &[u64], uses: &mut [Option<u64>]) {
+        let _ = (from, samples);
+        uses.fill(None);
+    }
 }
 
 /// A [`Plan`] with an identity of its own, so that answers remembered from one plan are
@@ -60,6 +68,11 @@ impl ReadPlan {
     /// How far the reads announced ahead reach ([`Plan::horizon`]).
     pub fn horizon(&self) -> u64 {
         self.plan.horizon()
+    }
+
+    /// See [`Plan::next_uses_from`].
+    pub fn next_uses_from(&self, from: u64, samples: &[u64], uses: &mut [Option<u64>]) {
+        self.plan.next_uses_from(from, samples, uses)
     }
 }
 
