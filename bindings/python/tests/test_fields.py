@@ -334,10 +334,13 @@ def _public_dir():
 
 def _run_as(prefix, path, kind):
     script = Path(tempfile.mkdtemp(prefix="zr-ro-script-")) / "reader.py"
-    script.write_text(READER)
-    os.chmod(script.parent, 0o755)
-    os.chmod(script, 0o644)
-    return subprocess.run([*prefix, sys.executable, str(script), str(path), kind], capture_output=True, text=True)
+    try:
+        script.write_text(READER)
+        os.chmod(script.parent, 0o755)
+        os.chmod(script, 0o644)
+        return subprocess.run([*prefix, sys.executable, str(script), str(path), kind], capture_output=True, text=True)
+    finally:
+        shutil.rmtree(script.parent)
 
 
 @pytest.mark.parametrize("kind", ["fields", "single"])
