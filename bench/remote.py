@@ -21,7 +21,8 @@
   server, samples/s against the bound (the least of: the whole-cache throughput, the cache
   over the round trip, and the store's single-record request rate times the samples each
   request carried; targets >= 0.7x at 0 ms, >= 0.5x at 20 ms) and bytes fetched per byte
-  read (target <= 1.2x).
+  read (target <= 1.2x); beside them, MosaicML Streaming from the same server with the same
+  cache limits.
 
 - per-sample reads without a loader: 300 random ``ds[i]`` and 20 ``ds[list]`` of 64 random
   samples, bytes fetched over bytes returned (target: <= 1.5x) and the latency of a call.
@@ -389,11 +390,43 @@ def bench_small_cache(args):
               ["store", "cache", "samples/s", "epochs read", "bytes fetched / read", "target",
                "terms of the bound (samples/s)", "vs bound", "spread", "target", "samples per request", "stalls"],
               rows)
+        if server is not None:
+            peer_small_caches(data, work, s3, out, args, budget)
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
     RESULTS[("remote-small-cache",)] = out
+
+
+def peer_small_caches(data, work, s3, mine, args, budget):
+    """MosaicML Streaming from the same server with the same cache limits (its
+    `cache_limit`), one shuffled epoch each or what fits `budget` seconds, beside zrecord's
+    epochs (`mine`: the small-cache results by store and fraction), as a table. Its shards
+    are made small enough for the smallest limit (it refuses a limit under four of its
+    largest shards). LitData (installed beside torch, bench/requirements-torch.txt) is not
+    run here yet: its S3 reads need its own endpoint settings and download counting."""
+    shards = 256
+    rows = []
+    with s3_environment(s3["aws_endpoint"]):
+        print(f"  small cache: writing MosaicML Streaming's shards ({shards})", file=sys.stderr, flush=True)
+        peer = mosaic(data, np.arange(len(data)), "s3://bench/mds-small", shards, work)
+        for frac in (0.10, 0.02):
+            ours = mine.get(("local S3 server (moto), 0 ms", frac))
+            if peer is None or ours is None:
+                rows.append([f"{frac:.0%}", "-", "-", "not installed here" if peer is None else "-", "-", "-", "-"])
+                continue
+            r = peer.streamed(64, args.workers, int(peer.stored * frac), budget, cap=3)
+            print(f"  small cache, MosaicML Streaming, {frac:.0%}: {r['rate']:,.0f} samples/s, fetched "
+                  f"{r['fetched']:.2f}x", file=sys.stderr, flush=True)
+            rows.append([f"{frac:.0%}", f"{ours['rate']:,.0f}", f"{ours['fetched']:.2f}x", f"{r['rate']:,.0f}",
+                         f"{r['fetched']:.2f}x", f"{r['epoch']:.2f}", f"{ours['rate'] / r['rate']:.2f}x"])
+            RESULTS.setdefault(("remote-small-cache-peer",), {})[frac] = r
+    table(f"Remote: small caches beside MosaicML Streaming (the same samples on the same local S3 server, the "
+          f"same cache limit; its {shards} shards of {len(data) // shards} samples, its shuffle; one epoch or what "
+          f"{budget} s or 3x the shards' bytes fetched allow; {args.workers} workers)",
+          ["cache", "zrecord samples/s", "zrecord bytes fetched / read", "Streaming samples/s",
+           "Streaming bytes fetched / read", "Streaming epochs read", "zrecord vs Streaming"], rows)
 
 
 def summary_rows(row):
