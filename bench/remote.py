@@ -405,7 +405,8 @@ def peer_small_caches(data, work, s3, mine, args, budget):
     epochs (`mine`: the small-cache results by store and fraction), as a table. Its shards
     are made small enough for the smallest limit (it refuses a limit under four of its
     largest shards). LitData (installed beside torch, bench/requirements-torch.txt) is not
-    run here yet: its S3 reads need its own endpoint settings and download counting."""
+    run here yet: in a first try its loader's chunk downloads (through obstore) refused the
+    local server's plain HTTP endpoint, with its client options patched too."""
     shards = 256
     rows = []
     with s3_environment(s3["aws_endpoint"]):
