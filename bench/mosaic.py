@@ -113,7 +113,8 @@ class Mosaic:
                     break
             took = time.perf_counter() - began
             total = len(dl.dataset)
-        return {"rate": samples / took, "fetched": (self.fetched.value - before) / (samples * self.stored / total),
+        read = max(samples, 1) * self.stored / total
+        return {"rate": samples / took, "fetched": (self.fetched.value - before) / read,
                 "epoch": samples / total}
 
     def first_epoch(self, batch, workers):

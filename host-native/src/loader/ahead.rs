@@ -128,9 +128,11 @@ impl ReadAhead {
             self.cursor.fill(&mut self.indices);
             self.announced.extend_from_slice(&self.indices);
         }
+        // Published before the announcement: the cache then knows these batches are the
+        // read-ahead's while it sends them (and asks their records' next use past them).
+        self.announced_to.fetch_max(self.cursor.step(), Ordering::Release);
         if !self.announced.is_empty() {
             self.dataset.will_read(&self.announced);
         }
-        self.announced_to.fetch_max(self.cursor.step(), Ordering::Release);
     }
 }
