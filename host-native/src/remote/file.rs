@@ -287,16 +287,19 @@ impl Cache {
             let _ = self.keep_before.compare_exchange(before, u64::MAX, Ordering::Relaxed, Ordering::Relaxed);
             return;
         }
-        let single = |r: &Range| match r.2[..] {
-            [index] => Some(base + u64::from(index)),
-            _ => None,
-        };
-        let samples: SmallVec<[u64; 16]> = ranges.iter().filter_map(single).collect();
+        // (position in `ranges`, sample) of the ranges of one record.
+        let (at, samples): (SmallVec<[usize; 16]>, SmallVec<[u64; 16]>) = ranges
+            .iter()
+            .enumerate()
+            .filter_map(|(k, r)| match r.2[..] {
+                [index] => Some((k, base + u64::from(index))),
+                _ => None,
+            })
+            .unzip();
         let mut uses: SmallVec<[Option<u64>; 16]> = SmallVec::from_elem(None, samples.len());
         plan.next_uses_from(from, &samples, &mut uses);
-        let mut uses = uses.into_iter();
-        for range in ranges.iter_mut().filter(|r| single(r).is_some()) {
-            range.3 = uses.next().flatten().is_some_and(|next| next >= before);
+        for (k, used) in at.into_iter().zip(uses) {
+            ranges[k].3 = used.is_some_and(|next| next >= before);
         }
     }
 
@@ -508,9 +511,9 @@ impl Records {
     /// The records of a request, in the order of their offsets.
     fn new(indices: Indices) -> Records {
         let mut records = Records { learnt: Indices::new(), sorted: Vec::new() };
-        indices.into_iter().for_each(|i| {
+        for i in indices {
             records.learn(i);
-        });
+        }
         records
     }
 
