@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 
 use proptest::prelude::*;
+use zrecord_core::stream::Blocks;
 use zrecord_core::stream::MAX_POSITION;
 use zrecord_core::{DatasetId, Mixture, Mode, Permutation, Sampler, StateError, Stream, StreamError, StreamState};
 
@@ -238,13 +239,17 @@ fn construction_errors_are_typed() {
 
 fn any_stream() -> impl Strategy<Value = (Stream, Vec<u64>)> {
     // (stream, world sizes dividing its global batch)
-    let single = (0u8..3, 1u64..5000, any::<u64>(), 1u64..5, 1u64..5).prop_filter_map(
-        "an epoch holds a global batch",
-        |(mode, n, seed, b, w)| {
+    // SHUFFLE streams in blocks too (0 records: the full permutation).
+    let single = (0u8..3, 1u64..5000, any::<u64>(), 1u64..5, 1u64..5, prop_oneof![Just(0u64), 2u64..60], 1u64..6)
+        .prop_filter_map("an epoch holds a global batch", |(mode, n, seed, b, w, records, window)| {
             let g = b * w * 2;
-            Stream::new(id(n), mode_of(mode), seed, g).ok().map(|s| (s, vec![1, w, 2 * w, g]))
-        },
-    );
+            let stream = Stream::new(id(n), mode_of(mode), seed, g).ok()?;
+            let stream = match Blocks::new(records, window) {
+                Ok(blocks) if stream.mode() == Mode::Shuffle => stream.with_blocks(blocks).unwrap(),
+                _ => stream,
+            };
+            Some((stream, vec![1, w, 2 * w, g]))
+        });
     let mixed = (prop::collection::vec((1u64..300, 0.05f64..5.0), 1..5), any::<u64>(), 1u64..7, 1u64..4).prop_map(
         |(sources, seed, b, w)| {
             let (lengths, weights): (Vec<_>, Vec<_>) = sources.into_iter().unzip();
@@ -378,7 +383,7 @@ proptest! {
         let datasets: Vec<_> = datasets.into_iter().map(|(length, generation)| DatasetId { length, generation }).collect();
         let weights = weights.map(|w| w[..datasets.len()].to_vec());
         let datasets = if weights.is_some() { datasets } else { datasets[..1].to_vec() };
-        let state = StreamState { version: 1, seed, mode, global_batch, step, datasets, weights, pack: None, eras: Vec::new() };
+        let state = StreamState { version: 1, seed, mode, global_batch, step, datasets, weights, pack: None, eras: Vec::new(), blocks: None };
         let text = state.encode();
         prop_assert!(text.len() < 1024, "{} bytes: {}", text.len(), text);
         let back = StreamState::decode(&text).unwrap();
@@ -448,14 +453,17 @@ fn decoding_rejects_what_is_not_a_state() {
     let ok = r#"{"version":1,"seed":42,"mode":2,"global_batch":8,"step":3,"datasets":[{"length":16,"generation":0}]}"#;
     assert!(StreamState::decode(ok).is_ok());
     assert_eq!(
-        StreamState::decode(&ok.replace(r#""version":1"#, r#""version":3"#)),
-        Err(StateError::UnsupportedVersion { found: 3, supported: 2 })
+        StreamState::decode(&ok.replace(r#""version":1"#, r#""version":4"#)),
+        Err(StateError::UnsupportedVersion { found: 4, supported: 3 })
     );
-    // Version 2 is version 1 with the eras of a dataset that grew; one without is no state.
-    assert!(matches!(
-        StreamState::decode(&ok.replace(r#""version":1"#, r#""version":2"#)),
-        Err(StateError::Malformed(_))
-    ));
+    // Version 2 is version 1 with the eras of a dataset that grew, version 3 with the
+    // blocks of a block shuffle; one without them is no state.
+    for v in [2, 3] {
+        assert!(matches!(
+            StreamState::decode(&ok.replace(r#""version":1"#, &format!(r#""version":{v}"#))),
+            Err(StateError::Malformed(_))
+        ));
+    }
     for bad in [
         "",
         "[]",
@@ -546,8 +554,14 @@ fn far_positions_agree_whether_reached_by_jump_or_by_walk() {
 #[test]
 fn schedule_names_each_samples_next_position() {
     use zrecord_core::stream::Schedule;
-    for (mode, n, g) in [(Mode::Shuffle, 103u64, 10u64), (Mode::Sequential, 50, 7), (Mode::Shuffle, 64, 64)] {
+    let cases = [(Mode::Shuffle, 103u64, 10u64, None), (Mode::Sequential, 50, 7, None), (Mode::Shuffle, 64, 64, None)];
+    let blocked = [(Mode::Shuffle, 103, 10, Some((7, 3))), (Mode::Shuffle, 64, 8, Some((4, 2)))];
+    for (mode, n, g, blocks) in cases.into_iter().chain(blocked) {
         let stream = Stream::new(DatasetId { length: n, generation: 1 }, mode, 5, g).unwrap();
+        let stream = match blocks {
+            Some((b, w)) => stream.with_blocks(Blocks::new(b, w).unwrap()).unwrap(),
+            None => stream,
+        };
         let steps = 40;
         let mut positions = vec![0u64; (steps * g) as usize];
         for step in 0..steps {
@@ -560,7 +574,7 @@ fn schedule_names_each_samples_next_position() {
                 let want = positions.iter().skip(from as usize).position(|&i| i == index).map(|k| from + k as u64);
                 let got = schedule.next_use(index, from);
                 if let Some(w) = want {
-                    assert_eq!(got, Some(w), "{mode:?} index {index} from {from}");
+                    assert_eq!(got, Some(w), "{mode:?} {blocks:?} index {index} from {from}");
                 }
             }
         }
@@ -586,14 +600,19 @@ proptest! {
     #[test]
     fn a_state_resumes_on_its_dataset_grown_by_appends(
         mode in 0u8..3, n in 1u64..120, more in 1u64..150, g in 1u64..12, seed in any::<u64>(),
-        saved_at in 0u64..40, later in 0u64..30, world in 1u64..4,
+        saved_at in 0u64..40, later in 0u64..30, world in 1u64..4, blocks in 0u64..9,
     ) {
         let mode = mode_of(mode);
         prop_assume!(mode != Mode::Shuffle || n >= g);
         prop_assume!(g % world == 0);
         let (before, after) = (id(n), DatasetId { length: n + more, generation: 8 });
-        let old = Stream::new(before, mode, seed, g).unwrap();
-        let fresh = Stream::new(after, mode, seed, g).unwrap();
+        // A SHUFFLE stream in blocks of 2-8 samples, windows of 2, when `blocks` says so.
+        let blocked = |s: Stream| match Blocks::new(blocks, 2) {
+            Ok(b) if mode == Mode::Shuffle => s.with_blocks(b).unwrap(),
+            _ => s,
+        };
+        let old = blocked(Stream::new(before, mode, seed, g).unwrap());
+        let fresh = blocked(Stream::new(after, mode, seed, g).unwrap());
         let state = old.state(saved_at);
         // Without the dataset's history the state is refused, as before.
         prop_assert!(fresh.resumed(&state, &[]).is_err());
@@ -647,4 +666,67 @@ fn a_grown_state_needs_the_grown_stream() {
     let (twice, _) = bigger.resumed(&saved, &[before, after]).unwrap();
     assert_eq!(twice.eras().len(), 2, "the second growth replaces the era nobody read yet");
     assert_eq!(twice.eras()[1].length, 400);
+}
+
+// ---------------------------------------------------------------------------------------
+// Block shuffle.
+
+/// A stream in blocks reads each epoch's samples once (but the dropped tail), in batches
+/// that hold runs of neighbours; its state is version 3 and names the blocks; a state of
+/// other blocks, or of none, is refused saying so; only SHUFFLE over one dataset takes
+/// blocks.
+#[test]
+fn a_block_shuffle_reads_epochs_in_runs_and_its_state_names_the_blocks() {
+    let (n, g) = (10_000u64, 100u64);
+    let blocks = Blocks::new(50, 4).unwrap();
+    let stream = Stream::new(id(n), Mode::Shuffle, 3, g).unwrap().with_blocks(blocks).unwrap();
+    let full = Stream::new(id(n), Mode::Shuffle, 3, g).unwrap();
+    assert_eq!(stream.steps_per_epoch(), Some(100));
+    let (all, _) = read_split(&stream, 4, 0, 200);
+    for epoch in all.chunks((n / g * g) as usize) {
+        let set: HashSet<_> = epoch.iter().copied().collect();
+        assert_eq!(set.len(), epoch.len(), "a sample repeats within an epoch");
+    }
+    assert_ne!(all[..n as usize], all[n as usize..], "epochs differ");
+    // A window of 200 samples is 4 runs of 50 neighbours (one of them may wrap around at
+    // the rotation); the full permutation has almost no neighbours side by side in a sorted batch.
+    let neighbours = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v.windows(2).filter(|p| p[1] == p[0] + 1).count()
+    };
+    assert!(neighbours(&all[..200]) >= 200 - 4 - 1, "{} neighbours", neighbours(&all[..200]));
+    assert!(neighbours(&batch(&full, 0)) < 10);
+
+    let state = stream.state(7);
+    assert_eq!(state.version, zrecord_core::stream::STATE_VERSION_BLOCKS);
+    let text = state.encode();
+    assert!(text.contains(r#""blocks":[50,4]"#), "{text}");
+    let back = StreamState::decode(&text).unwrap();
+    assert_eq!(back, state);
+    assert_eq!(stream.resume(&back), Ok(7));
+    assert_eq!(
+        full.resume(&back),
+        Err(StateError::Blocks { saved: Some(blocks), current: None }),
+        "a state in blocks resumes no full permutation"
+    );
+    let other = Stream::new(id(n), Mode::Shuffle, 3, g).unwrap().with_blocks(Blocks::new(50, 2).unwrap()).unwrap();
+    let err = other.resume(&back).unwrap_err();
+    assert!(err.to_string().contains("blocks of 50 neighbouring samples, 4 blocks"), "{err}");
+    assert!(matches!(stream.resume(&full.state(7)), Err(StateError::Blocks { saved: None, .. })));
+
+    // Versions and blocks go together; bad blocks are malformed.
+    let v1 = text.replace(r#""version":3"#, r#""version":1"#);
+    assert!(matches!(StreamState::decode(&v1), Err(StateError::Malformed(_))), "{v1}");
+    let bad = text.replace("[50,4]", "[1,4]");
+    assert!(matches!(StreamState::decode(&bad), Err(StateError::Malformed(m)) if m.contains("at least 2")));
+
+    for (other, what) in [
+        (Stream::new(id(n), Mode::Sequential, 3, g).unwrap(), "SEQUENTIAL"),
+        (Stream::new(id(n), Mode::Iid, 3, g).unwrap(), "IID"),
+        (Stream::mixture(mixture(&[10, 20], &[1.0, 1.0]), 3, 4).unwrap(), "a mixture"),
+    ] {
+        assert_eq!(other.with_blocks(blocks).err(), Some(StreamError::BlocksNeedShuffle(what)));
+    }
+    assert_eq!(Blocks::new(1, 8).err(), Some(StreamError::BadBlocks { records: 1, window: 8 }));
 }

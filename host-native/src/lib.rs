@@ -64,7 +64,7 @@ use zrecord_core::io::Parallel;
 pub use zrecord_core::sampler::{Mode, Sampler};
 pub use zrecord_core::stream::pack::PackMode;
 pub use zrecord_core::stream::{
-    DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState, STATE_VERSION,
+    Blocks, DatasetId, Mixture, Permutation, Shard, StateError, Stream, StreamError, StreamState, STATE_VERSION,
 };
 pub use zrecord_core::{schema::Schema, Codec, CodecPolicy, DEFAULT_MIN_SAVINGS};
 

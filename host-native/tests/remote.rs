@@ -740,3 +740,35 @@ fn a_small_cache_streams_within_its_budget_and_closes_without_fetching() {
         "{most} bytes held with a budget of {limit} ({batches} in the workers' batches)"
     );
 }
+
+#[test]
+fn a_block_shuffle_through_a_small_cache_fetches_blocks_not_samples() {
+    // A cache of 10% of the dataset at 20 ms a request, a SHUFFLE epoch in blocks of 50
+    // neighbours, 4 blocks a window. Announced a batch at a time (each batch holds a few
+    // samples of every block of its window), the read-ahead sent a block in many short
+    // requests: 2,217-2,306 for the epoch's 3,968 samples; a window announced whole goes
+    // out in requests as long as the cache allows (12 samples: a 32nd of it), 1,107-1,135.
+    let (n, record) = (4000u64, 12u64 << 10);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let local = Arc::new(write_images_and_labels(&path, n, record));
+    let stored = push(&path, &Remote::open("memory://blocks/ds", &[]).unwrap(), &mut |_, _| {}).unwrap().stored;
+    let far = Arc::new(Dataset::open_remote("memory://blocks/ds?latency_ms=20", &[], zrecord::Verify::Auto).unwrap());
+    far.cache().unwrap().set_limit(stored / 10);
+    let read = |ds: &Arc<Dataset>| {
+        let source = Source::dataset(ds.clone()).unwrap();
+        let blocks = zrecord::Blocks::new(50, 4).unwrap();
+        let stream = Stream::new(source.id(), Mode::Shuffle, 7, 64).unwrap().with_blocks(blocks).unwrap();
+        let steps = stream.steps_per_epoch().unwrap() as usize;
+        let loader =
+            Loader::new(stream, vec![source], LoaderOptions { num_workers: 2, ..LoaderOptions::default() }).unwrap();
+        let batches: Vec<_> = (0..steps).map(|_| loader.next().unwrap().unwrap().fields).collect();
+        loader.close();
+        batches
+    };
+    let before = far.remote_stats().unwrap().requests;
+    assert!(read(&far) == read(&local), "the far batches differ from the local ones");
+    let requests = far.remote_stats().unwrap().requests - before;
+    eprintln!("an epoch in blocks through a 10% cache at 20 ms: {requests} requests");
+    assert!(requests <= 1600, "{requests} requests for an epoch of 3,968 samples in blocks of 50");
+}

@@ -21,8 +21,8 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use zrecord::{
-    BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, PackMode,
-    PackOptions, RaggedField, RowIndexes, Source, Stream, StreamState, Transform, Warm,
+    Blocks, BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, PackMode,
+    PackOptions, RaggedField, RowIndexes, Source, Stream, StreamError, StreamState, Transform, Warm,
 };
 
 use crate::batch::pooled_array;
@@ -346,7 +346,7 @@ impl Pipeline {
     #[pyo3(signature = (sources, itemsizes, dtypes, shapes, batch_size, mode, seed, weights=None, rank=0,
                         world_size=1, num_workers=4, prefetch_size=4, state=None, warm=None, datasets=None, pads=None,
                         fetch=None, length=None, on_error="raise", transform=None, pack=None, passes=None,
-                        images=None))]
+                        images=None, blocks=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -373,7 +373,14 @@ impl Pipeline {
         pack: Option<&Bound<'_, PyDict>>,
         passes: Option<u64>,
         images: Option<&Bound<'_, PyDict>>,
+        blocks: Option<(u64, u64)>,
     ) -> PyResult<Self> {
+        let blocks = blocks.map(|(records, window)| Blocks::new(records, window)).transpose().map_err(stream_error)?;
+        // A stream in blocks when asked for; its refusal (not SHUFFLE over one dataset) as is.
+        let blocked = |stream: Stream| match blocks {
+            None => Ok(stream),
+            Some(b) => stream.with_blocks(b),
+        };
         let images = images
             .map(|d| {
                 d.iter()
@@ -423,7 +430,8 @@ impl Pipeline {
         if let Some(fetch) = fetch {
             let length = length.ok_or_else(|| PyValueError::new_err("fetch needs the dataset's length"))?;
             let stream = Stream::new(DatasetId { length, generation: 0 }, mode, seed, global)
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                .and_then(blocked)
+                .map_err(stream_error)?;
             let fetch: Arc<dyn Fetch> = Arc::new(PyFetch(fetch));
             let loader = match state {
                 None => Loader::fetching(stream, fetch, options),
@@ -443,6 +451,11 @@ impl Pipeline {
         };
         let ids: Vec<_> = built.iter().map(Source::id).collect();
         if let Some(pack) = pack {
+            if blocks.is_some() {
+                return Err(PyValueError::new_err(
+                    "shuffle_block orders samples; a packed loader orders documents (pack's row_order shuffles rows)",
+                ));
+            }
             let datasets =
                 datasets.as_ref().ok_or_else(|| PyValueError::new_err("pack reads a Dataset of named fields"))?;
             return Self::packed(
@@ -458,7 +471,8 @@ impl Pipeline {
             }
             Some(weights) => Mixture::new(ids, weights).and_then(|m| Stream::mixture(m, seed, global)),
         }
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        .and_then(blocked)
+        .map_err(stream_error)?;
         let mixture = stream.mixture_sources().is_some();
         let loader = match state {
             None => py.detach(|| Loader::new(stream, built, options)),
@@ -720,4 +734,9 @@ impl Drop for Pipeline {
         // (workers never need it, but other Python threads should not wait for the join).
         Python::attach(|py| py.detach(|| self.loader.close()));
     }
+}
+
+/// A stream that cannot be built, as the ValueError a bad argument raises.
+fn stream_error(e: StreamError) -> PyErr {
+    PyValueError::new_err(e.to_string())
 }

@@ -581,3 +581,56 @@ def test_a_state_of_another_dataset_of_the_same_length_says_so(tmp_path):
         DataLoader(b, num_workers=0, batch_size=10, mode=SHUFFLE, state=state)
     a.close()
     b.close()
+
+
+def test_a_block_shuffle_reads_epochs_in_runs_on_any_world_size_and_resumes(store):
+    """shuffle_block: each epoch visits every index once (but the dropped tail), a window's
+    samples are whole blocks of neighbours, four ranks split the one-rank stream, and the
+    state names the blocks: it resumes exactly, and a loader of other blocks refuses it."""
+    d, l = store
+    args = dict(batch_size=40, seed=5, shuffle_block=20, shuffle_window=3)
+    with DataLoader(d, l, **args) as loader:
+        assert loader.mode == SHUFFLE, "blocks make SHUFFLE the default"
+        assert "shuffle_block=20, shuffle_window=3" in repr(loader)
+        reference = labels(loader, 50)
+    epoch = np.concatenate(reference[:25])
+    assert len(set(epoch.tolist())) == 1000
+    assert epoch.tolist() != np.concatenate(reference[25:]).tolist()
+    # The first window: 3 blocks of 20 neighbours (one may wrap around the dataset's end).
+    window = np.sort(epoch[:60])
+    assert np.count_nonzero(np.diff(window) == 1) >= 60 - 3 - 1
+    with DataLoader(d, l, batch_size=40, mode=SHUFFLE, seed=5) as full:
+        assert np.count_nonzero(np.diff(np.sort(np.concatenate(labels(full, 2))[:60])) == 1) < 20
+    for rank in range(4):
+        with DataLoader(d, l, **{**args, "batch_size": 10}, rank=rank, world_size=4, num_workers=rank) as ld:
+            got = labels(ld, 50)
+        for step in (0, 7, 49):
+            np.testing.assert_array_equal(got[step], reference[step][rank * 10:(rank + 1) * 10])
+
+    with DataLoader(d, l, **args) as loader:
+        labels(loader, 7)
+        state = loader.state_dict()
+    assert state["version"] == 3 and state["blocks"] == [20, 3]
+    with DataLoader(d, l, **{**args, "batch_size": 20}, world_size=2, rank=1, state=state) as resumed:
+        got = labels(resumed, 30)
+    for k, step in enumerate(range(7, 37)):
+        np.testing.assert_array_equal(got[k], reference[step][20:])
+    for other, why in [(dict(shuffle_window=2), "3 blocks mixed together"), (dict(shuffle_block=None, mode=SHUFFLE),
+                                                                            "one permutation of every sample")]:
+        with pytest.raises(ValueError, match=why):
+            DataLoader(d, l, **{**args, **other}, state=state)
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (dict(shuffle_block=1), r"at least 2 neighbouring samples \(shuffle_block\)"),
+        (dict(shuffle_block=8, shuffle_window=0), r"at least 1 block per window"),
+        (dict(shuffle_block=8, mode=0), "SHUFFLE mode; this stream reads SEQUENTIAL"),
+        (dict(shuffle_block=8, mode=1), "this stream reads IID"),
+    ],
+)
+def test_a_block_shuffle_that_cannot_be_is_a_value_error(store, args, why):
+    d, l = store
+    with pytest.raises(ValueError, match=why):
+        DataLoader(d, l, batch_size=8, **args)

@@ -46,6 +46,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod blocks;
 mod eras;
 mod jump;
 mod mixture;
@@ -62,11 +63,12 @@ use alloc::vec::Vec;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+pub use blocks::{BlockOrder, Blocks, EpochShuffle};
 pub use eras::Era;
 pub use mixture::Mixture;
 pub use permutation::Permutation;
 
-pub use state::{PackedState, StateError, StreamState, STATE_VERSION, STATE_VERSION_ERAS};
+pub use state::{PackedState, StateError, StreamState, STATE_VERSION, STATE_VERSION_BLOCKS, STATE_VERSION_ERAS};
 
 use crate::sampler::Mode;
 
@@ -195,6 +197,20 @@ pub enum StreamError {
     /// A finite pass asked of a stream that has none ([`pass::FinitePass`]).
     #[error("{0}")]
     FinitePass(alloc::string::String),
+    /// Blocks asked of a stream that is not SHUFFLE over one dataset.
+    #[error("a block shuffle reads one dataset in SHUFFLE mode; this stream reads {0}")]
+    BlocksNeedShuffle(&'static str),
+    /// Blocks of fewer than two samples, or windows of no block.
+    #[error(
+        "a block shuffle needs blocks of at least 2 neighbouring samples (shuffle_block) and at least 1 \
+         block per window (shuffle_window), got {records} and {window}"
+    )]
+    BadBlocks {
+        /// Samples per block asked for.
+        records: u64,
+        /// Blocks per window asked for.
+        window: u64,
+    },
 }
 
 /// What a stream reads.
@@ -214,6 +230,9 @@ pub struct Stream {
     /// A single dataset's lengths, from where each took over (`eras.rs`): one era from 0
     /// unless the dataset grew under a resumed job. Empty for a mixture.
     eras: Vec<Era>,
+    /// SHUFFLE in blocks of neighbouring records (`blocks.rs`); `None` for the full
+    /// permutation.
+    blocks: Option<Blocks>,
 }
 
 impl Stream {
@@ -233,7 +252,7 @@ impl Stream {
             return Err(StreamError::BatchLargerThanEpoch { length: dataset.length, global_batch });
         }
         let eras = alloc::vec![Era { position: 0, epoch: 0, length: dataset.length }];
-        Ok(Stream { seed, global_batch, source: Source::Single { dataset, mode }, eras })
+        Ok(Stream { seed, global_batch, source: Source::Single { dataset, mode }, eras, blocks: None })
     }
 
     /// The endless stream over a mixture, cut into global batches of `global_batch` samples.
@@ -242,7 +261,32 @@ impl Stream {
         if global_batch == 0 {
             return Err(StreamError::ZeroBatch);
         }
-        Ok(Stream { seed, global_batch, source: Source::Mixture(mixture), eras: Vec::new() })
+        Ok(Stream { seed, global_batch, source: Source::Mixture(mixture), eras: Vec::new(), blocks: None })
+    }
+
+    /// This stream reading each SHUFFLE epoch in `blocks` of neighbouring records instead of
+    /// the full permutation (`blocks.rs`): what a reader of object storage with a cache far
+    /// smaller than the dataset fetches in runs. Fails unless the stream is SHUFFLE over one
+    /// dataset.
+    pub fn with_blocks(mut self, blocks: Blocks) -> Result<Self, StreamError> {
+        match &self.source {
+            Source::Single { mode: Mode::Shuffle, .. } => {}
+            Source::Single { mode: Mode::Sequential, .. } => return Err(StreamError::BlocksNeedShuffle("SEQUENTIAL")),
+            Source::Single { mode: Mode::Iid, .. } => return Err(StreamError::BlocksNeedShuffle("IID")),
+            Source::Mixture(_) => return Err(StreamError::BlocksNeedShuffle("a mixture")),
+        }
+        self.blocks = Some(blocks);
+        Ok(self)
+    }
+
+    /// The blocks a SHUFFLE epoch is read in; `None` for the full permutation.
+    pub fn blocks(&self) -> Option<Blocks> {
+        self.blocks
+    }
+
+    /// Epoch `epoch`'s order over `len` samples.
+    fn epoch_order(&self, len: u64, epoch: u64) -> EpochShuffle {
+        EpochShuffle::new(len, self.blocks, self.seed, epoch)
     }
 
     /// The seed.
@@ -334,7 +378,7 @@ impl Stream {
                 Cursor::Iid { rng: Xoshiro256PlusPlus::seed_from_u64(self.seed), at: 0 }
             }
             Source::Single { mode: Mode::Shuffle, .. } => {
-                Cursor::Shuffle { perm: Permutation::new(self.eras[0].length, self.seed, 0), epoch: 0 }
+                Cursor::Shuffle { perm: self.epoch_order(self.eras[0].length, 0), epoch: 0 }
             }
             Source::Mixture(m) => Cursor::Mixture {
                 offset: mixture::offset(self.seed),
@@ -384,7 +428,13 @@ impl Stream {
     pub fn state(&self, step: u64) -> StreamState {
         let grown = self.eras.len() > 1;
         StreamState {
-            version: if grown { STATE_VERSION_ERAS } else { STATE_VERSION },
+            version: if self.blocks.is_some() {
+                STATE_VERSION_BLOCKS
+            } else if grown {
+                STATE_VERSION_ERAS
+            } else {
+                STATE_VERSION
+            },
             seed: self.seed,
             mode: self.mode() as u8,
             global_batch: self.global_batch,
@@ -393,6 +443,7 @@ impl Stream {
             weights: self.mixture_sources().map(|m| m.weights().to_vec()),
             pack: None,
             eras: if grown { self.eras.clone() } else { Vec::new() },
+            blocks: self.blocks,
         }
     }
 
@@ -465,7 +516,7 @@ pub struct Schedule {
 #[derive(Clone, Debug)]
 struct EpochOrder {
     epoch: u64,
-    perm: Permutation,
+    perm: EpochShuffle,
     /// `positions[i]`: where sample `i` is read in the epoch, once laid out.
     positions: Option<Vec<u32>>,
     /// Asks answered by walking the permutation.
@@ -481,7 +532,7 @@ impl EpochOrder {
     /// Epochs a schedule keeps (the one being read, the next, and two more).
     const KEPT: usize = 4;
 
-    fn new(perm: Permutation, epoch: u64) -> EpochOrder {
+    fn new(perm: EpochShuffle, epoch: u64) -> EpochOrder {
         EpochOrder { epoch, perm, positions: None, walked: 0 }
     }
 
@@ -549,14 +600,13 @@ impl Schedule {
                 // An index in the dropped tail of an epoch's order waits for a later epoch;
                 // three tries cover all but a vanishing share of them.
                 for e in first..first + 3 {
-                    let seed = self.stream.seed;
                     let order = match self.epochs.iter().position(|o| o.epoch == e) {
                         Some(k) => &mut self.epochs[k],
                         None => {
                             if self.epochs.len() >= EpochOrder::KEPT {
                                 self.epochs.remove(0);
                             }
-                            self.epochs.push(EpochOrder::new(Permutation::new(n, seed, e), e));
+                            self.epochs.push(EpochOrder::new(self.stream.epoch_order(n, e), e));
                             self.epochs.last_mut().expect("just pushed")
                         }
                     };
@@ -581,9 +631,9 @@ enum Cursor {
         rng: Xoshiro256PlusPlus,
         at: u64,
     },
-    /// The permutation of `epoch`.
+    /// The order of `epoch`.
     Shuffle {
-        perm: Permutation,
+        perm: EpochShuffle,
         epoch: u64,
     },
     /// `picks` count the sources' picks before stream position `at`; `counts` is scratch
@@ -728,7 +778,7 @@ impl Shard {
                 let eras = &self.stream.eras;
                 let (e, within, _) = eras::shuffle_place(eras, self.stream.global_batch, global);
                 if *epoch != e || perm.len() != eras::era_at(eras, global).1.length {
-                    *perm = Permutation::new(eras::era_at(eras, global).1.length, seed, e);
+                    *perm = self.stream.epoch_order(eras::era_at(eras, global).1.length, e);
                     *epoch = e;
                 }
                 let first = within * self.stream.global_batch + self.rank * self.batch_size;
@@ -812,7 +862,7 @@ mod tests {
     fn an_epochs_table_agrees_with_the_permutations_inverse() {
         for n in [1u64, 2, 3, 17, 1023, 1024, 1025, 2049, 20_000] {
             let perm = Permutation::new(n, 11, 3);
-            let mut order = EpochOrder::new(perm.clone(), 3);
+            let mut order = EpochOrder::new(EpochShuffle::Full(perm.clone()), 3);
             let table = order.lay_out();
             for i in 0..n {
                 assert_eq!(u64::from(table[i as usize]), perm.position_of(i), "n {n} sample {i}");

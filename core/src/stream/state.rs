@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 
 use super::eras::{self, Era};
 use super::pack::{self, PackCursor, PackMode, PackSpec};
-use super::{DatasetId, Mixture, Stream};
+use super::{Blocks, DatasetId, Mixture, Stream};
 use crate::sampler::Mode;
 
 /// The state layout this crate writes for a stream over data that never grew under it.
@@ -25,6 +25,10 @@ pub const STATE_VERSION: u32 = 1;
 /// The layout of a state that lists its stream's eras (a dataset grown under a resumed
 /// job, `eras.rs`): version 1 plus `eras`. Both are read.
 pub const STATE_VERSION_ERAS: u32 = 2;
+/// The layout of a state whose stream reads SHUFFLE epochs in blocks (`blocks.rs`): version
+/// 1 plus `blocks`, and `eras` when the dataset grew. A reader of versions 1 and 2 only
+/// refuses it by its version rather than misreading it as a full permutation.
+pub const STATE_VERSION_BLOCKS: u32 = 3;
 
 /// Where a reader's caller stands in a [`Stream`], and what that stream is.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,8 +50,11 @@ pub struct StreamState {
     /// A packed loader's spec and cursor ([`super::pack`]); `None` for batches of samples.
     /// `global_batch` then counts rows, and `step` global batches of rows.
     pub pack: Option<PackedState>,
-    /// The stream's eras when its dataset grew under it (version 2); empty otherwise.
+    /// The stream's eras when its dataset grew under it (version 2, or 3); empty otherwise.
     pub eras: Vec<Era>,
+    /// The blocks its SHUFFLE epochs are read in (version 3); `None` for the full
+    /// permutation.
+    pub blocks: Option<Blocks>,
 }
 
 /// What a packed loader's state adds: the packing it did and where it stands.
@@ -96,6 +103,9 @@ struct Wire {
     /// `[position, epoch, length]` per era.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     eras: Vec<[u64; 3]>,
+    /// `[records, window]` of a block shuffle (version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    blocks: Option<[u64; 2]>,
 }
 
 /// Why a saved state cannot be loaded into a stream.
@@ -220,6 +230,17 @@ pub enum StateError {
         /// The eras the state lists.
         saved: Vec<Era>,
     },
+    /// Another block shuffle, or blocks on one side only.
+    #[error(
+        "the state was saved reading SHUFFLE epochs {}, this loader reads them {}; resume with the \
+         same shuffle_block and shuffle_window", blocks_name(*saved), blocks_name(*current)
+    )]
+    Blocks {
+        /// The saved blocks.
+        saved: Option<Blocks>,
+        /// This stream's.
+        current: Option<Blocks>,
+    },
     /// The saved step lies beyond the stream's last position.
     #[error("the saved step {step} lies beyond the stream's 2^62 samples")]
     Step {
@@ -235,6 +256,18 @@ fn mode_name(mode: u8) -> &'static str {
         Some(Mode::Shuffle) => "SHUFFLE",
         None => "unknown",
     }
+}
+
+fn blocks_name(blocks: Option<Blocks>) -> String {
+    match blocks {
+        None => "as one permutation of every sample".into(),
+        Some(b) => format!("in blocks of {} neighbouring samples, {} blocks mixed together", b.records, b.window),
+    }
+}
+
+/// Whether this crate reads state layout `version`.
+fn known_version(version: u64) -> bool {
+    [STATE_VERSION, STATE_VERSION_ERAS, STATE_VERSION_BLOCKS].iter().any(|&v| u64::from(v) == version)
 }
 
 impl StreamState {
@@ -262,6 +295,7 @@ impl StreamState {
                 waiting: p.cursor.waiting.iter().flat_map(|&(s, pos, start)| [u64::from(s), pos, start]).collect(),
             }),
             eras: self.eras.iter().map(|e| [e.position, e.epoch, e.length]).collect(),
+            blocks: self.blocks.map(|b| [b.records, b.window]),
         };
         // Plain integers, strings and arrays: serialising them cannot fail.
         serde_json::to_string(&wire).unwrap_or_default()
@@ -277,18 +311,30 @@ impl StreamState {
             Some(None) => return Err(StateError::Malformed("`version` is not a number".into())),
             None => return Err(StateError::Malformed("missing field `version`".into())),
         };
-        if version != u64::from(STATE_VERSION) && version != u64::from(STATE_VERSION_ERAS) {
+        if !known_version(version) {
             return Err(StateError::UnsupportedVersion {
                 found: u32::try_from(version).unwrap_or(u32::MAX),
-                supported: STATE_VERSION_ERAS,
+                supported: STATE_VERSION_BLOCKS,
             });
         }
         let wire: Wire = serde_json::from_value(value).map_err(malformed)?;
-        if (version == u64::from(STATE_VERSION_ERAS)) == wire.eras.is_empty() {
+        let with_blocks = version == u64::from(STATE_VERSION_BLOCKS);
+        if !with_blocks && (version == u64::from(STATE_VERSION_ERAS)) == wire.eras.is_empty() {
             return Err(StateError::Malformed(
                 "eras belong to a version 2 state, and a version 2 state has them".into(),
             ));
         }
+        if with_blocks != wire.blocks.is_some() {
+            return Err(StateError::Malformed(
+                "blocks belong to a version 3 state, and a version 3 state has them".into(),
+            ));
+        }
+        let blocks = match wire.blocks {
+            None => None,
+            Some([records, window]) => {
+                Some(Blocks::new(records, window).map_err(|e| StateError::Malformed(e.to_string()))?)
+            }
+        };
         let eras: Vec<Era> =
             wire.eras.iter().map(|&[position, epoch, length]| Era { position, epoch, length }).collect();
         if !eras.is_empty() {
@@ -359,6 +405,7 @@ impl StreamState {
             weights,
             pack,
             eras,
+            blocks,
         })
     }
 
@@ -388,8 +435,8 @@ impl StreamState {
 
     /// The checks of [`StreamState::check`] but the global batch, which is `global_batch`.
     fn check_with(&self, stream: &Stream, global_batch: u64) -> Result<(), StateError> {
-        if self.version != STATE_VERSION && self.version != STATE_VERSION_ERAS {
-            return Err(StateError::UnsupportedVersion { found: self.version, supported: STATE_VERSION_ERAS });
+        if !known_version(u64::from(self.version)) {
+            return Err(StateError::UnsupportedVersion { found: self.version, supported: STATE_VERSION_BLOCKS });
         }
         let kind = |mixture: bool| if mixture { "a mixture" } else { "a single dataset" };
         let current_mixture = stream.mixture_sources();
@@ -434,6 +481,9 @@ impl StreamState {
         }
         if !self.eras.is_empty() && self.eras != stream.eras() {
             return Err(StateError::Grown { saved: self.eras.clone() });
+        }
+        if self.blocks != stream.blocks() {
+            return Err(StateError::Blocks { saved: self.blocks, current: stream.blocks() });
         }
         Ok(())
     }

@@ -94,6 +94,43 @@ impl ReadAhead {
         wanted.min(MAX_DEPTH).min(budget / self.batch_bytes).max(1)
     }
 
+    /// The last step to announce, from the sampler at `step` with the depth reaching
+    /// `until`: for a block shuffle, a window is announced whole, so that one announcement
+    /// holds each block's neighbours together and they go out as a few long requests (a
+    /// batch of 64 samples from 8 blocks alone went out as some 40 requests). Up to the end
+    /// of `until`'s window when the read-ahead's share of the cache holds that, else up to
+    /// the end of the window before it when that lies ahead of `step` (the rest waits
+    /// until its window can be announced whole), else `until` as it is.
+    fn whole_windows(&self, step: u64, until: u64) -> u64 {
+        let Some((before, end)) = self.window_of(until) else { return until };
+        if self.budget.is_some_and(|budget| (end - step).saturating_mul(self.batch_bytes) <= budget) {
+            end
+        } else if let Some(before) = before.filter(|&b| b > step) {
+            // Up to the window before; nothing new while that is announced already.
+            before
+        } else {
+            until
+        }
+    }
+
+    /// For a stream in blocks, the window global step `step` ends in (the one holding its
+    /// last position): the step that ends the window before it (`None` at the stream's
+    /// start) and the last step reading it. `None` for a stream without blocks.
+    fn window_of(&self, step: u64) -> Option<(Option<u64>, u64)> {
+        let stream = self.cursor.stream();
+        let blocks = stream.blocks()?;
+        let (_, within) = stream.epoch_of(step)?;
+        let steps = stream.steps_in_epoch_of(step)?;
+        let (g, first) = (stream.global_batch(), step - within);
+        let span = blocks.records.saturating_mul(blocks.window);
+        // Positions within the epoch: `step` reads up to `(within + 1) g - 1`.
+        let start = ((within + 1) * g - 1) / span * span;
+        let last = start.saturating_add(span - 1);
+        let end = first + (last / g).min(steps - 1);
+        let before = if start > 0 { Some(first + (start - 1) / g) } else { first.checked_sub(1) };
+        Some((before, end))
+    }
+
     /// Called once the sampler planned the batch of global step `step`: announces the
     /// batches after it, up to the depth.
     pub(super) fn planned(&mut self, step: u64) {
@@ -122,7 +159,7 @@ impl ReadAhead {
         if let Some(cache) = self.dataset.cache() {
             cache.set_read_ahead(depth * self.batch_bytes);
         }
-        let until = step + depth;
+        let until = self.whole_windows(step, step + depth);
         self.announced.clear();
         while self.cursor.step() <= until {
             self.cursor.fill(&mut self.indices);

@@ -148,13 +148,16 @@ class _Pipeline:
         transform: Optional[Callable[[Any], Any]] = None,
         pack: Optional[dict[str, Any]] = None,
         passes: Optional[int] = None,
+        images: Optional[dict[str, Any]] = None,
+        blocks: Optional[tuple[int, int]] = None,
     ) -> None:
         """``sources``: one list of stores (one per field) per source; ``weights`` make it a
         mixture; ``state``: a saved state as JSON text; ``warm``: None (when the stores fit
         in a quarter of available memory), True or False. ``datasets`` (with ``pads``):
         datasets of named fields instead of stores. ``fetch`` and ``length``: a function
         the worker threads call (with the GIL) with each batch's indices, for a dataset of
-        ``length`` samples that is not zrecord's."""
+        ``length`` samples that is not zrecord's. ``blocks``: ``(samples per block, blocks
+        per window)`` of a block shuffle."""
     def next(self) -> tuple[Any, ...]:
         """One array per field, then (mixtures only) the int32 source array; for
         ``fetch``, the tuple it returned (or the exception it raised, raised here)."""

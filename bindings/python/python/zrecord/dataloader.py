@@ -257,6 +257,17 @@ class DataLoader(Epochs):
             ``mode`` then orders the documents (SHUFFLE, the default: epochs over documents,
             and with concat packing over one dataset epochs of shuffled rows), a Mixture's
             weights count tokens, and the state resumes to the token.
+        shuffle_block, shuffle_window: read each SHUFFLE epoch in blocks of
+            ``shuffle_block`` neighbouring samples (at least 2) instead of one permutation
+            of every sample (keyword-only; mode SHUFFLE, the default then, over one
+            dataset). Blocks start at other samples each epoch and come in a random order;
+            the samples of ``shuffle_window`` blocks (default 8) are mixed together, so a
+            batch draws from that many blocks. For a dataset in object storage read
+            through a cache far smaller than it: a cache holding one window of samples
+            fetches each block as one request instead of one request per sample (as
+            LitData and MosaicML Streaming shuffle their chunks). The order is a pure
+            function of ``(seed, epoch)``, the same on any world size, and the state
+            records the blocks (resuming with others is refused).
 
     There are no epochs in the iterator (but with ``passes``), so ``len()`` raises
     ``TypeError``; in SHUFFLE
@@ -307,6 +318,8 @@ class DataLoader(Epochs):
         pack: Optional[Pack] = None,
         passes: Optional[int] = None,
         images: Optional[Mapping[str, Any]] = None,
+        shuffle_block: Optional[int] = None,
+        shuffle_window: int = 8,
     ) -> None:
         if passes is not None and (isinstance(passes, bool) or not isinstance(passes, int) or passes < 1):
             raise ValueError(f"passes must be a whole number of passes, at least 1, not {passes!r}")
@@ -354,7 +367,9 @@ class DataLoader(Epochs):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         seed = check_seed(seed)
         if mode is None:
-            if passes is not None:
+            if shuffle_block is not None:
+                mode = Sampler.Mode.SHUFFLE
+            elif passes is not None:
                 mode = Sampler.Mode.SEQUENTIAL
             else:
                 mode = Sampler.Mode.IID if pack is None else Sampler.Mode.SHUFFLE
@@ -370,6 +385,7 @@ class DataLoader(Epochs):
         self.prefetch_size = prefetch_size
         self.seed = seed
         self.mode = Sampler.Mode.SHUFFLE if mixture else int(mode)
+        self.shuffle_block, self.shuffle_window = shuffle_block, shuffle_window
         self.rank, self.world_size = resolve_world(rank, world_size)
         self._returned = False
         self.check_ranks = bool(check_ranks)
@@ -390,6 +406,7 @@ class DataLoader(Epochs):
             on_error=on_error,
             transform=None if transform is None else _transform_step(transform, named),
             passes=passes,
+            blocks=None if shuffle_block is None else (shuffle_block, shuffle_window),
         )
         if named:
             datasets = dataset.datasets if mixture else [dataset]
@@ -542,6 +559,8 @@ class DataLoader(Epochs):
         mode = {0: "SEQUENTIAL", 1: "IID", 2: "SHUFFLE"}.get(self.mode, str(self.mode))
         epoch = self.epoch
         packing = "" if self.pack is None else f", pack={self.pack!r}"
+        if self.shuffle_block is not None:
+            packing += f", shuffle_block={self.shuffle_block}, shuffle_window={self.shuffle_window}"
         at = f"step {self.step}" + ("" if epoch is None else f" (epoch {epoch}, {self.steps_left_in_epoch} left in it)")
         return (
             f"zrecord.DataLoader({what}, batch_size={self.batch_size}, mode={mode}, seed={self.seed}, "
