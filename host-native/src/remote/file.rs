@@ -728,6 +728,10 @@ impl RemoteFile {
         // request per record (4,917 for 8,000 records of 4 KiB; 10 now).
         let whole = self.cache.brings_along();
         let span_cap = if whole { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 32) };
+        // A run of neighbours every byte of which was asked for brings nothing along: it
+        // may span an eighth of the cache (a block shuffle's block, announced whole, went
+        // out in twelve-sample requests under a 2% cache's 32nd).
+        let run_cap = if whole { MAX_SPAN } else { MAX_SPAN.min(self.cache.limit() / 8) };
         // A file no larger than one request may be (a shard's labels: 8 bytes a sample)
         // is read whole too, once, while a loader streams and small files take little of
         // the budget ([`Cache::take_whole`]): the loader will read every record of it.
@@ -736,7 +740,8 @@ impl RemoteFile {
         let small = !whole && self.cache.streamed() && !spans.whole_asked && self.object.stored <= span_cap;
         let roomy = whole || (small && self.cache.take_whole(self.object.stored));
         spans.whole_asked |= small;
-        let mut run: Option<(u64, u64, Indices)> = None;
+        // A run: its start, its end, its records, and whether it bridged a gap.
+        let mut run: Option<(u64, u64, Indices, bool)> = None;
         let mut ranges = Vec::new();
         for (s, e, index) in wanted {
             if let Some((held, ..)) = covering(spans, s, e) {
@@ -756,26 +761,29 @@ impl RemoteFile {
             run = match run {
                 // A gap is bridged only where no kept range lies: bytes held already are
                 // not fetched again.
-                Some((rs, re, mut ix))
+                Some((rs, re, mut ix, bridged))
                     if s <= re + if roomy { MAX_GAP } else { gap.min(e - s).max(TINY_GAP) }
-                        && e.max(re) - rs <= span_cap
+                        && e.max(re) - rs <= if bridged || s > re { span_cap } else { run_cap }
                         && (s <= re || spans.map.range(re..s).next().is_none()) =>
                 {
                     ix.extend(index);
-                    Some((rs, e.max(re), ix))
+                    Some((rs, e.max(re), ix, bridged || s > re))
                 }
-                Some((rs, re, ix)) => {
+                Some((rs, re, ix, _)) => {
                     ranges.push((rs, re, ix, false));
                     // A roomy cache tiles: the next request starts where the capped one
                     // ended, so no record between them is left to a request of its own.
                     let from = if roomy && re < s && bridgeable(spans, re, s) { re } else { s };
-                    Some((from, e, index.into_iter().collect()))
+                    Some((from, e, index.into_iter().collect(), from < s))
                 }
                 // ... and reaches back to the start of the file,
-                None => Some((if roomy && bridgeable(spans, 0, s) { 0 } else { s }, e, index.into_iter().collect())),
+                None => {
+                    let from = if roomy && bridgeable(spans, 0, s) { 0 } else { s };
+                    Some((from, e, index.into_iter().collect(), from < s))
+                }
             };
         }
-        if let Some((rs, mut re, ix)) = run {
+        if let Some((rs, mut re, ix, _)) = run {
             // ... and on to its end.
             let stored = self.object.stored;
             if roomy && re < stored && stored - rs <= span_cap && bridgeable(spans, re, stored) {
