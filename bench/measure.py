@@ -26,6 +26,24 @@ def optional(name):
         return None
 
 
+def streamed(loader, fetched, stored, budget, cap):
+    """A peer's shuffled epoch through its `loader` (a context manager giving batches with a
+    "label" key), or what of it fits `budget` seconds and `cap` times its `stored` bytes
+    fetched (`fetched`: a shared counter of the bytes it downloaded): samples/s from the
+    first batch asked for, bytes fetched over the bytes of the samples read, and the part
+    of the epoch read."""
+    with loader as dl:
+        before, samples, began = fetched.value, 0, time.perf_counter()
+        for b in dl:
+            samples += len(b["label"])
+            if time.perf_counter() - began > budget or fetched.value - before > cap * stored:
+                break
+        took = time.perf_counter() - began
+        total = len(dl.dataset)
+    read = max(samples, 1) * stored / total
+    return {"rate": samples / took, "fetched": (fetched.value - before) / read, "epoch": samples / total}
+
+
 def median_time(fn, repeat=5, number=1):
     times = []
     for _ in range(repeat):

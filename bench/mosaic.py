@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from measure import optional
+from measure import optional, streamed
 
 
 @contextlib.contextmanager
@@ -102,20 +102,8 @@ class Mosaic:
 
     def streamed(self, batch, workers, cache_limit, budget, cap):
         """One shuffled epoch through a cache of `cache_limit` bytes, or what of it fits
-        `budget` seconds and `cap` times the shards' bytes fetched: samples/s from the
-        first batch asked for, bytes fetched over the bytes of the samples read, and the
-        part of the epoch read."""
-        with self.loader(batch, workers, cache_limit) as dl:
-            before, samples, began = self.fetched.value, 0, time.perf_counter()
-            for b in dl:
-                samples += len(b["label"])
-                if time.perf_counter() - began > budget or self.fetched.value - before > cap * self.stored:
-                    break
-            took = time.perf_counter() - began
-            total = len(dl.dataset)
-        read = max(samples, 1) * self.stored / total
-        return {"rate": samples / took, "fetched": (self.fetched.value - before) / read,
-                "epoch": samples / total}
+        `budget` seconds and `cap` times the stored bytes fetched (:func:`measure.streamed`)."""
+        return streamed(self.loader(batch, workers, cache_limit), self.fetched, self.stored, budget, cap)
 
     def first_epoch(self, batch, workers):
         """Samples per second of a first epoch, timed from constructing the dataset."""

@@ -21,14 +21,15 @@
   server, samples/s against the bound (the least of: the whole-cache throughput, the cache
   over the round trip, and the store's single-record request rate times the samples each
   request carried; targets >= 0.7x at 0 ms, >= 0.5x at 20 ms) and bytes fetched per byte
-  read (target <= 1.2x); beside them, MosaicML Streaming from the same server with the same
-  cache limits.
+  read (target <= 1.2x); beside them, MosaicML Streaming and LitData from the same server
+  with the same cache limits.
 
 - per-sample reads without a loader: 300 random ``ds[i]`` and 20 ``ds[list]`` of 64 random
   samples, bytes fetched over bytes returned (target: <= 1.5x) and the latency of a call.
 
-MosaicML Streaming (the peer with an LRU shard cache, bench/mosaic.py) is run where it
-installs (beside torch); otherwise the tables say so.
+MosaicML Streaming (the peer with an LRU shard cache, bench/mosaic.py) and LitData (chunks
+deleted once read past its cache size, bench/lit.py) are run where they install (beside
+torch); otherwise the tables say so.
 """
 
 import http.client
@@ -44,6 +45,7 @@ import numpy as np
 from data_sets import load_set
 from measure import RESULTS, SKIPPED, evict, optional, table
 from mosaic import mosaic, s3_environment
+from lit import lit
 
 
 def bench_remote(args):
@@ -307,12 +309,14 @@ def bench_small_cache(args):
             ds.close()
             return rate
 
-        def epoch(url, options, cache):
-            """One SHUFFLE epoch (or what fits the budget): samples/s, bytes fetched per
-            sample read over the sample's size, samples per request."""
+        def epoch(url, options, cache, blocks=None):
+            """One SHUFFLE epoch (or what fits the budget), in `blocks` (samples per block,
+            blocks per window) when given: samples/s, bytes fetched per sample read over
+            the sample's size, samples per request."""
             ds = zrecord.Dataset(url, storage_options=options, cache_bytes=cache)
             began, samples = time.perf_counter(), 0
-            with zrecord.DataLoader(ds, batch_size=64, mode=2, seed=7, num_workers=args.workers) as dl:
+            shuffle = {} if blocks is None else {"shuffle_block": blocks[0], "shuffle_window": blocks[1]}
+            with zrecord.DataLoader(ds, batch_size=64, mode=2, seed=7, num_workers=args.workers, **shuffle) as dl:
                 for _ in range(dl.steps_per_epoch):
                     samples += len(next(dl)["label"])
                     if time.perf_counter() - began > budget:
@@ -392,9 +396,11 @@ def bench_small_cache(args):
               rows)
         if server is not None:
             try:
-                peer_small_caches(data, work, s3, out, args, budget)
+                moto = next(s for s in stores if s[3] == 0.0 and s[2])
+                peer_small_caches(data, work, s3, out, args, budget,
+                                  lambda cache, blocks: epoch(moto[1], moto[2], cache, blocks), sample, stored)
             except Exception as e:  # noqa: BLE001 - a peer's failure must not lose our figures
-                SKIPPED.append(f"smallcache: MosaicML Streaming: {type(e).__name__}: {e}".splitlines()[0])
+                SKIPPED.append(f"smallcache: peers: {type(e).__name__}: {e}".splitlines()[0])
     finally:
         if server is not None:
             server.stop()
@@ -402,36 +408,72 @@ def bench_small_cache(args):
     RESULTS[("remote-small-cache",)] = out
 
 
-def peer_small_caches(data, work, s3, mine, args, budget):
-    """MosaicML Streaming from the same server with the same cache limits (its
-    `cache_limit`), one shuffled epoch each or what fits `budget` seconds, beside zrecord's
-    epochs (`mine`: the small-cache results by store and fraction), as a table. Its shards
-    are made small enough for the smallest limit (it refuses a limit under four of its
-    largest shards). LitData (installed beside torch, bench/requirements-torch.txt) is not
-    run here yet: in a first try its loader's chunk downloads (through obstore) refused the
-    local server's plain HTTP endpoint, with its client options patched too."""
+def peer_small_caches(data, work, s3, mine, args, budget, blocked_epoch, sample, stored):
+    """MosaicML Streaming and LitData from the same server with the same cache limits (their
+    `cache_limit` and `max_cache_size`), one shuffled epoch each or what fits `budget`
+    seconds, beside zrecord's SHUFFLE epochs (`mine`: the small-cache results by store and
+    fraction) and zrecord's block shuffle (`blocked_epoch(cache, (block, window))`, blocks
+    of a peer's shard, the largest window up to 8 whose samples fill at most a third of the
+    cache), as a table. The peers' shards are made small enough for the smallest limit
+    (Streaming refuses a limit under four of its largest shards). Both shuffle coarser than
+    zrecord's SHUFFLE (a permutation of every sample): Streaming shuffles within blocks of
+    shards, LitData shuffles its chunks and then the samples inside each chunk, so a chunk
+    is read whole once it is fetched."""
     shards = 256
+    block = len(data) // shards
     rows = []
     with s3_environment(s3["aws_endpoint"]):
-        print(f"  small cache: writing MosaicML Streaming's shards ({shards})", file=sys.stderr, flush=True)
-        peer = mosaic(data, np.arange(len(data)), "s3://bench/mds-small", shards, work)
+        peers = []
+        for name, make in (("MosaicML Streaming", lambda: mosaic(data, np.arange(len(data)), "s3://bench/mds-small",
+                                                                   shards, work)),
+                           ("LitData", lambda: lit(data, np.arange(len(data)), "s3://bench/lit-small", shards, work,
+                                                   s3["aws_endpoint"]))):
+            print(f"  small cache: writing {name}'s shards ({shards})", file=sys.stderr, flush=True)
+            try:
+                peers.append((name, make()))
+            except Exception as e:  # noqa: BLE001 - one peer's failure must not lose the other's figures
+                SKIPPED.append(f"smallcache: {name}: {type(e).__name__}: {e}".splitlines()[0])
+                peers.append((name, "failed"))
+        shuffles = {"MosaicML Streaming": "its default (blocks of shards)",
+                    "LitData": "chunks in turn, samples within a chunk"}
         for frac in (0.10, 0.02):
             ours = mine.get(("local S3 server (moto), 0 ms", frac))
-            if peer is None or ours is None:
-                rows.append([f"{frac:.0%}", "-", "-", "not installed here" if peer is None else "-", "-", "-", "-"])
+            if ours is None:
                 continue
-            r = peer.streamed(64, args.workers, int(peer.stored * frac), budget, cap=3)
-            print(f"  small cache, MosaicML Streaming, {frac:.0%}: {r['rate']:,.0f} samples/s, fetched "
-                  f"{r['fetched']:.2f}x", file=sys.stderr, flush=True)
-            rows.append([f"{frac:.0%}", f"{ours['rate']:,.0f}", f"{ours['fetched']:.2f}x", f"{r['rate']:,.0f}",
-                         f"{r['fetched']:.2f}x", f"{r['epoch']:.2f}", f"{ours['rate'] / r['rate']:.2f}x"])
-            RESULTS.setdefault(("remote-small-cache-peer",), {})[frac] = r
-    table(f"Remote: small caches beside MosaicML Streaming (the same samples on the same local S3 server, the "
-          f"same fraction of each one's stored bytes as cache limit; its {shards} shards of {len(data) // shards} "
-          f"samples, its shuffle; timed from the first batch asked for, its workers' start included; one epoch or what "
-          f"{budget} s or 3x the shards' bytes fetched allow; {args.workers} workers)",
-          ["cache", "zrecord samples/s", "zrecord bytes fetched / read", "Streaming samples/s",
-           "Streaming bytes fetched / read", "Streaming epochs read", "zrecord vs Streaming"], rows)
+            base = ours["rate"]
+            rows.append([f"{frac:.0%}", "zrecord", "SHUFFLE (every sample)", f"{base:,.0f}", f"{ours['fetched']:.2f}x",
+                         "-", "1.00x"])
+            cache = int(stored * frac)
+            window = max(1, min(8, cache // (3 * block * sample)))
+            r = blocked_epoch(cache, (block, window))
+            print(f"  small cache, zrecord in blocks of {block} x {window}, {frac:.0%}: {r['rate']:,.0f} samples/s, "
+                  f"fetched {r['fetched']:.2f}x", file=sys.stderr, flush=True)
+            rows.append([f"{frac:.0%}", "zrecord", f"shuffle_block={block}, shuffle_window={window}",
+                         f"{r['rate']:,.0f}", f"{r['fetched']:.2f}x", f"{r['epoch']:.2f}", f"{r['rate'] / base:.2f}x"])
+            RESULTS.setdefault(("remote-small-cache-peer",), {})[("zrecord blocks", frac)] = r
+            for name, peer in peers:
+                if not hasattr(peer, "streamed"):
+                    why = "not installed here" if peer is None else "failed (see skipped)"
+                    rows.append([f"{frac:.0%}", name, shuffles[name], why, "-", "-", "-"])
+                    continue
+                try:
+                    r = peer.streamed(64, args.workers, int(peer.stored * frac), budget, cap=3)
+                except Exception as e:  # noqa: BLE001
+                    SKIPPED.append(f"smallcache: {name} at {frac:.0%}: {type(e).__name__}: {e}".splitlines()[0])
+                    rows.append([f"{frac:.0%}", name, shuffles[name], "failed (see skipped)", "-", "-", "-"])
+                    continue
+                print(f"  small cache, {name}, {frac:.0%}: {r['rate']:,.0f} samples/s, fetched "
+                      f"{r['fetched']:.2f}x", file=sys.stderr, flush=True)
+                rows.append([f"{frac:.0%}", name, shuffles[name], f"{r['rate']:,.0f}", f"{r['fetched']:.2f}x",
+                             f"{r['epoch']:.2f}", f"{r['rate'] / base:.2f}x"])
+                RESULTS.setdefault(("remote-small-cache-peer",), {})[(name, frac)] = r
+    table(f"Remote: small caches beside MosaicML Streaming and LitData (the same samples on the same local S3 "
+          f"server, the same fraction of each one's stored bytes as cache limit; {shards} shards or chunks of "
+          f"{block} samples, zrecord's blocks as long; timed from the first batch asked for, worker start included; "
+          f"one epoch or what {budget} s or 3x the shards' bytes fetched allow; {args.workers} workers; zrecord's "
+          f"SHUFFLE row is the table above's)",
+          ["cache", "reader", "shuffle", "samples/s", "bytes fetched / read", "epochs read",
+           "vs zrecord SHUFFLE"], rows)
 
 
 def summary_rows(row):
