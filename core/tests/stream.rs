@@ -718,6 +718,8 @@ fn a_block_shuffle_reads_epochs_in_runs_and_its_state_names_the_blocks() {
     // Versions and blocks go together; bad blocks are malformed.
     let v1 = text.replace(r#""version":3"#, r#""version":1"#);
     assert!(matches!(StreamState::decode(&v1), Err(StateError::Malformed(_))), "{v1}");
+    let sequential = text.replace(r#""mode":2"#, r#""mode":0"#);
+    assert!(matches!(StreamState::decode(&sequential), Err(StateError::Malformed(m)) if m.contains("SHUFFLE")));
     let bad = text.replace("[50,4]", "[1,4]");
     assert!(matches!(StreamState::decode(&bad), Err(StateError::Malformed(m)) if m.contains("at least 2")));
 

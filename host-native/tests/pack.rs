@@ -231,6 +231,11 @@ fn packing_refuses_what_it_cannot_do() {
     assert!(e.contains("world_size 3"), "{e}");
     let e = fail(PackOptions { window: Some(8), ..pack(PackMode::BestFit, 8) }, options(0, 1, 1));
     assert!(e.contains("window"), "{e}");
+    let blocked = docs.clone().with_blocks(zrecord::Blocks::new(4, 2).unwrap()).unwrap();
+    let e = Loader::packed(blocked, 4, vec![source.clone()], pack(PackMode::Concat, 8), options(0, 1, 1))
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("block shuffle (shuffle_block) does not apply"), "{e}");
 
     // A state of a loader of samples, or of another packing, is refused with the reason.
     let loader =

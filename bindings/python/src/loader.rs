@@ -373,9 +373,19 @@ impl Pipeline {
         pack: Option<&Bound<'_, PyDict>>,
         passes: Option<u64>,
         images: Option<&Bound<'_, PyDict>>,
-        blocks: Option<(u64, u64)>,
+        blocks: Option<(i64, i64)>,
     ) -> PyResult<Self> {
-        let blocks = blocks.map(|(records, window)| Blocks::new(records, window)).transpose().map_err(stream_error)?;
+        let blocks = match blocks {
+            None => None,
+            Some((records, window)) => match (u64::try_from(records), u64::try_from(window)) {
+                (Ok(r), Ok(w)) => Some(Blocks::new(r, w).map_err(stream_error)?),
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "shuffle_block and shuffle_window must be positive, got {records} and {window}"
+                    )))
+                }
+            },
+        };
         // A stream in blocks when asked for; its refusal (not SHUFFLE over one dataset) as is.
         let blocked = |stream: Stream| match blocks {
             None => Ok(stream),

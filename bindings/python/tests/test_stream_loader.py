@@ -615,7 +615,7 @@ def test_a_block_shuffle_reads_epochs_in_runs_on_any_world_size_and_resumes(stor
         got = labels(resumed, 30)
     for k, step in enumerate(range(7, 37)):
         np.testing.assert_array_equal(got[k], reference[step][20:])
-    for other, why in [(dict(shuffle_window=2), "3 blocks mixed together"), (dict(shuffle_block=None, mode=SHUFFLE),
+    for other, why in [(dict(shuffle_window=2), "3 blocks mixed together"), (dict(shuffle_block=None, shuffle_window=None, mode=SHUFFLE),
                                                                             "one permutation of every sample")]:
         with pytest.raises(ValueError, match=why):
             DataLoader(d, l, **{**args, **other}, state=state)
@@ -634,3 +634,19 @@ def test_a_block_shuffle_that_cannot_be_is_a_value_error(store, args, why):
     d, l = store
     with pytest.raises(ValueError, match=why):
         DataLoader(d, l, batch_size=8, **args)
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (dict(shuffle_block=-3), "must be positive, got -3"),
+        (dict(shuffle_window=4), "give shuffle_block too"),
+        (dict(shuffle_block=8, passes=1), "passes= reads the dataset in order"),
+    ],
+)
+def test_block_shuffle_arguments_are_checked(store, args, why):
+    d, l = store
+    with pytest.raises(ValueError, match=why):
+        DataLoader(d, l, batch_size=8, **args)
+    with pytest.raises(ValueError, match="this stream reads a mixture"):
+        DataLoader(Mixture([(d, l), (d, l)], weights=[1, 1]), batch_size=8, shuffle_block=8)

@@ -27,13 +27,13 @@ use super::{mix, Permutation, StreamError};
 const BLOCKS_TAG: u64 = 0x626c_6f63_6b73_3031;
 
 /// How a block shuffle groups records: `records` neighbours per block, `window` blocks
-/// mixed together.
+/// mixed together. Made by [`Blocks::new`] only, which checks them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Blocks {
     /// Neighbouring records read as one block: at least 2.
-    pub records: u64,
+    records: u64,
     /// Blocks whose records are mixed together: at least 1.
-    pub window: u64,
+    window: u64,
 }
 
 impl Blocks {
@@ -45,6 +45,21 @@ impl Blocks {
         } else {
             Err(StreamError::BadBlocks { records, window })
         }
+    }
+
+    /// Neighbouring records per block.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Blocks per window.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// Records per window: `records * window`, which [`Blocks::new`] checked fits.
+    pub fn span(&self) -> u64 {
+        self.records * self.window
     }
 }
 

@@ -9,10 +9,11 @@
 //! every global batch ([`Shard`]), so the ranks' slices put together are the stream a single
 //! process would read, and a job can restart with another world size as long as `G` stays.
 //!
-//! - [`Mode::Shuffle`]: epoch `e` is the [`Permutation`] of `0..N` keyed by `(seed, e)`,
-//!   cut into [`Stream::steps_per_epoch`] = `floor(N / G)` global batches; the last
-//!   `N mod G` positions of each epoch's order are dropped, so every rank gets the same
-//!   number of batches per epoch.
+//! - [`Mode::Shuffle`]: epoch `e` is the [`Permutation`] of `0..N` keyed by `(seed, e)`
+//!   (or, [`Stream::with_blocks`], a [`BlockOrder`] of blocks of neighbours), cut into
+//!   [`Stream::steps_per_epoch`] = `floor(N / G)` global batches; the last `N mod G`
+//!   positions of each epoch's order are dropped, so every rank gets the same number of
+//!   batches per epoch.
 //! - [`Mode::Sequential`] and [`Mode::Iid`]: the [`crate::Sampler`]'s endless stream cut into
 //!   global batches, so world size 1 reproduces it batch for batch. IID position `p` is
 //!   reached by a jump of the xoshiro256++ generator (polynomial arithmetic modulo its
@@ -269,6 +270,7 @@ impl Stream {
     /// smaller than the dataset fetches in runs. Fails unless the stream is SHUFFLE over one
     /// dataset.
     pub fn with_blocks(mut self, blocks: Blocks) -> Result<Self, StreamError> {
+        // (`Blocks::new` checked them: its fields are private.)
         match &self.source {
             Source::Single { mode: Mode::Shuffle, .. } => {}
             Source::Single { mode: Mode::Sequential, .. } => return Err(StreamError::BlocksNeedShuffle("SEQUENTIAL")),

@@ -116,7 +116,7 @@ pub enum StateError {
     #[error("not a zrecord stream state: {0}")]
     Malformed(String),
     /// A state layout this version of zrecord does not read.
-    #[error("stream state version {found} is not supported (this zrecord reads version {supported})")]
+    #[error("stream state version {found} is not supported (this zrecord reads versions 1 to {supported})")]
     UnsupportedVersion {
         /// The state's version.
         found: u32,
@@ -261,7 +261,7 @@ fn mode_name(mode: u8) -> &'static str {
 fn blocks_name(blocks: Option<Blocks>) -> String {
     match blocks {
         None => "as one permutation of every sample".into(),
-        Some(b) => format!("in blocks of {} neighbouring samples, {} blocks mixed together", b.records, b.window),
+        Some(b) => format!("in blocks of {} neighbouring samples, {} blocks mixed together", b.records(), b.window()),
     }
 }
 
@@ -295,14 +295,15 @@ impl StreamState {
                 waiting: p.cursor.waiting.iter().flat_map(|&(s, pos, start)| [u64::from(s), pos, start]).collect(),
             }),
             eras: self.eras.iter().map(|e| [e.position, e.epoch, e.length]).collect(),
-            blocks: self.blocks.map(|b| [b.records, b.window]),
+            blocks: self.blocks.map(|b| [b.records(), b.window()]),
         };
         // Plain integers, strings and arrays: serialising them cannot fail.
         serde_json::to_string(&wire).unwrap_or_default()
     }
 
-    /// Parses [`StreamState::encode`]'s output. Unknown fields, missing fields and a layout
-    /// version other than [`STATE_VERSION`] are errors.
+    /// Parses [`StreamState::encode`]'s output. Unknown fields, missing fields, a layout
+    /// version other than [`STATE_VERSION`], [`STATE_VERSION_ERAS`] and
+    /// [`STATE_VERSION_BLOCKS`], and fields another version than their own carries are errors.
     pub fn decode(text: &str) -> Result<Self, StateError> {
         let malformed = |e: serde_json::Error| StateError::Malformed(e.to_string());
         let value: serde_json::Value = serde_json::from_str(text).map_err(malformed)?;
@@ -323,6 +324,10 @@ impl StreamState {
             return Err(StateError::Malformed(
                 "eras belong to a version 2 state, and a version 2 state has them".into(),
             ));
+        }
+        if wire.blocks.is_some() && (wire.weights.is_some() || wire.pack.is_some() || wire.mode != Mode::Shuffle as u8)
+        {
+            return Err(StateError::Malformed("blocks belong to a SHUFFLE stream over one dataset".into()));
         }
         if with_blocks != wire.blocks.is_some() {
             return Err(StateError::Malformed(

@@ -138,6 +138,13 @@ enum Body {
 impl Packing {
     /// Checks the options against the sources and resolves them.
     pub fn new(options: &PackOptions, sources: &[Source], rows: u64, docs: &Stream) -> Result<Packing, LoaderError> {
+        if docs.blocks().is_some() {
+            // Packing orders documents, and shuffled rows, by permutations of its own.
+            return Err(LoaderError::Sources(
+                "a packed loader reads documents in its own order: a block shuffle (shuffle_block) does not apply"
+                    .into(),
+            ));
+        }
         let mixture = docs.mixture_sources().is_some();
         let data = sources[0].data();
         let Some(field) = data.field_index(&options.field) else {

@@ -262,10 +262,13 @@ class DataLoader(Epochs):
             of every sample (keyword-only; mode SHUFFLE, the default then, over one
             dataset). Blocks start at other samples each epoch and come in a random order;
             the samples of ``shuffle_window`` blocks (default 8) are mixed together, so a
-            batch draws from that many blocks. For a dataset in object storage read
-            through a cache far smaller than it: a cache holding one window of samples
-            fetches each block as one request instead of one request per sample (as
-            LitData and MosaicML Streaming shuffle their chunks). The order is a pure
+            batch draws from that many blocks (twice as many across a window's edge). For
+            a dataset in object storage read through a cache far smaller than it: with a
+            cache of about twice a window's bytes (the read-ahead holds three quarters of
+            it, a window and the batches before it), each block comes in one or two
+            requests instead of one request per sample (as LitData and MosaicML Streaming
+            shuffle their chunks). It saves requests for a process reading the global
+            batch; one rank of several reads a share of every block. The order is a pure
             function of ``(seed, epoch)``, the same on any world size, and the state
             records the blocks (resuming with others is refused).
 
@@ -319,7 +322,7 @@ class DataLoader(Epochs):
         passes: Optional[int] = None,
         images: Optional[Mapping[str, Any]] = None,
         shuffle_block: Optional[int] = None,
-        shuffle_window: int = 8,
+        shuffle_window: Optional[int] = None,
     ) -> None:
         if passes is not None and (isinstance(passes, bool) or not isinstance(passes, int) or passes < 1):
             raise ValueError(f"passes must be a whole number of passes, at least 1, not {passes!r}")
@@ -366,6 +369,12 @@ class DataLoader(Epochs):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         seed = check_seed(seed)
+        if shuffle_block is None and shuffle_window is not None:
+            raise ValueError("shuffle_window mixes the blocks of a block shuffle: give shuffle_block too")
+        if shuffle_block is not None and passes is not None:
+            raise ValueError("passes= reads the dataset in order; shuffle_block shuffles epochs")
+        if shuffle_block is not None and shuffle_window is None:
+            shuffle_window = 8
         if mode is None:
             if shuffle_block is not None:
                 mode = Sampler.Mode.SHUFFLE
