@@ -120,11 +120,12 @@ impl ReadAhead {
         let Some(budget) = self.budget else { return (until, None) };
         let Some((start, end)) = self.window_of(until) else { return (until, None) };
         let g = self.cursor.stream().global_batch();
-        let steps = |from: u64, last: u64| (last + 1).saturating_sub(from).saturating_mul(self.batch_bytes);
+        // The bytes of steps `from..=last`.
+        let bytes_of = |from: u64, last: u64| (last + 1).saturating_sub(from).saturating_mul(self.batch_bytes);
         let last = end.div_ceil(g) - 1;
         // This rank's bytes of the window: its share of the window's positions.
         let window = (end - start).saturating_mul(self.batch_bytes) / g;
-        if steps(step + 1, last) <= budget {
+        if bytes_of(step + 1, last) <= budget {
             (last, Some(end))
         } else if start.div_ceil(g) > step + 1 && 2 * window <= budget {
             // Up to the window before; nothing new while that is announced already. Only
