@@ -630,6 +630,20 @@ fn a_batch_over_tables_not_held_waits_two_round_trips() {
     assert_eq!(x, picked.iter().map(|&i| i as i32 * 3).collect::<Vec<_>>());
 }
 
+/// `n` images of `record` bytes and their labels written locally (the second value) and
+/// pushed to `memory://{name}/ds`, opened from there at 20 ms a request with a cache of a
+/// tenth of their stored bytes (the third); the last value is the stored bytes.
+fn a_tenth_cached_at_20ms(name: &str, n: u64, record: u64) -> (tempfile::TempDir, Arc<Dataset>, Arc<Dataset>, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let local = Arc::new(write_images_and_labels(&path, n, record));
+    let url = format!("memory://{name}/ds");
+    let stored = push(&path, &Remote::open(&url, &[]).unwrap(), &mut |_, _| {}).unwrap().stored;
+    let far = Arc::new(Dataset::open_remote(&format!("{url}?latency_ms=20"), &[], zrecord::Verify::Auto).unwrap());
+    far.cache().unwrap().set_limit(stored / 10);
+    (dir, local, far, stored)
+}
+
 #[test]
 fn a_small_cache_keeps_what_the_batches_being_read_need() {
     // A cache of 10% of the dataset at 20 ms a request. The ranges no read had taken yet
@@ -637,14 +651,8 @@ fn a_small_cache_keeps_what_the_batches_being_read_need() {
     // budget, so eviction dropped ranges a gather was about to read, and each came again
     // with a request of its own while the gather waited: 30 batches of 64 samples made
     // 3,550 requests (about 575 samples/s). Kept until read, they make 2,451-2,494.
-    let (n, record) = (4000u64, 12u64 << 10);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ds");
-    let local = Arc::new(write_images_and_labels(&path, n, record));
-    let stored = push(&path, &Remote::open("memory://small-kept/ds", &[]).unwrap(), &mut |_, _| {}).unwrap().stored;
-    let far =
-        Arc::new(Dataset::open_remote("memory://small-kept/ds?latency_ms=20", &[], zrecord::Verify::Auto).unwrap());
-    far.cache().unwrap().set_limit(stored / 10);
+    let record = 12u64 << 10;
+    let (_dir, local, far, stored) = a_tenth_cached_at_20ms("small-kept", 4000, record);
     let read = |ds: &Arc<Dataset>| {
         let source = Source::dataset(ds.clone()).unwrap();
         let stream = Stream::new(source.id(), Mode::Shuffle, 7, 64).unwrap();
@@ -750,13 +758,7 @@ fn a_block_shuffle_through_a_small_cache_fetches_blocks_not_samples() {
     // batch boundaries, 1,190. A window announced whole, the samples of a step that
     // straddles two windows held back for the next, and a run of neighbours allowed an
     // eighth of the cache instead of a 32nd: 226-238.
-    let (n, record) = (4000u64, 12u64 << 10);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ds");
-    let local = Arc::new(write_images_and_labels(&path, n, record));
-    let stored = push(&path, &Remote::open("memory://blocks/ds", &[]).unwrap(), &mut |_, _| {}).unwrap().stored;
-    let far = Arc::new(Dataset::open_remote("memory://blocks/ds?latency_ms=20", &[], zrecord::Verify::Auto).unwrap());
-    far.cache().unwrap().set_limit(stored / 10);
+    let (_dir, local, far, _) = a_tenth_cached_at_20ms("blocks", 4000, 12 << 10);
     let read = |ds: &Arc<Dataset>| {
         let source = Source::dataset(ds.clone()).unwrap();
         let blocks = zrecord::Blocks::new(25, 4).unwrap();
