@@ -211,6 +211,10 @@ pub trait Backend: Send + Sync {
     fn remove_side_file(&self, name: &str) -> Result<(), IoError> {
         self.write_side_file(name, &[])
     }
+    /// 64 bits no other store is likely ever to draw: the creation nonce a new store
+    /// records in `generation.zrg` (`docs/format.md`). Hosts draw them from the operating
+    /// system's random source; the result need not be secret, only unrepeated.
+    fn fresh_nonce(&self) -> u64;
     /// Takes the directory in `mode`, or fails at once with [`Error::Locked`]. The wasm
     /// guest counts its own handles ([`LockCounts`]); the process that runs it (`zr-wasm`)
     /// takes the inter-process locks a command needs on its behalf
@@ -255,6 +259,23 @@ impl Parallel for Serial {
 
 #[cfg(feature = "std")]
 pub mod std_dir;
+
+/// A fresh creation nonce for [`Backend::fresh_nonce`] on a host with an operating system:
+/// the standard library's per-process random hash keys (drawn from the system's random
+/// source, on WASI too) over the time and a count of the calls in this process, so that
+/// two calls never repeat and two processes almost never do.
+#[cfg(feature = "std")]
+pub fn os_nonce() -> u64 {
+    use core::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    h.write_u32(std::process::id());
+    h.finish()
+}
 
 /// An in-memory [`Backend`] with sparse files: for tests, fuzzing and fault simulation.
 #[cfg(feature = "std")]
@@ -416,6 +437,10 @@ pub mod mem {
 
         fn sync_dir(&self) -> Result<(), IoError> {
             Ok(())
+        }
+
+        fn fresh_nonce(&self) -> u64 {
+            super::os_nonce()
         }
 
         fn read_side_file(&self, name: &str) -> Result<Option<Vec<u8>>, IoError> {

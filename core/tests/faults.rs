@@ -129,6 +129,10 @@ impl Backend for FailBackend {
         self.inner.remove_chunk(id)
     }
 
+    fn fresh_nonce(&self) -> u64 {
+        zrecord_core::io::os_nonce()
+    }
+
     fn sync_dir(&self) -> Result<(), IoError> {
         self.tick("sync directory")?;
         self.inner.sync_dir()

@@ -232,6 +232,10 @@ impl Backend for SimBackend {
         })
     }
 
+    fn fresh_nonce(&self) -> u64 {
+        zrecord_core::io::os_nonce()
+    }
+
     fn sync_dir(&self) -> Result<(), IoError> {
         self.with(|s| {
             s.cut();

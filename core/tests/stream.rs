@@ -410,6 +410,44 @@ fn state_is_small_and_readable() {
     assert!(text.len() < 1024, "{} bytes", text.len());
 }
 
+/// Every integer of a parsed JSON text, as the double a JavaScript `JSON.parse` keeps.
+fn doubles_of(value: &serde_json::Value) -> Vec<f64> {
+    match value {
+        serde_json::Value::Number(n) => vec![n.as_f64().unwrap()],
+        serde_json::Value::Array(a) => a.iter().flat_map(doubles_of).collect(),
+        serde_json::Value::Object(o) => o.values().flat_map(doubles_of).collect(),
+        _ => vec![],
+    }
+}
+
+#[test]
+fn a_state_keeps_its_numbers_through_a_parser_of_doubles() {
+    // Identities of stores zrecord creates are 64-bit hashes, and seeds may be too: at
+    // 2^53 and above they are written as decimal strings, below as numbers; both read.
+    let big = DatasetId { length: 4000, generation: 9_846_341_769_744_536_001 };
+    let stream = Stream::new(big, Mode::Shuffle, u64::MAX - 6, 64).unwrap();
+    let text = stream.state(30).encode();
+    assert!(text.contains(r#""generation":"9846341769744536001""#), "{text}");
+    assert!(text.contains(r#""seed":"18446744073709551609""#), "{text}");
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for d in doubles_of(&value) {
+        assert!(d < 9_007_199_254_740_992.0, "{d} would lose digits in a double: {text}");
+    }
+    assert_eq!(stream.resume(&StreamState::decode(&text).unwrap()).unwrap(), 30);
+    // What a JavaScript round trip writes back (the same text) and what older builds wrote
+    // (numbers) both load.
+    let small = Stream::new(DatasetId { length: 4000, generation: (1 << 53) - 1 }, Mode::Shuffle, 7, 64).unwrap();
+    let text = small.state(30).encode();
+    assert!(text.contains(r#""generation":9007199254740991"#), "{text}");
+    let old = text.replace(r#""seed":7"#, r#""seed":"7""#);
+    assert_eq!(small.resume(&StreamState::decode(&old).unwrap()).unwrap(), 30);
+    let numbers = stream.state(30).encode().replace(r#""9846341769744536001""#, "9846341769744536001");
+    let numbers = numbers.replace(r#""18446744073709551609""#, "18446744073709551609");
+    assert_eq!(stream.resume(&StreamState::decode(&numbers).unwrap()).unwrap(), 30);
+    let e = StreamState::decode(&text.replace(r#"9007199254740991"#, r#""9x""#)).unwrap_err();
+    assert!(e.to_string().contains("not an unsigned 64-bit integer"), "{e}");
+}
+
 #[test]
 fn loading_a_state_into_another_stream_says_why() {
     let base = Stream::new(id(1000), Mode::Shuffle, 1, 64).unwrap();
@@ -421,7 +459,7 @@ fn loading_a_state_into_another_stream_says_why() {
     );
     assert_eq!(
         check(Stream::new(DatasetId { length: 1000, generation: 8 }, Mode::Shuffle, 1, 64).unwrap()),
-        StateError::DatasetGeneration { index: 0, saved: 7, current: 8 }
+        StateError::DatasetGeneration { index: 0, length: 1000, saved: 7, current: 8 }
     );
     assert_eq!(check(Stream::new(id(1000), Mode::Shuffle, 2, 64).unwrap()), StateError::Seed { saved: 1, current: 2 });
     assert_eq!(check(Stream::new(id(1000), Mode::Iid, 1, 64).unwrap()), StateError::Mode { saved: 2, current: 1 });

@@ -475,6 +475,10 @@ impl Backend for DirBackend {
         self.dir.remove_chunk(id)
     }
 
+    fn fresh_nonce(&self) -> u64 {
+        zrecord_core::io::os_nonce()
+    }
+
     fn sync_dir(&self) -> Result<(), IoError> {
         if self.remote.is_some() {
             return Ok(());

@@ -46,7 +46,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use rayon::prelude::*;
 
-pub use dataset::{drop_field, Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, FieldAdder, WriteOptions};
+pub use dataset::{
+    drop_field, Column, Dataset, DatasetError, DatasetOptions, DatasetWriter, FieldAdder, WriteMode, WriteOptions,
+};
 pub use fs::{DirBackend, NativeFile};
 pub use loader::{
     global_pool, BufferPool, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, OnError, PackInfo, PackOptions,
@@ -249,13 +251,20 @@ impl Zrecord {
 
     /// The store's generation: a value that changes whenever zrecord deletes or compacts
     /// (a counter in the side file `generation.zrg`) and whenever the append frontier moves
-    /// (appends, and compacts by writers that do not know the file, such as loaderx).
-    /// Together with [`Zrecord::len`] it names the records behind the indices, which is
-    /// what a saved [`StreamState`] records (see `docs/format.md`, "generation.zrg").
-    /// Compare generations for equality only.
+    /// (appends, and compacts by writers that do not know the file, such as loaderx), and
+    /// that two stores zrecord created never share (each has its own nonce, kept in
+    /// `checksums.zrc`). Together with [`Zrecord::len`] it names the records behind the
+    /// indices, which is what a saved [`StreamState`] records (see `docs/format.md`,
+    /// "generation.zrg"). Compare generations for equality only.
     pub fn generation(&self) -> Result<u64> {
         self.current()?;
         self.store.generation()
+    }
+
+    /// The creation nonce zrecord drew for this store, or 0 (a store loaderx created, or
+    /// one from before nonces): see [`Zrecord::generation`].
+    pub fn nonce(&self) -> u64 {
+        self.store.nonce()
     }
 
     /// This store as a stream's dataset: its length and [`Zrecord::generation`].

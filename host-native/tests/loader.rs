@@ -13,6 +13,7 @@ use zrecord::{
     Codec, DatasetId, Error, Loader, LoaderError, LoaderOptions, Mixture, Mode, OnError, Source, StateError, Stream,
     StreamState, Transform, Zrecord,
 };
+use zrecord_core::stream::combine_generations;
 
 /// A store of `n` 8-byte records, record `i` holding `base + i` (little-endian).
 fn store(dir: &Path, name: &str, n: u64, base: u64) -> Arc<Zrecord> {
@@ -151,7 +152,11 @@ fn a_changed_dataset_refuses_the_state() {
     z.append(&7u64.to_le_bytes(), 1, 8, None).unwrap();
     assert_ne!(z.generation().unwrap(), g0, "an append moves the frontier");
     let e = resume(z).unwrap_err();
-    assert!(matches!(e, LoaderError::State(StateError::DatasetLength { saved: 300, current: 301, .. })), "{e}");
+    assert!(matches!(e, LoaderError::Changed(_)), "{e}");
+    assert!(
+        e.to_string().contains("grew from 300 to 301 samples") && e.to_string().contains(&*path.to_string_lossy()),
+        "{e}"
+    );
 
     // Delete one, append one: the length is back, the generation is not.
     let mut z = Zrecord::open(&path).unwrap();
@@ -159,7 +164,8 @@ fn a_changed_dataset_refuses_the_state() {
     z.append(&7u64.to_le_bytes(), 1, 8, None).unwrap();
     assert_eq!(z.len(), 300);
     let e = resume(z).unwrap_err();
-    assert!(matches!(e, LoaderError::State(StateError::DatasetGeneration { .. })), "{e}");
+    assert!(matches!(e, LoaderError::Changed(_)), "{e}");
+    assert!(e.to_string().contains("has the same 300 samples but is not the dataset"), "{e}");
     assert!(e.to_string().contains("deleted or compacted"), "{e}");
 
     // A state saved now resumes; a compact (even one with nothing to move) refuses it.
@@ -179,47 +185,97 @@ fn a_changed_dataset_refuses_the_state() {
     assert!(matches!(Loader::new(stream, vec![source.clone()], opts(0, 1, 0, 1)), Err(LoaderError::Sources(_))));
     let stream = Stream::new(source.id(), Mode::Shuffle, 3, 10).unwrap();
     let e = Loader::resume(stream, vec![source], opts(0, 1, 0, 1), &state).unwrap_err();
-    assert!(matches!(e, LoaderError::State(StateError::DatasetGeneration { .. })), "{e}");
+    assert!(matches!(e, LoaderError::Changed(_)), "{e}");
 }
 
 #[test]
-fn generation_is_a_counter_in_a_side_file_above_the_frontier() {
+fn generation_is_a_counter_in_a_side_file_above_the_frontier_and_the_stores_nonce() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d");
     let mut z = Zrecord::open(&path).unwrap();
-    assert_eq!(z.generation().unwrap(), 0, "a new store: counter 0, frontier 0");
+    // The nonce zrecord drew at creation sits in checksums.zrc beside the covered header.
+    let nonce = z.nonce();
+    assert_ne!(nonce, 0);
+    let sums = std::fs::read(path.join("checksums.zrc")).unwrap();
+    assert_eq!(sums[48..56], nonce.to_le_bytes());
+    let at = |counter: u64, frontier: u64| combine_generations(nonce, (counter << 44) | frontier);
+    assert_eq!(z.generation().unwrap(), at(0, 0), "a new store: counter 0, frontier 0");
     assert!(!path.join("generation.zrg").exists());
     z.append(&[1u8; 24], 3, 8, Some(Codec::Raw)).unwrap();
-    assert_eq!(z.generation().unwrap(), 24);
+    assert_eq!(z.generation().unwrap(), at(0, 24));
     z.delete(&[1]).unwrap();
     assert_eq!(
         std::fs::read(path.join("generation.zrg")).unwrap(),
         [b'Z', b'R', b'G', b'N', 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
     );
-    assert_eq!(z.generation().unwrap(), (1 << 44) | 24);
+    assert_eq!(z.generation().unwrap(), at(1, 24));
     z.compact().unwrap();
-    assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    assert_eq!(z.generation().unwrap(), at(2, 16));
     // An empty delete changes nothing and bumps nothing.
     z.delete(&[]).unwrap();
-    assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    assert_eq!(z.generation().unwrap(), at(2, 16));
     // Nor does a delete of tail records (it writes only the header, so it works on a full
     // disk): the length changes, and an append that brings it back moves the frontier.
     let before = z.dataset_id().unwrap();
     z.delete(&[1]).unwrap();
-    assert_eq!(z.generation().unwrap(), (2 << 44) | 16);
+    assert_eq!(z.generation().unwrap(), at(2, 16));
     assert_eq!(z.dataset_id().unwrap().length, before.length - 1);
     z.append(&[2u8; 8], 1, 8, Some(Codec::Raw)).unwrap();
     assert_eq!(z.dataset_id().unwrap().length, before.length);
     assert_ne!(z.dataset_id().unwrap(), before);
-    assert_eq!(z.generation().unwrap(), (2 << 44) | 24);
-    // Another handle, another process: the same value.
+    assert_eq!(z.generation().unwrap(), at(2, 24));
+    // Another handle, another process: the same value; every commit kept the nonce.
     drop(z);
-    assert_eq!(Zrecord::open_read_only(&path).unwrap().generation().unwrap(), (2 << 44) | 24);
+    let again = Zrecord::open_read_only(&path).unwrap();
+    assert_eq!((again.nonce(), again.generation().unwrap()), (nonce, at(2, 24)));
+    drop(again);
     // A damaged file is an error naming it, not a silent 0.
     std::fs::write(path.join("generation.zrg"), b"junk").unwrap();
     let z = Zrecord::open_read_only(&path).unwrap();
     let e = z.generation().unwrap_err();
     assert!(matches!(e, Error::Format(_)) && e.to_string().contains("generation.zrg"), "{e}");
+}
+
+#[test]
+fn a_store_without_a_nonce_keeps_the_generation_it_had() {
+    // What builds before nonces (and loaderx, which keeps no checksums.zrc) left: the
+    // counter above the frontier, so the states saved on such a store still resume.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let z = Zrecord::open(&path).unwrap();
+    z.append(&[1u8; 24], 3, 8, Some(Codec::Raw)).unwrap();
+    drop(z);
+    std::fs::remove_file(path.join("checksums.zrc")).unwrap();
+    std::fs::remove_file(path.join("checksums.zrk")).unwrap();
+    let old = Zrecord::open_read_only(&path).unwrap();
+    assert_eq!((old.nonce(), old.generation().unwrap()), (0, 24));
+}
+
+#[test]
+fn a_store_written_again_to_the_same_sizes_is_not_the_same_store() {
+    // The same records in another order: same length, same frontier; the nonce tells them
+    // apart, so a state saved on one is refused on the other.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d");
+    let write = |order: &[u64]| {
+        let _ = std::fs::remove_dir_all(&path);
+        let z = Zrecord::open(&path).unwrap();
+        let bytes: Vec<u8> = order.iter().flat_map(|v| v.to_le_bytes()).collect();
+        z.append(&bytes, order.len(), 8, Some(Codec::Raw)).unwrap();
+        z
+    };
+    let forward: Vec<u64> = (0..200).collect();
+    let z = Arc::new(write(&forward));
+    let source = Source::new(vec![(Arc::clone(&z), 8)]).unwrap();
+    let saved = Stream::new(source.id(), Mode::Shuffle, 7, 16).unwrap().state(3);
+    drop((source, z));
+    let backward: Vec<u64> = forward.iter().rev().copied().collect();
+    let z = write(&backward);
+    let source = Source::new(vec![(Arc::new(z), 8)]).unwrap();
+    let stream = Stream::new(source.id(), Mode::Shuffle, 7, 16).unwrap();
+    let e = Loader::resume(stream, vec![source], opts(0, 1, 0, 1), &saved).unwrap_err();
+    assert!(matches!(e, LoaderError::Changed(_)), "{e}");
+    assert!(e.to_string().contains("written again"), "{e}");
 }
 
 #[test]

@@ -88,7 +88,7 @@ fn plain_to_py(py: Python<'_>, e: LoaderError) -> PyErr {
         LoaderError::Store(e) => error::to_py(py, e),
         LoaderError::Dataset(e) => crate::dataset::to_py(py, e),
         LoaderError::Stopped { code: Some(code), message, .. } => error::zrecord_error(py, code, message),
-        LoaderError::Stream(_) | LoaderError::State(_) | LoaderError::Sources(_) => {
+        LoaderError::Stream(_) | LoaderError::State(_) | LoaderError::Changed(_) | LoaderError::Sources(_) => {
             PyValueError::new_err(e.to_string())
         }
         LoaderError::Spawn(_) | LoaderError::Forked => PyRuntimeError::new_err(e.to_string()),

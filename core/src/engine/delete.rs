@@ -147,10 +147,11 @@ pub(super) fn replay_journal<B: Backend>(
     if let Some(f) = sums {
         sums::move_sums(journal, meta, f)?;
         // The delete was zrecord's: if zrecord covered the table before it, it does after.
-        let covered = sums::read_covered(f)?;
-        if covered == Some(journal.header) || covered == Some(h) {
-            sums::write_covered(f, &h)?;
-            f.sync()?;
+        if let Some((covered, nonce)) = sums::read_covered(f)? {
+            if covered == journal.header || covered == h {
+                sums::write_covered(f, &h, nonce)?;
+                f.sync()?;
+            }
         }
     }
     backend.remove_side_file(DELETE_JOURNAL)?;

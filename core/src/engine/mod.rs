@@ -343,6 +343,9 @@ pub struct Store<B: Backend> {
     keep_sums: bool,
     /// How the store's files are sized, as meta.zr's version says.
     layout: FileLayout,
+    /// The creation nonce `checksums.zrc` keeps beside the covered header (0: none), read
+    /// at open; folded into [`Store::generation`].
+    nonce: u64,
 }
 
 fn pack_tail(h: &Header) -> u64 {
@@ -420,7 +423,20 @@ impl<B: Backend> Store<B> {
     /// what other processes did; the frontier is this handle's published header.
     pub fn generation(&self) -> Result<u64> {
         let header = self.header();
-        Ok(crate::format::generation(self.generation_counter()?, &header))
+        let value = crate::format::generation(self.generation_counter()?, &header);
+        // Two stores that reached the same length and frontier by different writes (the
+        // same sizes written again in another order) differ in their nonces.
+        Ok(match self.nonce {
+            0 => value,
+            nonce => crate::stream::combine_generations(nonce, value),
+        })
+    }
+
+    /// The creation nonce zrecord drew for this store (`checksums.zrc`, "nonce"), or 0 for
+    /// a store without one (created by loaderx or before nonces, or kept without
+    /// checksums).
+    pub fn nonce(&self) -> u64 {
+        self.nonce
     }
 
     fn generation_counter(&self) -> Result<u64> {

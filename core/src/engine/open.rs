@@ -57,7 +57,9 @@ impl<B: Backend> Store<B> {
             }
             meta.write_at(0, &Header::default().encode_as(layout))?;
             meta.sync()?;
-            sums::create_sums(&backend, layout)?;
+            // The store's own nonce, so that no other store written to the same sizes
+            // shares its generation (docs/format.md, "checksums.zrc"); never 0.
+            sums::create_sums(&backend, layout, backend.fresh_nonce() | 1)?;
             backend.sync_dir()?;
         }
         // The size allowed depends on the layout and length the header names.
@@ -109,6 +111,13 @@ impl<B: Backend> Store<B> {
             }
         }
 
+        let nonce = match sums_file.as_ref().map(sums::read_covered).transpose() {
+            Ok(covered) => covered.flatten().map_or(0, |(_, nonce)| nonce),
+            Err(e) => {
+                backend.unlock(LockMode::Shared);
+                return Err(e);
+            }
+        };
         let chunks = (0..MAX_CHUNKS).map(|_| OnceBox::new()).collect();
         let store = Store {
             backend,
@@ -125,6 +134,7 @@ impl<B: Backend> Store<B> {
             foreign: AtomicBool::new(!opts.checksums),
             keep_sums: opts.checksums,
             layout,
+            nonce,
         };
         if let Some(f) = sums_file {
             let _ = store.sums.set(Box::new(f));

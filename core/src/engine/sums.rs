@@ -71,9 +71,11 @@ fn classify<F: StorageFile>(f: &F) -> Result<SumsHeader> {
 
 /// Creates the side file of a new store: sized sparse, header written and synced. The
 /// caller syncs the directory.
-pub(super) fn create_sums<B: Backend>(backend: &B, layout: FileLayout) -> Result<()> {
+/// Creates the side file of a new store, its covered header the empty store's and its
+/// creation nonce `nonce`.
+pub(super) fn create_sums<B: Backend>(backend: &B, layout: FileLayout, nonce: u64) -> Result<()> {
     if let Some(f) = backend.open_aux(SUMS_FILE, true)? {
-        init(&f, Some(&Header::default()), layout)?;
+        init(&f, Some((&Header::default(), nonce)), layout)?;
         mark_sums(backend)?;
     }
     Ok(())
@@ -94,9 +96,9 @@ pub(super) fn had_sums<B: Backend>(backend: &B) -> Result<bool> {
 }
 
 /// Sizes the side file for `layout` (its full size when sparse, its header and whatever
-/// slots survive when dense) and writes its header; the covered header only if given (a
-/// store whose table zrecord does not know entry by entry starts with none).
-fn init<F: StorageFile>(f: &F, covered: Option<&Header>, layout: FileLayout) -> Result<()> {
+/// slots survive when dense) and writes its header; the covered header and nonce only if
+/// given (a store whose table zrecord does not know entry by entry starts with none).
+fn init<F: StorageFile>(f: &F, covered: Option<(&Header, u64)>, layout: FileLayout) -> Result<()> {
     let len = f.len()?;
     let want = match layout {
         FileLayout::Sparse => SUMS_LEN,
@@ -106,21 +108,22 @@ fn init<F: StorageFile>(f: &F, covered: Option<&Header>, layout: FileLayout) -> 
         f.set_len(want)?;
     }
     f.write_at(0, &encode_header())?;
-    f.write_at(COVER_OFFSET, &covered.map_or([0u8; COVER_LEN], encode_covered))?;
+    f.write_at(COVER_OFFSET, &covered.map_or([0u8; COVER_LEN], |(h, nonce)| encode_covered(h, nonce)))?;
     f.sync()?;
     Ok(())
 }
 
-/// The covered header the side file holds, if its block is intact.
-pub(super) fn read_covered<F: StorageFile>(sums: &F) -> Result<Option<Header>> {
+/// The covered header the side file holds, and the store's nonce, if its block is intact.
+pub(super) fn read_covered<F: StorageFile>(sums: &F) -> Result<Option<(Header, u64)>> {
     let mut b = [0u8; COVER_LEN];
     sums.read_at(COVER_OFFSET, &mut b)?;
     Ok(decode_covered(&b))
 }
 
-/// Records `header`, just written to meta.zr, as the covered header.
-pub(super) fn write_covered<F: StorageFile>(sums: &F, header: &Header) -> Result<()> {
-    sums.write_at(COVER_OFFSET, &encode_covered(header))?;
+/// Records `header`, just written to meta.zr, as the covered header, with the store's
+/// `nonce` as it was.
+pub(super) fn write_covered<F: StorageFile>(sums: &F, header: &Header, nonce: u64) -> Result<()> {
+    sums.write_at(COVER_OFFSET, &encode_covered(header, nonce))?;
     Ok(())
 }
 
@@ -233,7 +236,7 @@ impl<B: Backend> Store<B> {
         let mut raw = [0u8; HEADER_LEN];
         self.meta.read_at(0, &mut raw)?;
         let disk = Header::decode(&raw)?;
-        Ok(read_covered(f)? == Some(disk))
+        Ok(read_covered(f)?.map(|(h, _)| h) == Some(disk))
     }
 
     /// Looks again at whether a foreign writer changed the store (at open, and after a
@@ -241,7 +244,7 @@ impl<B: Backend> Store<B> {
     /// handle stops recording covered headers until [`Store::seal`].
     pub(super) fn refresh_foreign(&self, disk: &Header) -> Result<()> {
         if let Some(f) = self.sums.get() {
-            if read_covered(f)? != Some(*disk) {
+            if read_covered(f)?.map(|(h, _)| h) != Some(*disk) {
                 self.foreign.store(true, Ordering::Release);
             }
         }
@@ -252,7 +255,7 @@ impl<B: Backend> Store<B> {
     /// writer changed the store since zrecord last vouched for its table.
     pub(super) fn cover(&self, header: &Header) -> Result<()> {
         match self.sums.get() {
-            Some(f) if !self.foreign.load(Ordering::Acquire) => write_covered(f, header),
+            Some(f) if !self.foreign.load(Ordering::Acquire) => write_covered(f, header, self.nonce),
             _ => Ok(()),
         }
     }
@@ -446,7 +449,7 @@ impl<B: Backend> Store<B> {
         // Every live record now has its checksum: zrecord vouches for the table again.
         if out.bad == 0 {
             self.foreign.store(false, Ordering::Release);
-            write_covered(sums, &h)?;
+            write_covered(sums, &h, self.nonce)?;
         }
         Self::poison_on_err(w, sums.sync())?;
         progress(u64::from(h.length), u64::from(h.length));

@@ -27,7 +27,9 @@
 //!     16     8  reserved, 0
 //!     24     8  seal: XXH3-64 of bytes 0..24, u64
 //!     32    16  covered header: meta.zr's 16-byte header as zrecord last wrote it
-//!     48     8  reserved, 0
+//!     48     8  nonce u64: drawn when zrecord created the store, folded into its
+//!               generation (0: none; a store from before nonces, or one whose side file
+//!               was made again)
 //!     56     8  seal: XXH3-64 with seed COVER_SEAL_KEY of bytes 32..56, u64
 //!
 //! offset 64 + 32*i: slot i
@@ -134,24 +136,29 @@ pub fn decode_header(b: &[u8]) -> SumsHeader {
     }
 }
 
-/// The covered header's block: `header`, as zrecord has just written it to meta.zr.
-pub fn encode_covered(header: &Header) -> [u8; COVER_LEN] {
+/// The covered header's block: `header`, as zrecord has just written it to meta.zr, and
+/// the store's creation `nonce` (0 for none), which every rewrite of the block carries.
+pub fn encode_covered(header: &Header, nonce: u64) -> [u8; COVER_LEN] {
     let mut b = [0u8; COVER_LEN];
     b[..HEADER_LEN].copy_from_slice(&header.encode());
+    b[HEADER_LEN..24].copy_from_slice(&nonce.to_le_bytes());
     let seal = XxHash3_64::oneshot_with_seed(COVER_SEAL_KEY, &b[..24]);
     b[24..32].copy_from_slice(&seal.to_le_bytes());
     b
 }
 
-/// The covered header, if its block is sealed and holds a valid header.
-pub fn decode_covered(b: &[u8]) -> Option<Header> {
+/// The covered header and the nonce, if the block is sealed and holds a valid header.
+/// (Builds before nonces wrote zeros where the nonce is, and read past it.)
+pub fn decode_covered(b: &[u8]) -> Option<(Header, u64)> {
     let b = b.get(..COVER_LEN)?;
     if b[24..32] != XxHash3_64::oneshot_with_seed(COVER_SEAL_KEY, &b[..24]).to_le_bytes() {
         return None;
     }
     let mut h = [0u8; HEADER_LEN];
     h.copy_from_slice(&b[..HEADER_LEN]);
-    Header::decode(&h).ok()
+    let mut nonce = [0u8; 8];
+    nonce.copy_from_slice(&b[HEADER_LEN..24]);
+    Some((Header::decode(&h).ok()?, u64::from_le_bytes(nonce)))
 }
 
 fn slot_seal(index: u32, body: &[u8]) -> u64 {
@@ -240,16 +247,23 @@ mod tests {
     #[test]
     fn covered_header_round_trip_and_damage() {
         let h = Header { tail_chunk: 2, tail_offset: 77, length: 9 };
-        let b = encode_covered(&h);
+        let b = encode_covered(&h, 0);
         assert_eq!(b[..16], h.encode());
-        assert_eq!(b[16..24], [0; 8]);
-        assert_eq!(decode_covered(&b), Some(h));
+        assert_eq!(b[16..24], [0; 8], "no nonce: the bytes builds before nonces wrote");
+        assert_eq!(decode_covered(&b), Some((h, 0)));
         assert_eq!(decode_covered(&[0u8; COVER_LEN]), None);
         for at in 0..COVER_LEN {
             let mut d = b;
             d[at] ^= 4;
             assert_eq!(decode_covered(&d), None, "byte {at}");
         }
+        // The nonce sits in what was reserved, under the same seal.
+        let b = encode_covered(&h, 0x0102_0304_0506_0708);
+        assert_eq!(b[16..24], [8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(decode_covered(&b), Some((h, 0x0102_0304_0506_0708)));
+        let mut d = b;
+        d[20] ^= 1;
+        assert_eq!(decode_covered(&d), None, "the seal covers the nonce");
     }
 
     #[test]

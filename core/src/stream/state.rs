@@ -86,16 +86,60 @@ struct PackWire {
     waiting: Vec<u64>,
 }
 
+/// A dataset's identity as the state writes it: the generation (which is 64 bits of hash
+/// for every store zrecord created) as a [`portable`] number.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdWire {
+    length: u64,
+    #[serde(with = "portable")]
+    generation: u64,
+}
+
+/// A u64 that survives every JSON parser: a number below 2^53 (what a double holds
+/// exactly, so JavaScript's `JSON.parse` keeps it), a decimal string at or above. Either
+/// form is read.
+mod portable {
+    use alloc::string::{String, ToString};
+
+    /// The largest integer every JSON parser keeps exactly (2^53 - 1).
+    pub const EXACT: u64 = (1 << 53) - 1;
+
+    pub fn serialize<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        if *v <= EXACT {
+            s.serialize_u64(*v)
+        } else {
+            s.serialize_str(&v.to_string())
+        }
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Number(u64),
+            Text(String),
+        }
+        match <Either as serde::Deserialize>::deserialize(d)? {
+            Either::Number(n) => Ok(n),
+            Either::Text(t) => t
+                .parse::<u64>()
+                .map_err(|_| serde::de::Error::custom(alloc::format!("{t:?} is not an unsigned 64-bit integer"))),
+        }
+    }
+}
+
 /// The JSON layout.
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Wire {
     version: u32,
+    #[serde(with = "portable")]
     seed: u64,
     mode: u8,
     global_batch: u64,
     step: u64,
-    datasets: Vec<DatasetId>,
+    datasets: Vec<IdWire>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     weights: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +206,8 @@ pub enum StateError {
     DatasetGeneration {
         /// Which source (0 for a single dataset).
         index: usize,
+        /// Its length, the same in the state and now.
+        length: u64,
         /// Generation in the state.
         saved: u64,
         /// Generation now.
@@ -280,7 +326,7 @@ impl StreamState {
             mode: self.mode,
             global_batch: self.global_batch,
             step: self.step,
-            datasets: self.datasets.clone(),
+            datasets: self.datasets.iter().map(|d| IdWire { length: d.length, generation: d.generation }).collect(),
             weights: self.weights.as_ref().map(|w| w.iter().map(|x| format!("{x:?}")).collect()),
             pack: self.pack.as_ref().map(|p| PackWire {
                 seq_len: p.spec.seq_len,
@@ -360,10 +406,12 @@ impl StreamState {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
-        if wire.datasets.is_empty() {
+        let datasets: Vec<DatasetId> =
+            wire.datasets.iter().map(|d| DatasetId { length: d.length, generation: d.generation }).collect();
+        if datasets.is_empty() {
             return Err(StateError::Malformed("the state names no dataset".into()));
         }
-        if weights.is_none() && wire.datasets.len() != 1 {
+        if weights.is_none() && datasets.len() != 1 {
             return Err(StateError::Malformed("a single-dataset state names more than one dataset".into()));
         }
         let pack = match wire.pack {
@@ -406,7 +454,7 @@ impl StreamState {
             mode: wire.mode,
             global_batch: wire.global_batch,
             step: wire.step,
-            datasets: wire.datasets,
+            datasets,
             weights,
             pack,
             eras,
@@ -462,6 +510,7 @@ impl StreamState {
             if saved.generation != now.generation {
                 return Err(StateError::DatasetGeneration {
                     index: source,
+                    length: now.length,
                     saved: saved.generation,
                     current: now.generation,
                 });

@@ -22,6 +22,10 @@ pub enum LoaderError {
     /// A saved state does not belong to this loader's stream.
     #[error(transparent)]
     State(#[from] StateError),
+    /// A saved state was refused because a dataset it read changed since: the message
+    /// names the dataset's path, says how it changed and what to do ([`explain_resume`]).
+    #[error("{0}")]
+    Changed(String),
     /// The sources do not fit the stream or each other.
     #[error("{0}")]
     Sources(String),
@@ -84,4 +88,36 @@ impl LoaderError {
             _ => None,
         }
     }
+}
+
+/// A refused resume in the words a user needs: when the state's dataset `index` changed,
+/// the error names `paths[index]`, says whether it grew, shrank or was rewritten, and what
+/// to do; any other refusal is returned as it is.
+pub fn explain_resume(e: StateError, paths: &[std::path::PathBuf]) -> LoaderError {
+    let (index, what) = match &e {
+        StateError::DatasetLength { index, saved, current } if current > saved => (
+            *index,
+            format!(
+                "grew from {saved} to {current} samples, and not by appends to the dataset the state read (it was \
+                 written again, or rows were deleted or shards merged before the appends)"
+            ),
+        ),
+        StateError::DatasetLength { index, saved, current } => {
+            (*index, format!("shrank from {saved} to {current} samples: rows were deleted since the state was saved"))
+        }
+        StateError::DatasetGeneration { index, length, .. } => (
+            *index,
+            format!(
+                "has the same {length} samples but is not the dataset the state read: it was written again (perhaps \
+                 with the same sizes in another order), or rows were deleted or compacted in one of its stores"
+            ),
+        ),
+        _ => return LoaderError::State(e),
+    };
+    let shown = paths.get(index).map_or_else(|| format!("dataset {index}"), |p| p.display().to_string());
+    let which = if paths.len() > 1 { format!(" (mixture source {index})") } else { String::new() };
+    LoaderError::Changed(format!(
+        "cannot resume: {shown}{which} {what}, so the saved position would point at other samples. Start a new \
+         run on it without the state, or resume on the dataset as it was when the state was saved (a copy of it)"
+    ))
 }

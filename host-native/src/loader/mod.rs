@@ -310,7 +310,8 @@ impl Loader {
             [one] => one.data().grown_from().to_vec(),
             _ => Vec::new(),
         };
-        let (stream, step) = stream.resumed(state, &grown_from)?;
+        let (stream, step) =
+            stream.resumed(state, &grown_from).map_err(|e| error::explain_resume(e, &source_paths(&sources)))?;
         Self::start(stream, Feed::Sources(sources), options, step)
     }
 
@@ -346,7 +347,9 @@ impl Loader {
     ) -> Result<Loader, LoaderError> {
         check_sources(&docs, &sources)?;
         let packing = pack::Packing::new(&pack, &sources, rows, &docs)?;
-        let (step, cursor) = state.check_packed(&docs, &packing.spec, rows)?;
+        let (step, cursor) = state
+            .check_packed(&docs, &packing.spec, rows)
+            .map_err(|e| error::explain_resume(e, &source_paths(&sources)))?;
         Self::start(docs, Feed::Packed { sources, pack, rows, cursor: Some(cursor) }, options, step)
     }
 
@@ -863,4 +866,9 @@ impl Plan for StreamPlan {
             *used = schedule.next_use(sample, from);
         }
     }
+}
+
+/// Where each source's dataset lives, for the errors of a refused resume.
+fn source_paths(sources: &[Source]) -> Vec<std::path::PathBuf> {
+    sources.iter().map(|s| s.data().path().to_path_buf()).collect()
 }

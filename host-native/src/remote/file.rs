@@ -1222,6 +1222,10 @@ impl Backend for RemoteDir {
         Err(read_only(&format!("remove {}", self.remote.shown(&format!("{id}.zr")))))
     }
 
+    fn fresh_nonce(&self) -> u64 {
+        zrecord_core::io::os_nonce()
+    }
+
     fn sync_dir(&self) -> Result<(), IoError> {
         Ok(())
     }

@@ -175,6 +175,10 @@ impl Backend for FsDir {
         self.dir.remove_chunk(id)
     }
 
+    fn fresh_nonce(&self) -> u64 {
+        zrecord_core::io::os_nonce()
+    }
+
     fn sync_dir(&self) -> Result<(), IoError> {
         self.dir.sync_dir()
     }
