@@ -163,6 +163,7 @@ bench-smoke: python
 	$(PY) bench/bench.py policy --quick --sets structured
 	$(PY) bench/bench.py checksums --quick
 	$(PY) bench/bench.py living --quick
+	$(PY) bench/bench.py appends --quick
 	$(PY) bench/bench.py fields --quick
 	$(PY) bench/bench.py stream --quick
 	$(PY) bench/bench.py packing --quick

@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|packing|tokenize|vision|remote|latency|smallcache|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|appends|packing|tokenize|vision|remote|latency|smallcache|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -52,6 +52,7 @@ SECTIONS = {
     "stream": stream.bench_stream,
     "fields": fields.bench_fields,
     "living": living.bench_living,
+    "appends": living.bench_appends,
     "packing": packing.bench_packing,
     "tokenize": tokenizing.bench_tokenize,
     "vision": vision.bench_vision,

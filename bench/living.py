@@ -62,7 +62,9 @@ def bench_living(args):
             path = work / f"r{r}"
             times["write"].append(_timed(lambda: zrecord.Dataset.write(path, data, shard_records=shard).close()))
             size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-            times["append 1%"].append(_timed(lambda: zrecord.Dataset.write(path, extra, shard_records=shard).close()))
+            times["append 1%"].append(
+                _timed(lambda: zrecord.Dataset.write(path, extra, shard_records=shard, mode="append").close())
+            )
             times["add_field int64"].append(
                 _timed(lambda: zrecord.Dataset.add_field(path, "score", np.append(scores, scores[: len(extra["label"])])).close())
             )
@@ -95,6 +97,67 @@ def bench_living(args):
     RESULTS[("living",)] = {k: med[k] / med["write"] for k in med if k != "write"}
 
 
+def bench_appends(args):
+    """Many small appends, then compaction: an append's time after 1, 50 and 200 appends
+    (target: the 200th within 1.3x of the first), and compaction's rate, rows/s and MB/s."""
+    import zrecord
+
+    appends = 40 if args.quick else 200
+    rows = 10
+    rng = np.random.default_rng(11)
+
+    def chunk(k):
+        return {
+            "image": rng.integers(0, 256, (rows, 32, 32, 3), dtype=np.uint8),
+            "caption": [f"a picture numbered {k * rows + i}" for i in range(rows)],
+            "quality": rng.random(rows).astype(np.float32),
+            "label": np.arange(k * rows, (k + 1) * rows, dtype=np.int64),
+        }
+
+    work = Path(tempfile.mkdtemp(prefix="zrecord-bench-appends-", dir=args.workdir))
+    path = work / "ds"
+    times = []
+    try:
+        zrecord.Dataset.write(path, chunk(0)).close()
+        for k in range(1, appends + 1):
+            data = chunk(k)
+            times.append(_timed(lambda: zrecord.Dataset.write(path, data, mode="append").close()))
+        size = sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
+        files = sum(1 for f in path.rglob("*") if f.is_file())
+        ds = zrecord.Dataset(path)
+        shards = ds.shards
+        samples = len(ds)
+        compact_s = _timed(lambda: ds.compact(target_rows=1 << 20))
+        after = ds.shards
+        ds.close()
+        size_after = sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
+        append_after = [_timed(lambda: zrecord.Dataset.write(path, chunk(appends + 1 + j), mode="append").close())
+                        for j in range(5)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    # Each figure the median of the five appends around it (noise on a 2-core machine).
+    def around(k):
+        lo = max(0, k - 3)
+        return float(np.median(times[lo:lo + 5]))
+
+    first, at50, last = around(0), around(min(49, appends - 1)), around(appends - 1)
+    ratio = last / first
+    verdict = "met" if ratio <= 1.3 else "**not met**"
+    table(f"Many small appends ({rows} rows each, 4 fields; {shards} shards, {files:,} files, {size / 1e6:.1f} MB on disk "
+          f"before compaction; each figure the median of 5 appends around it)",
+          ["append", "time", "vs the first", "target", ""],
+          [["after 1", f"{first * 1000:.0f} ms", "1.00x", "", ""],
+           [f"after {min(50, appends)}", f"{at50 * 1000:.0f} ms", f"{at50 / first:.2f}x", "", ""],
+           [f"after {appends}", f"{last * 1000:.0f} ms", f"{ratio:.2f}x", "<= 1.3x", verdict],
+           [f"after compaction ({after} shard{'s' if after != 1 else ''})", f"{np.median(append_after) * 1000:.0f} ms",
+            f"{np.median(append_after) / first:.2f}x", "", ""]])
+    table("Compaction of the appended dataset (every shard merged)",
+          ["samples", "shards", "time", "rows/s", "MB/s (on disk before)", "on disk after"],
+          [[f"{samples:,}", f"{shards} -> {after}", f"{compact_s:.2f} s", f"{samples / compact_s:,.0f}",
+            f"{size / 1e6 / compact_s:.1f}", f"{size_after / 1e6:.1f} MB"]])
+    RESULTS[("appends",)] = {"ratio": ratio, "first": first, "last": last}
+
+
 def summary_rows(row):
     """The living section's targets, for the targets table."""
     got = RESULTS.get(("living",))
@@ -104,6 +167,10 @@ def summary_rows(row):
         got["append 1%"] < 0.02)
     row("living: add_field of one int64 column vs writing the dataset", f"{got['add_field int64'] * 100:.1f}%",
         "< 5%", got["add_field int64"] < 0.05)
+    appends = RESULTS.get(("appends",))
+    if appends:
+        row("living: an append after 200 small appends vs the first", f"{appends['ratio']:.2f}x", "<= 1.3x",
+            appends["ratio"] <= 1.3)
     row("living: delete + compact 1% of rows (spread) vs writing the dataset",
         f"{got['delete + compact 1% spread'] * 100:.1f}%",
         "reported", True, "every shard is copied: a rewrite without encoding new input")

@@ -12,7 +12,9 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use zrecord::{Codec, Column, DatasetError, DatasetOptions, DatasetWriter, Field, OpenOptions, WriteOptions};
+use zrecord::{
+    Codec, Column, DatasetError, DatasetOptions, DatasetWriter, Field, OpenOptions, WriteMode, WriteOptions,
+};
 
 use crate::buffers::{self, indices};
 use crate::error;
@@ -309,7 +311,8 @@ impl PyDatasetWriter {
     /// dtype (numpy's `dtype.str`; "|u1" for bytes and string), shape (fixed only) and
     /// codec.
     #[new]
-    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None, skip_empty = false))]
+    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None, skip_empty = false, mode = "append"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -318,9 +321,13 @@ impl PyDatasetWriter {
         min_savings: Option<f64>,
         layout: Option<&str>,
         skip_empty: bool,
+        mode: &str,
     ) -> PyResult<Self> {
         let defs = fields.iter().map(|item| field_of(&item)).collect::<PyResult<Vec<_>>>()?;
-        let options = WriteOptions { skip_empty, ..write_options(shard_records, min_savings, layout)? };
+        let mode = WriteMode::from_name(mode).ok_or_else(|| {
+            PyValueError::new_err(format!("mode must be \"create\", \"append\" or \"overwrite\", not {mode:?}"))
+        })?;
+        let options = WriteOptions { skip_empty, mode, ..write_options(shard_records, min_savings, layout)? };
         let writer = call(py, move || DatasetWriter::open(path, defs, options))?;
         let ragged = writer.fields().iter().map(Field::is_ragged).collect();
         let itemsizes = writer.fields().iter().map(|f| f.itemsize().unwrap_or(1) as usize).collect();
@@ -680,6 +687,47 @@ pub fn delete_samples(
     })?;
     reporter.finish()?;
     Ok((done.samples, done.shards, done.remaining))
+}
+
+/// `Dataset.compact` of a dataset of named fields: neighbouring small shards of the local
+/// dataset at `path` merged into shards of at most `target_rows` samples
+/// (`zrecord::dataset::compact_shards`); returns (shards before, shards after, samples
+/// copied, bytes copied).
+#[pyfunction]
+#[pyo3(name = "_compact_shards", signature = (path, target_rows, progress = None))]
+pub fn compact_shards(
+    py: Python<'_>,
+    path: String,
+    target_rows: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(usize, usize, u64, u64)> {
+    if zrecord::remote::is_url(&path) {
+        return Err(PyValueError::new_err(format!(
+            "{path}: compacting a dataset in an object store is not supported yet; pull it, compact it and push it"
+        )));
+    }
+    let mut reporter = crate::progress::Progress::new(progress);
+    let bar = &mut reporter;
+    let done = call(py, move || zrecord::dataset::compact_shards(&path, target_rows, &mut |d, t| bar.report(d, t)))?;
+    reporter.finish()?;
+    Ok((done.shards_before, done.shards_after, done.samples_copied, done.bytes_copied))
+}
+
+/// `zrecord.copy` of a local dataset to a new local directory as one consistent state
+/// (`zrecord::dataset::copy_dataset`); returns (samples, shards, files, bytes, restarts).
+#[pyfunction]
+#[pyo3(name = "_copy_dataset", signature = (src, dst, progress = None))]
+pub fn copy_dataset(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(u64, usize, u64, u64, usize)> {
+    let mut reporter = crate::progress::Progress::new(progress);
+    let bar = &mut reporter;
+    let done = call(py, move || zrecord::dataset::copy_dataset(&src, &dst, &mut |d, t| bar.report(d, t)))?;
+    reporter.finish()?;
+    Ok((done.samples, done.shards, done.files, done.bytes, done.restarts))
 }
 
 /// `zrecord.concat`: the dataset `out` made of the datasets `sources`, in order, all

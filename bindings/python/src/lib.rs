@@ -64,6 +64,8 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vision::convert_images, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::delete_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::compact_shards, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::copy_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::concat, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::open_dataset_store, m)?)?;
     m.add_class::<loader::Pipeline>()?;
@@ -84,6 +86,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::save_part, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::commit_saved, m)?)?;
     m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::remote_listed, m)?)?;
     m.add_function(wrap_pyfunction!(remote::traffic_total, m)?)?;
     Ok(())
 }

@@ -63,6 +63,18 @@ pub fn is_url(path: &str) -> bool {
     zrecord::remote::is_url(path)
 }
 
+/// True when a dataset or store is pushed at `url` (its listing `remote.json` is there).
+#[pyfunction]
+#[pyo3(name = "_remote_listed", signature = (url, storage_options = None))]
+pub fn remote_listed(py: Python<'_>, url: String, storage_options: Option<HashMap<String, String>>) -> PyResult<bool> {
+    let opts = options(storage_options);
+    py.detach(move || {
+        let remote = Remote::open(&url, &opts)?;
+        Ok(zrecord::remote::push::read_listing(&remote)?.is_some())
+    })
+    .map_err(|e| error::to_py(py, zrecord::Error::Io(e)))
+}
+
 /// Pushes the dataset or store at `local` to `url`; returns what it did.
 #[pyfunction]
 #[pyo3(name = "_push", signature = (local, url, storage_options = None, progress = None))]

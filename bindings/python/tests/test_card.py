@@ -70,7 +70,7 @@ def test_the_card_is_kept_shown_and_replaced(tmp_path):
     assert m["version"] == 1 and "metadata" not in m  # without a card: readable by earlier builds
     assert Dataset(path).metadata == {}
 
-    Dataset.write(path, fields(50, seed=1), metadata=CARD).close()
+    Dataset.write(path, fields(50, seed=1), metadata=CARD, mode="append").close()
     m = manifest(path)
     # The append also records the identity the dataset grew from (version 4).
     assert m["version"] == 4 and m["metadata"] == CARD and len(m["grown_from"]) == 1
@@ -80,9 +80,9 @@ def test_the_card_is_kept_shown_and_replaced(tmp_path):
     assert ds.metadata == CARD and len(ds) == 250
     ds.close()
     # A write without metadata keeps the card; one with it replaces it.
-    Dataset.write(path, fields(10, seed=2)).close()
+    Dataset.write(path, fields(10, seed=2), mode="append").close()
     assert Dataset(path).metadata == CARD
-    Dataset.write(path, fields(10, seed=3), metadata={"license": "MIT"}).close()
+    Dataset.write(path, fields(10, seed=3), metadata={"license": "MIT"}, mode="append").close()
     assert Dataset(path).metadata == {"license": "MIT"}
     if ZR:
         out = subprocess.run([ZR, "inspect", str(path)], capture_output=True, text=True, check=True).stdout

@@ -115,16 +115,16 @@ def test_appends_after_a_change_keep_every_field(tmp_path):
     ds = Dataset.write(path, {
         "image": np.zeros((5, 3, 4, 4), np.uint8), "label": np.arange(100, 105),
         "tokens": [np.ones(2, np.uint16)] * 5, "caption": ["new"] * 5,
-    })
+    }, mode="append")
     assert len(ds) == 105 and ds[104]["caption"] == "new" and ds[99]["caption"] == "c99"
     with pytest.raises(ValueError, match="missing caption"):
         Dataset.write(path, {"image": np.zeros((1, 3, 4, 4), np.uint8), "label": np.arange(1),
-                             "tokens": [np.ones(2, np.uint16)]})
+                             "tokens": [np.ones(2, np.uint16)]}, mode="append")
 
 
 def test_a_state_saved_before_an_append_finishes_its_epoch_then_reads_the_new_rows(tmp_path):
-    """Issue 34: an append invalidated every saved loader state ("dataset 0 has 1500 samples
-    but the state was saved when it had 1000"), so a corpus could not grow under a job."""
+    """An append used to invalidate every saved loader state, so a corpus could not grow
+    under a job."""
     path = tmp_path / "ds"
     ds = written(path)
     with DataLoader(ds, batch_size=50, mode=2, seed=4) as loader:
@@ -136,7 +136,7 @@ def test_a_state_saved_before_an_append_finishes_its_epoch_then_reads_the_new_ro
     grown = Dataset.write(path, {
         "image": np.zeros((500, 3, 4, 4), np.uint8), "label": np.arange(1000, 1500),
         "tokens": [np.ones(2, np.uint16)] * 500,
-    })
+    }, mode="append")
     assert json.loads((path / "dataset.json").read_text())["version"] == 4
     with DataLoader(grown, batch_size=25, mode=2, seed=4, world_size=2, rank=0, state=state) as r0, \
             DataLoader(grown, batch_size=25, mode=2, seed=4, world_size=2, rank=1, state=state) as r1:

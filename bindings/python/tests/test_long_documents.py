@@ -80,7 +80,7 @@ def test_deleting_around_it_and_appending_another(tmp_path):
     ds.delete([3, 20])
     kept = [x for i, x in enumerate(d) if i not in (3, 20)]
     extra = np.arange(2_000_000, dtype=np.uint32)
-    ds = zrecord.Dataset.write(tmp_path / "ds", {"tokens": [extra]})
+    ds = zrecord.Dataset.write(tmp_path / "ds", {"tokens": [extra]}, mode="append")
     ds = zrecord.Dataset(tmp_path / "ds")
     assert len(ds) == len(kept) + 1
     for i, x in enumerate(kept + [extra]):

@@ -201,11 +201,11 @@ def test_bad_values_are_refused_naming_the_field_and_the_sample(tmp_path):
 
 def test_an_append_keeps_the_kinds_and_refuses_others(tmp_path):
     Dataset.write(tmp_path / "ds", {"c": ["a", "b"], "n": np.arange(2)})
-    ds = Dataset.write(tmp_path / "ds", pa.table({"c": ["c"], "n": [2]}))
+    ds = Dataset.write(tmp_path / "ds", pa.table({"c": ["c"], "n": [2]}), mode="append")
     assert ds[:]["c"] == ["a", "b", "c"]
     with pytest.raises(ValueError, match=r"holds fields \[c: string, n: <i8\[\]\], cannot add samples of "
                                                    r"\[c: bytes, n: <i8\[\]\]"):
-        Dataset.write(tmp_path / "ds", {"c": [b"d"], "n": np.arange(1)})
+        Dataset.write(tmp_path / "ds", {"c": [b"d"], "n": np.arange(1)}, mode="append")
 
 
 def test_typed_fields_and_the_card_travel_through_push_and_pull(tmp_path, s3):

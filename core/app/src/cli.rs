@@ -244,9 +244,20 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
                 return Ok(EXIT_BAD_RECORDS);
             }
         }
-        Command::Compact { store } => {
+        Command::Compact { store, target_rows, force } => {
             if dataset::manifest(host, &store)?.is_some() {
-                return Err(dataset::refuse(host, &store, "compact"));
+                let line = host.compact_dataset(&store, target_rows.unwrap_or(dataset::DEFAULT_TARGET_ROWS))?;
+                Out { host, closed: false }.line(&line);
+                return Ok(EXIT_OK);
+            }
+            if target_rows.is_some() {
+                return Err(Failure::new(
+                    host.shown(&store),
+                    "--target-rows applies to a dataset of named fields (a directory with a dataset.json)",
+                ));
+            }
+            if !force {
+                dataset::refuse_field_store(host, &store, "compact")?;
             }
             let (mut s, mut w) = open_checked(host, &store, Access::Write)?;
             let shown = host.shown(&store);
@@ -293,9 +304,19 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
                 paths.len()
             ));
         }
-        Command::Delete { store, indices } => {
+        Command::Delete { store, mut indices, from_file, force } => {
+            if let Some(file) = &from_file {
+                indices.extend(dataset::read_indices(host, file)?);
+            }
             if dataset::manifest(host, &store)?.is_some() {
-                return Err(dataset::refuse(host, &store, "delete"));
+                let (gone, left) = host.delete_samples(&store, &indices)?;
+                let shown = host.shown(&store);
+                Out { host, closed: false }
+                    .line(&format!("deleted {gone} samples of {shown} (every field); {left} remain"));
+                return Ok(EXIT_OK);
+            }
+            if !force {
+                dataset::refuse_field_store(host, &store, "delete")?;
             }
             let (mut s, mut w) = open_checked(host, &store, Access::Write)?;
             let before = s.len();
@@ -304,6 +325,25 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             result.map_err(|e| Failure::at(host.shown(&store), e))?;
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
+        }
+        Command::Clean { dataset: dir } => {
+            if dataset::manifest(host, &dir)?.is_none() {
+                return Err(Failure::new(
+                    host.shown(&dir),
+                    "is not a dataset of named fields (no dataset.json): clean works on a dataset",
+                ));
+            }
+            let removed = host.leftovers(&dir, true)?;
+            let bytes: u64 = removed.iter().map(|(_, b)| b).sum();
+            let mut out = Out { host, closed: false };
+            for (path, size) in &removed {
+                out.line(&format!("removed {path} ({size} bytes)"));
+            }
+            out.line(&format!("removed {} leftovers of interrupted writes ({bytes} bytes)", removed.len()));
+        }
+        Command::Copy { src, dst } => {
+            let line = host.copy(&src, &dst)?;
+            Out { host, closed: false }.line(&line);
         }
         Command::Convert {
             input,

@@ -411,6 +411,109 @@ impl Host for Native {
         })
     }
 
+    fn delete_samples(&mut self, dataset: &str, indices: &[u64]) -> Result<(u64, u64), Failure> {
+        let done = if is_url(dataset) {
+            let remote = Remote::open(dataset, &[]).map_err(|e| Failure::at(dataset.to_owned(), Error::Io(e)))?;
+            zrecord::dataset::delete_remote(&remote, indices, &mut |d, t| self.progress("delete", d, t))
+        } else {
+            zrecord::dataset::delete_samples(dataset, indices, &mut |d, t| self.progress("delete", d, t))
+        }
+        .map_err(failure)?;
+        Ok((done.samples, done.remaining))
+    }
+
+    fn copy(&mut self, src: &str, dst: &str) -> Result<String, Failure> {
+        let started = std::time::Instant::now();
+        let line = match (is_url(src), is_url(dst)) {
+            (false, false) => {
+                let done = zrecord::dataset::copy_dataset(Path::new(src), Path::new(dst), &mut |d, t| {
+                    self.progress("copy", d, t)
+                })
+                .map_err(failure)?;
+                let again = match done.restarts {
+                    0 => String::new(),
+                    n => format!("; read again {n} times as writers changed it"),
+                };
+                format!(
+                    "copied {src} to {dst}: {} samples in {} shards, {} files, {:.1} MB{again}",
+                    done.samples,
+                    done.shards,
+                    done.files,
+                    done.bytes as f64 / 1e6
+                )
+            }
+            // An object store's listing is replaced whole by every change: a pull or a
+            // push is a copy of one state.
+            (true, false) => {
+                if Path::new(dst).exists() {
+                    return Err(Failure::new(dst.to_owned(), "exists; a copy writes a new directory"));
+                }
+                let staged = self.stage_store(dst).map_err(|e| Failure::at(dst.to_owned(), e))?;
+                let pulled = self.pull(src, &staged).and_then(|files| {
+                    self.commit(&staged, dst).map_err(|e| Failure::at(dst.to_owned(), e))?;
+                    Ok(files)
+                });
+                let files = pulled.inspect_err(|_| self.discard(&staged))?;
+                format!("copied {src} to {dst}: {files} files")
+            }
+            (false, true) => self.push(src, dst)?,
+            (true, true) => {
+                return Err(Failure::new(
+                    src.to_owned(),
+                    "copy from one object store location to another: pull it, then push it",
+                ))
+            }
+        };
+        Ok(format!("{line} in {:.2} s", started.elapsed().as_secs_f64()))
+    }
+
+    fn compact_dataset(&mut self, dataset: &str, target_rows: u64) -> Result<String, Failure> {
+        if is_url(dataset) {
+            return Err(Failure::new(
+                dataset.to_owned(),
+                "zr compact works on a local dataset: pull it, compact it and push it again",
+            ));
+        }
+        let started = std::time::Instant::now();
+        let done = zrecord::dataset::compact_shards(dataset, target_rows, &mut |d, t| self.progress("compact", d, t))
+            .map_err(failure)?;
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        Ok(format!(
+            "compacted {dataset}: {} shards -> {} (at most {target_rows} samples each), {} samples copied ({:.1} MB) \
+             in {seconds:.2} s",
+            done.shards_before,
+            done.shards_after,
+            done.samples_copied,
+            done.bytes_copied as f64 / 1e6
+        ))
+    }
+
+    fn leftovers(&mut self, dataset: &str, remove: bool) -> Result<Vec<(String, u64)>, Failure> {
+        if is_url(dataset) {
+            // A bucket's objects are named by its listing; nothing outside it is read.
+            return if remove {
+                Err(Failure::new(dataset.to_owned(), "zr clean works on a local dataset"))
+            } else {
+                Ok(Vec::new())
+            };
+        }
+        let path = Path::new(dataset);
+        let found = if remove {
+            zrecord::dataset::remove_leftovers(path)
+        } else {
+            // The manifest alone: a dataset whose stores do not match it still lists them.
+            let manifest = std::fs::read(path.join(zrecord_core::dataset::MANIFEST_FILE))
+                .ok()
+                .and_then(|b| zrecord_core::dataset::Manifest::from_json(&b).ok());
+            match manifest {
+                Some(m) => zrecord::dataset::leftovers(path, &m),
+                None => Ok(Vec::new()),
+            }
+        }
+        .map_err(failure)?;
+        Ok(found.into_iter().map(|(p, size)| (p.display().to_string(), size)).collect())
+    }
+
     fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {
         let ds = Dataset::open_with(dataset, DatasetOptions { read_only: Some(true), verify }).map_err(failure)?;
         let to = if npz { ExportTo::Npz } else { ExportTo::Dir };

@@ -52,11 +52,7 @@ pub fn delete_samples(
     let groups = layout.group(&sorted).expect("every index was checked to be in range");
     let store_layout = first_layout(path, &manifest)?;
     let options = WriteOptions { layout: store_layout, ..WriteOptions::default() };
-    let writes = manifest
-        .fields
-        .iter()
-        .map(|f| FieldWrite::new(f, &options).map_err(|e| DatasetError::at(path, Some(&f.name), e)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let writes = FieldWrite::all(path, &manifest, &options)?;
 
     let total: u64 =
         groups.iter().map(|(s, gone, _)| (manifest.shards[*s].records - gone.len() as u64) * writes.len() as u64).sum();
@@ -131,13 +127,13 @@ pub(super) fn sorted_in_range(path: &Path, indices: &[u64], len: u64) -> Result<
 }
 
 /// The layout of the dataset's stores (dense when it has none).
-fn first_layout(path: &Path, manifest: &Manifest) -> Result<FileLayout, DatasetError> {
+pub(super) fn first_layout(path: &Path, manifest: &Manifest) -> Result<FileLayout, DatasetError> {
     let Some(shard) = manifest.shards.first() else { return Ok(FileLayout::Dense) };
     let field = &manifest.fields[0];
     Ok(open_read(&path.join(&shard.dir).join(&field.name))?.layout())
 }
 
-fn open_read(dir: &Path) -> Result<Zrecord, DatasetError> {
+pub(super) fn open_read(dir: &Path) -> Result<Zrecord, DatasetError> {
     let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
     Zrecord::open_with(dir, options).map_err(|e| DatasetError::at(dir, None, e))
 }
@@ -173,7 +169,7 @@ fn copy_long(
 
 /// Copies records `keep` of `from` (decoded, checked against their checksums) to `to`, in
 /// order, re-encoded under the field's codec policy; staged, not committed.
-fn copy_records(
+pub(super) fn copy_records(
     write: &FieldWrite,
     from: &Zrecord,
     keep: &[u64],

@@ -31,8 +31,10 @@
 //! [`Dataset::stats`]).
 
 mod columns;
+mod compact;
 mod concat;
 mod convert;
+mod copy;
 mod delete;
 mod error;
 mod find;
@@ -60,8 +62,10 @@ use zrecord_core::error::{DecodeError, Error};
 use zrecord_core::stream::DatasetId;
 
 pub use columns::{drop_field, FieldAdder};
+pub use compact::{compact_shards, Compacted};
 pub use concat::{concat, concat_remote, Concatenated};
 pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFFSETS_SUFFIX};
+pub use copy::{copy_dataset, Copied};
 pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;
 pub use find::{find_local, find_remote};
@@ -76,7 +80,7 @@ pub use report::{DatasetStats, StoreReport};
 pub use saved_parts::{commit_saved, save_part, CommittedParts, PartsAt, SAVED_PARTS};
 pub use text::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};
 pub use tokens::{import_tokens, TokensImported};
-pub use write::{Column, DatasetWriter, WriteOptions};
+pub use write::{leftovers, remove_leftovers, Column, DatasetWriter, WriteMode, WriteOptions};
 
 use crate::{FixedSlots, Pick, Zrecord};
 

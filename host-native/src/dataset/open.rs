@@ -68,6 +68,10 @@ fn permission_denied(e: &Error) -> bool {
     matches!(e, Error::Io(IoError { kind: IoErrorKind::PermissionDenied, .. }))
 }
 
+/// How often [`Dataset::open_with`] reads a local dataset again when a change published
+/// while it opened the stores removed some of them.
+const OPEN_TRIES: usize = 8;
+
 impl Dataset {
     /// Opens the dataset in `path` for reading (see the [`dataset`](super) module docs for
     /// what is locked).
@@ -84,9 +88,6 @@ impl Dataset {
         }
         let manifest_path = path.join(MANIFEST_FILE);
         if manifest_path.exists() {
-            let bytes =
-                read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e))?;
-            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             if opts.read_only == Some(false) {
                 return Err(DatasetError::at(
                     &path,
@@ -96,6 +97,27 @@ impl Dataset {
                     ),
                 ));
             }
+            let read =
+                || read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e));
+            let mut bytes = read()?;
+            // A change published while this open read the stores (a delete, an overwrite,
+            // a compaction) removes the shards it replaced right after: when a store fails
+            // to open and the manifest is another now, the dataset is opened again as it
+            // is now. A failure under an unchanged manifest is the dataset's own.
+            for _ in 0..OPEN_TRIES {
+                let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
+                match Self::from_manifest(path.clone(), manifest, opts.verify) {
+                    Ok(ds) => return Ok(ds),
+                    Err(e) => {
+                        let now = read()?;
+                        if now == bytes {
+                            return Err(e);
+                        }
+                        bytes = now;
+                    }
+                }
+            }
+            let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             return Self::from_manifest(path, manifest, opts.verify);
         }
         Self::open_single(path, opts)

@@ -51,6 +51,42 @@ pub struct WriteOptions {
     /// (every field of them) and counts them ([`DatasetWriter::skipped`]). The one rule of
     /// every writer: `Dataset.write`, `zr convert`, parts.
     pub skip_empty: bool,
+    /// What a write does to a dataset already at the path (default [`WriteMode::Append`],
+    /// what `zr convert`, parts and Ray's sink do; Python's `Dataset.write` asks for
+    /// [`WriteMode::Create`] unless told otherwise).
+    pub mode: WriteMode,
+}
+
+/// What a write does when its path already holds a dataset of named fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Refuse it, naming the other modes.
+    Create,
+    /// Add the new samples after its own (the fields must match).
+    #[default]
+    Append,
+    /// Replace it: the new samples, of any fields, become the dataset at the commit, all
+    /// at once (readers see the old dataset or the new one), and the old shards go after.
+    Overwrite,
+}
+
+impl WriteMode {
+    /// Every mode, in the order of their names' documentation.
+    pub const ALL: [WriteMode; 3] = [WriteMode::Create, WriteMode::Append, WriteMode::Overwrite];
+
+    /// The mode's name, the same in Rust, Python and the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::Create => "create",
+            WriteMode::Append => "append",
+            WriteMode::Overwrite => "overwrite",
+        }
+    }
+
+    /// The mode called `name`.
+    pub fn from_name(name: &str) -> Option<WriteMode> {
+        WriteMode::ALL.into_iter().find(|m| m.name() == name)
+    }
 }
 
 impl Default for WriteOptions {
@@ -60,6 +96,7 @@ impl Default for WriteOptions {
             min_savings: zrecord_core::DEFAULT_MIN_SAVINGS,
             layout: FileLayout::Dense,
             skip_empty: false,
+            mode: WriteMode::Append,
         }
     }
 }
@@ -123,6 +160,9 @@ pub struct DatasetWriter {
     adopted: Vec<(PathBuf, String)>,
     /// Samples left out for an empty ragged field ([`WriteOptions::skip_empty`]).
     skipped: u64,
+    /// The shard folders of the dataset an overwrite replaces, removed once the new
+    /// manifest is published.
+    replaced: Vec<String>,
 }
 
 pub(super) fn io_at<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> DatasetError + 'a {
@@ -158,9 +198,25 @@ impl DatasetWriter {
             return Err(bad(Error::Locked(format!("another writer is adding to {}", path.display()))));
         };
         let manifest_path = path.join(MANIFEST_FILE);
+        let mut replaced = Vec::new();
         let manifest = if manifest_path.exists() {
             let existing = read_manifest(&manifest_path)?;
-            if !existing.accepts(&fresh.fields) {
+            if options.mode == WriteMode::Create {
+                return Err(bad(Error::InvalidArgument(format!(
+                    "{} already holds a dataset of named fields ({} samples of {}): write with mode=\"append\" to \
+                     add samples to it, or mode=\"overwrite\" to replace it",
+                    path.display(),
+                    existing.len(),
+                    describe(&existing.fields)
+                ))));
+            }
+            if options.mode == WriteMode::Overwrite {
+                // A new dataset under the old one's folder: its shards take numbers the old
+                // one never used, and nothing it had carries over (card, identity, history).
+                remove_unlisted(&path, &existing)?;
+                replaced = existing.shards.iter().map(|s| s.dir.clone()).collect();
+                Manifest { next_shard: existing.next_shard, ..fresh }
+            } else if !existing.accepts(&fresh.fields) {
                 return Err(bad(Error::InvalidArgument(format!(
                     "{} holds fields {}, cannot add samples of {} ({})",
                     path.display(),
@@ -168,14 +224,14 @@ impl DatasetWriter {
                     describe(&fresh.fields),
                     existing.field_differences(&fresh.fields)
                 ))));
+            } else {
+                existing
             }
-            existing
         } else {
             fresh
         };
         remove_unlisted(&path, &manifest)?;
-        let writes =
-            manifest.fields.iter().map(|f| FieldWrite::new(f, &options).map_err(bad)).collect::<Result<Vec<_>, _>>()?;
+        let writes = FieldWrite::all(&path, &manifest, &options)?;
         let listed = manifest.shards.len();
         Ok(DatasetWriter {
             path,
@@ -190,6 +246,7 @@ impl DatasetWriter {
             failed: false,
             adopted: Vec::new(),
             skipped: 0,
+            replaced,
         })
     }
 
@@ -487,6 +544,11 @@ impl DatasetWriter {
         super::columns::fold_new_stores(&self.path, &mut self.manifest, &new)?;
         publish(&self.path, &self.manifest)?;
         self.done = true;
+        // An overwrite: the old shards are no longer listed. One that cannot be removed
+        // now is a leftover the next change removes (as after a crash here).
+        for dir in std::mem::take(&mut self.replaced) {
+            let _ = std::fs::remove_dir_all(self.path.join(dir));
+        }
         let path = self.path.clone();
         drop(self);
         Dataset::open_with(&path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })
@@ -508,6 +570,16 @@ pub(super) struct FieldWrite {
 }
 
 impl FieldWrite {
+    /// The writes of every field of `manifest` (the dataset at `path`, which errors name).
+    pub(super) fn all(
+        path: &Path,
+        manifest: &Manifest,
+        options: &WriteOptions,
+    ) -> Result<Vec<FieldWrite>, DatasetError> {
+        let write = |f: &Field| FieldWrite::new(f, options).map_err(|e| DatasetError::at(path, Some(&f.name), e));
+        manifest.fields.iter().map(write).collect()
+    }
+
     pub(super) fn new(field: &Field, options: &WriteOptions) -> Result<FieldWrite, Error> {
         let codec = field.codec()?;
         Ok(FieldWrite {
@@ -741,6 +813,15 @@ impl Drop for DatasetWriter {
 /// what an interrupted change left (for changes to it: fields added or dropped, samples
 /// deleted).
 pub(super) fn lock_existing(path: &Path) -> Result<(File, Manifest), DatasetError> {
+    let (lock, manifest) = lock_dataset(path)?;
+    // What an interrupted change left (unlisted shard and field folders) goes first: a new
+    // shard folder's name may be one of them.
+    remove_unlisted(path, &manifest)?;
+    Ok((lock, manifest))
+}
+
+/// Takes the writer lock of the existing dataset at `path` and reads its manifest.
+fn lock_dataset(path: &Path) -> Result<(File, Manifest), DatasetError> {
     let bad = |e: Error| DatasetError::at(path, None, e);
     let manifest_path = path.join(MANIFEST_FILE);
     if !manifest_path.is_file() {
@@ -754,9 +835,6 @@ pub(super) fn lock_existing(path: &Path) -> Result<(File, Manifest), DatasetErro
         return Err(bad(Error::Locked(format!("another writer is changing {}", path.display()))));
     };
     let manifest = read_manifest(&manifest_path)?;
-    // What an interrupted change left (unlisted shard and field folders) goes first: a new
-    // shard folder's name may be one of them.
-    remove_unlisted(path, &manifest)?;
     Ok((lock, manifest))
 }
 
@@ -781,36 +859,74 @@ pub(super) fn publish(path: &Path, manifest: &Manifest) -> Result<(), DatasetErr
     File::open(path).and_then(|d| d.sync_all()).map_err(io_at(path, "sync"))
 }
 
-/// Removes `shard-*` folders that `manifest` does not list: what an interrupted write
-/// left (the writer lock is held, so no other writer is filling them).
-fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
-    let entries = match std::fs::read_dir(path) {
-        Ok(e) => e,
-        Err(e) => return Err(io_at(path, "list")(e)),
-    };
+/// What interrupted changes left in the dataset directory `path` beside `manifest`: the
+/// `shard-*` folders it does not list, the folders in listed shards that name no field of
+/// it (an interrupted add_field's, a dropped field's not yet removed) and a manifest
+/// written beside but never renamed. Each with the bytes it takes on disk. Without the
+/// writer lock, a write in progress looks the same.
+pub fn leftovers(path: &Path, manifest: &Manifest) -> Result<Vec<(PathBuf, u64)>, DatasetError> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(path).map_err(io_at(path, "list"))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.starts_with("shard-") && !manifest.shards.iter().any(|s| s.dir == name) {
-            let leftover = entry.path();
-            std::fs::remove_dir_all(&leftover).map_err(io_at(&leftover, "remove leftover shard"))?;
+            out.push(entry.path());
         }
     }
-    // A field folder in a listed shard that the manifest does not name: an interrupted
-    // add_field's, or a dropped field's that was not removed.
     for shard in &manifest.shards {
         let Ok(entries) = std::fs::read_dir(path.join(&shard.dir)) else { continue };
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if entry.path().is_dir() && manifest.field_index(name).is_none() {
-                let leftover = entry.path();
-                std::fs::remove_dir_all(&leftover).map_err(io_at(&leftover, "remove leftover field"))?;
+                out.push(entry.path());
             }
         }
     }
     let tmp = path.join(format!(".{MANIFEST_FILE}.tmp"));
-    let _ = std::fs::remove_file(tmp);
+    if tmp.exists() {
+        out.push(tmp);
+    }
+    out.sort();
+    Ok(out
+        .into_iter()
+        .map(|p| {
+            let size = disk_bytes(&p);
+            (p, size)
+        })
+        .collect())
+}
+
+/// The bytes `path` (a file, or a folder and all it holds) takes on disk: allocated
+/// blocks, so a sparse file counts what it holds, not its length.
+fn disk_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return 0 };
+    if !meta.is_dir() {
+        return meta.blocks() * 512;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    entries.flatten().map(|e| disk_bytes(&e.path())).sum()
+}
+
+/// Removes the [`leftovers`] of the dataset at `path` under its writer lock (so that no
+/// write is in progress) and returns what they were.
+pub fn remove_leftovers(path: &Path) -> Result<Vec<(PathBuf, u64)>, DatasetError> {
+    let (_lock, manifest) = lock_dataset(path)?;
+    let found = leftovers(path, &manifest)?;
+    remove_unlisted(path, &manifest)?;
+    Ok(found)
+}
+
+/// Removes what an interrupted write left ([`leftovers`]; the writer lock is held, so no
+/// other writer is filling them).
+fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
+    for (leftover, _) in leftovers(path, manifest)? {
+        let removed =
+            if leftover.is_dir() { std::fs::remove_dir_all(&leftover) } else { std::fs::remove_file(&leftover) };
+        removed.map_err(io_at(&leftover, "remove leftover"))?;
+    }
     Ok(())
 }
 

@@ -75,7 +75,7 @@ fn files(root: &Path) -> Result<Vec<(String, PathBuf)>, IoError> {
 
 /// Bytes of `file` up to the end of its last data extent: a sparse file's trailing hole is
 /// left out. Where the file system cannot say, the whole file.
-fn dense_len(file: &File, size: u64) -> u64 {
+pub(crate) fn dense_len(file: &File, size: u64) -> u64 {
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
     let mut end = 0u64;

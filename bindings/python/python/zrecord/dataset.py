@@ -442,6 +442,7 @@ class Dataset:
         metadata: "Mapping[str, Any] | None" = None,
         dtype: "Mapping[str, Any] | None" = None,
         skip_empty: bool = False,
+        mode: "str | None" = None,
     ) -> "Dataset":
         """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
         dict of named fields, a dataset of those fields.
@@ -461,14 +462,20 @@ class Dataset:
         the most a store holds), each field of each shard a store, written ``layout="dense"``
         (the default: files as long as what they hold, safe for every copy tool) or
         ``"sparse"`` (each fixed field's store is then a loaderx 0.5.4 dataset on its own;
-        :func:`zrecord.set_layout` changes it later). Writing to a dataset of the same fields
-        adds shards to it. Nothing is visible until the whole write is committed; a write
-        that fails or is interrupted leaves the dataset as it was.
+        :func:`zrecord.set_layout` changes it later). ``mode`` says what happens when
+        ``path`` already holds a dataset of named fields: ``"create"`` (the default) refuses
+        it, ``"append"`` adds the samples after its own (the fields must match), and
+        ``"overwrite"`` replaces it whole, of any fields, at the commit: a reader sees the
+        old dataset or the new one, never a mix. Nothing is visible until the whole write is
+        committed; a write that fails or is interrupted leaves the dataset as it was.
 
         A 1-D array becomes a dataset of scalars (the usual label set). The array is read
         in blocks of at most ``chunk_bytes``, so an ``np.load(..., mmap_mode="r")`` array is
         never read into memory whole. If ``path`` already holds a dataset of the same
-        per-sample dtype and shape, the samples are appended to it (in its codec).
+        per-sample dtype and shape, the samples are appended to it (in its codec), as
+        loaderx 0.5.4 does (``mode=None`` or ``"append"``); ``mode="create"`` refuses an
+        existing store instead. A single store is never overwritten in place: remove it, or
+        write a dataset of named fields.
 
         The write is all or nothing: the blocks are staged (:meth:`Zrecord.stage`) and
         committed once at the end, so readers see every new sample at once, and a write that
@@ -518,11 +525,22 @@ class Dataset:
         """
         if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
             raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
+        if mode is not None and mode not in _WRITE_MODES:
+            raise ValueError(f'mode must be "create", "append" or "overwrite", not {mode!r}')
         if _named_fields(array):
             card = None if metadata is None else _metadata_json(metadata)
             return _write_fields(
                 cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records, layout, card, dtype,
-                skip_empty,
+                skip_empty, mode or "create",
+            )
+        if mode == "overwrite":
+            raise ValueError(
+                'mode="overwrite" applies to a dataset of named fields; a single store (the loaderx layout) is '
+                "appended to or created, never replaced in place: remove it first"
+            )
+        if mode == "create" and (Path(path) / "meta.zr").exists():
+            raise ValueError(
+                f'{path} already holds a store: write with mode="append" to add samples to it, or remove it first'
             )
         if skip_empty:
             raise TypeError("skip_empty applies to the ragged fields of a dataset of named fields")
@@ -717,16 +735,34 @@ class Dataset:
         old, self._native = self._native, self._open_native()
         old.close()
 
-    def compact(self, progress: Progress = False) -> None:
-        """Reclaim the space left by :meth:`delete`, in place (needs exclusive access).
+    def compact(self, progress: Progress = False, *, target_rows: "int | None" = None) -> None:
+        """Reclaim the space left by :meth:`delete`, in place (needs exclusive access); for
+        a dataset of named fields, merge its small shards.
+
+        A dataset of named fields has no space to reclaim (its delete removes the bytes),
+        but every append adds a shard: this copies each run of neighbouring shards that
+        together hold at most ``target_rows`` samples (default 2^20) into one shard, values
+        and row order exact, and publishes the result at once (readers see the dataset
+        before or after). Sample ``i`` is the same sample after, so the dataset keeps its
+        identity: a loader state saved before resumes after, batch for batch. Shards with
+        samples longer than a record stay as they are; a dataset in an object store is
+        not compacted (pull, compact, push).
 
         ``progress``: ``True`` for a tqdm bar (when tqdm is installed), or a
-        ``callable(done, total)``, in records visited. A dataset of named fields has nothing
-        to reclaim (its delete removes the bytes): this returns at once.
+        ``callable(done, total)``, in records visited (copied, for named fields).
         """
         if self._native is not None:
             self._live()
+            if getattr(self, "_split", None) is not None:
+                raise TypeError("a split reads its dataset by reference: compact the whole dataset")
+            rows = _COMPACT_TARGET_ROWS if target_rows is None else int(target_rows)
+            with reporter(progress, "compact", "record") as report:
+                _zrecord._compact_shards(str(self.path), rows, report)
+            old, self._native = self._native, self._open_native()
+            old.close()
             return
+        if target_rows is not None:
+            raise TypeError("target_rows applies to a dataset of named fields (shards to merge)")
         store = self.store
         with reporter(progress, "compact") as report:
             store.compact(report)
@@ -888,8 +924,13 @@ def _metadata_json(metadata) -> str:
         raise TypeError(f"metadata is not JSON: {e}") from None
 
 
+_WRITE_MODES = ("create", "append", "overwrite")
+# The shard size Dataset.compact merges up to by default (zr compact's too).
+_COMPACT_TARGET_ROWS = 1 << 20
+
+
 def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, shard_records, layout=None,
-                  metadata=None, dtype=None, skip_empty=False):
+                  metadata=None, dtype=None, skip_empty=False, mode="append"):
     """``Dataset.write(path, {name: samples, ...})`` (or a DataFrame, Arrow, a Hugging Face
     dataset): blocks of columns by the rule in ``_columns``, handed to the native writer,
     which owns the fields' rules, the shards and the commit."""
@@ -904,7 +945,7 @@ def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, sh
     total = source.total
     writer = _zrecord._DatasetWriter(
         Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout,
-        skip_empty=bool(skip_empty),
+        skip_empty=bool(skip_empty), mode=mode,
     )
     if metadata is not None:
         writer.set_metadata(metadata)

@@ -38,6 +38,7 @@ from . import _zrecord
 from ._columns import block as _block
 from ._progress import Progress, reporter
 from .dataset import WRITE_CHUNK_BYTES, Dataset, _check_codec
+from .errors import StoreIOError
 
 try:
     import ray
@@ -162,6 +163,14 @@ class Datasink(_RayDatasink):
         return "ZrecordWrite"
 
     def on_write_start(self, schema: Any = None) -> None:
+        if self.remote and self.mode != "append" and _zrecord._remote_listed(self.path, self.storage_options):
+            # Refused before any task uploads: a write that is not an append names its
+            # shards as a new dataset does, so its uploads would land on the objects of the
+            # one already there.
+            raise StoreIOError(
+                f'{self.path}: a dataset is already there (remote.json); write to a new prefix, or add to it with '
+                'mode="append"'
+            )
         if not self.remote:
             if self.mode == "create" and (Path(self.path) / "dataset.json").exists():
                 raise FileExistsError(f"{self.path}: a dataset is already there; mode='append' adds to it")

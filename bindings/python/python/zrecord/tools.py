@@ -538,6 +538,37 @@ def concat(datasets: "list[PathLike]", out: PathLike, storage_options: "Optional
     return {"samples": samples, "shards": shards, "linked": linked, "copied": copied}
 
 
+def copy(
+    src: PathLike,
+    dst: PathLike,
+    storage_options: "Optional[dict]" = None,
+    progress: Progress = False,
+) -> dict:
+    """Copy the dataset of named fields at ``src`` to the new ``dst`` as one consistent
+    state of it, even while other processes append to, delete from or compact it (a plain
+    ``cp -r`` or ``rsync`` is safe only on a dataset no one is changing: it can catch a
+    change half done). Files are written as long as what they hold.
+
+    A URL on one side is a :func:`pull` (``src``) or a :func:`push` (``dst``) with
+    ``storage_options``: an object store's listing changes whole, so either copies one
+    state. Returns ``{"samples", "shards", "files", "bytes", "restarts"}`` for a local
+    copy (``restarts``: times a change published during the copy made it read the
+    manifest again), the pull's or push's counts otherwise.
+    """
+    src_url, dst_url = (isinstance(p, str) and _zrecord._is_url(p) for p in (src, dst))
+    if src_url and dst_url:
+        raise ValueError("copy from one object store location to another: pull it, then push it")
+    if src_url:
+        return {"files": pull(src, dst, storage_options, progress)}
+    if dst_url:
+        return push(src, dst, storage_options, progress)
+    if storage_options:
+        raise ValueError("storage_options apply to a URL (s3://, gs://, az://, https://), not to local paths")
+    with reporter(progress, "copy", "shard") as report:
+        samples, shards, files, nbytes, restarts = _zrecord._copy_dataset(os.fspath(src), os.fspath(dst), report)
+    return {"samples": samples, "shards": shards, "files": files, "bytes": nbytes, "restarts": restarts}
+
+
 LAYOUTS = ("dense", "sparse")
 
 

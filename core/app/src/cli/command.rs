@@ -28,7 +28,22 @@ usage:
                                 that have none (added or moved by another writer)
   zr stats STORE                storage usage as JSON
   zr delete STORE INDEX...      delete records (the tail moves into each hole)
+  zr delete DATASET INDEX... [--from-file F]
+                                delete samples of a dataset of named fields (every field;
+                                the samples after them move up; indices also one a line
+                                or space-separated in F); a store that is a field of a
+                                dataset is refused unless --force (it would break the
+                                dataset)
   zr compact STORE              reclaim the space of deleted records, in place
+  zr compact DATASET [--target-rows N]
+                                merge neighbouring small shards into shards of at most N
+                                samples (default 1048576); values, order and the identity
+                                a saved loader state names stay
+  zr clean DATASET              remove the folders an interrupted write left (the ones
+                                dataset.json does not name; verify and inspect list them)
+  zr copy DATASET|URL OUT|URL   copy a dataset as one consistent state, even while others
+                                append, delete or compact it (cp -r and rsync are safe
+                                only on a dataset no one changes); files written dense
   zr layout STORE dense|sparse  size a store's (or every store of a dataset's) files:
                                 dense, as long as what they hold (safe for cp, rsync,
                                 tar, any copy; datasets are written so), or sparse, the
@@ -119,17 +134,37 @@ pub enum Command {
         /// Store directory.
         store: String,
     },
-    /// `delete STORE INDEX...`.
+    /// `delete STORE|DATASET INDEX... [--from-file F] [--force]`.
     Delete {
-        /// Store directory.
+        /// Store or dataset directory.
         store: String,
         /// Indices to delete.
         indices: Vec<u64>,
+        /// A file of more indices.
+        from_file: Option<String>,
+        /// Change a store that is a field of a dataset all the same.
+        force: bool,
     },
-    /// `compact STORE`.
+    /// `compact STORE|DATASET [--target-rows N] [--force]`.
     Compact {
-        /// Store directory.
+        /// Store or dataset directory.
         store: String,
+        /// A dataset's shard size to merge up to.
+        target_rows: Option<u64>,
+        /// Change a store that is a field of a dataset all the same.
+        force: bool,
+    },
+    /// `clean DATASET`: remove what interrupted writes left.
+    Clean {
+        /// Dataset directory.
+        dataset: String,
+    },
+    /// `copy SRC DST`: a dataset copied as one state (native host).
+    Copy {
+        /// The dataset (a directory or URL).
+        src: String,
+        /// The new copy (a directory or URL).
+        dst: String,
     },
     /// `layout STORE dense|sparse`.
     Layout {
@@ -328,19 +363,22 @@ impl Command {
                 &["codec", "chunk-mib", "min-savings", "shard-records", "tokens", "eos", "tokenizer", "text-field"]
             }
             "export" => &["verify"],
+            "delete" => &["from-file"],
+            "compact" => &["target-rows"],
             "view" => &["port", "site", "tokenizer", "index"],
             _ => &[],
         };
         let switches: &[&str] = match cmd.as_str() {
             "inspect" => &["json"],
             "verify" => &["json", "seal"],
+            "delete" | "compact" => &["force"],
             "convert" => &["skip-empty", "megatron", "tokens-only", "images"],
             _ => &[],
         };
         let (mut pos, mut flags): (Vec<String>, Vec<(String, String)>) = (Vec::new(), Vec::new());
         match cmd.as_str() {
-            "inspect" | "verify" | "stats" | "delete" | "compact" | "layout" | "convert" | "export" | "push"
-            | "pull" | "view" => {}
+            "inspect" | "verify" | "stats" | "delete" | "compact" | "clean" | "copy" | "layout" | "convert"
+            | "export" | "push" | "pull" | "view" => {}
             "help" => return Ok(Command::Help),
             c if c.starts_with('-') => return Err(usage(format!("unknown option {c}"))),
             c => return Err(usage(format!("unknown command {c:?}"))),
@@ -392,8 +430,31 @@ impl Command {
                 Command::Stats { store: pos.remove(0) }
             }
             "compact" => {
-                want(1, "STORE")?;
-                Command::Compact { store: pos.remove(0) }
+                want(1, "STORE|DATASET")?;
+                let target_rows = match flag("target-rows") {
+                    Some(n) => Some(
+                        n.parse::<u64>()
+                            .ok()
+                            .filter(|&n| (1..=u64::from(zrecord_core::format::MAX_RECORDS)).contains(&n))
+                            .ok_or_else(|| {
+                                usage(format!(
+                                    "--target-rows takes a number of samples from 1 to {}, not {n:?}",
+                                    zrecord_core::format::MAX_RECORDS
+                                ))
+                            })?,
+                    ),
+                    None => None,
+                };
+                Command::Compact { store: pos.remove(0), target_rows, force: flag("force").is_some() }
+            }
+            "clean" => {
+                want(1, "DATASET")?;
+                Command::Clean { dataset: pos.remove(0) }
+            }
+            "copy" => {
+                want(2, "DATASET|URL OUT|URL")?;
+                let dst = pos.pop().expect("two positionals");
+                Command::Copy { src: pos.pop().expect("two positionals"), dst }
             }
             "layout" => {
                 want(2, "STORE dense|sparse")?;
@@ -403,15 +464,19 @@ impl Command {
                 Command::Layout { store: pos.remove(0), layout }
             }
             "delete" => {
-                if pos.len() < 2 {
-                    return Err(usage(format!("delete takes STORE INDEX..., got {} argument(s)", pos.len())));
+                let from_file = flag("from-file").map(String::from);
+                if pos.is_empty() || (pos.len() < 2 && from_file.is_none()) {
+                    return Err(usage(format!(
+                        "delete takes STORE INDEX... (or DATASET INDEX... / --from-file F), got {} argument(s)",
+                        pos.len()
+                    )));
                 }
                 let store = pos.remove(0);
                 let indices = pos
                     .iter()
                     .map(|s| s.parse::<u64>().map_err(|_| usage(format!("delete: {s:?} is not a record index"))))
                     .collect::<Result<Vec<u64>, UsageError>>()?;
-                Command::Delete { store, indices }
+                Command::Delete { store, indices, from_file, force: flag("force").is_some() }
             }
             "convert" => {
                 want(2, "IN.npy|DIR|IN.npz OUT")?;
@@ -571,9 +636,15 @@ impl Command {
             Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
                 alloc::vec![(store.as_str(), Role::StoreRead)]
             }
-            Command::Delete { store, .. } | Command::Compact { store } | Command::Layout { store, .. } => {
+            Command::Delete { store, from_file: Some(file), .. } => {
+                alloc::vec![(store.as_str(), Role::StoreWrite), (file.as_str(), Role::InputFile)]
+            }
+            Command::Delete { store, .. } | Command::Compact { store, .. } | Command::Layout { store, .. } => {
                 alloc::vec![(store.as_str(), Role::StoreWrite)]
             }
+            Command::Clean { dataset } => alloc::vec![(dataset.as_str(), Role::StoreWrite)],
+            // Copied by the native host only (a sandbox has no second dataset writer).
+            Command::Copy { .. } => Vec::new(),
             Command::Convert { input, output, .. } => {
                 alloc::vec![(input.as_str(), Role::InputFile), (output.as_str(), Role::StoreOut)]
             }
@@ -599,9 +670,11 @@ impl Command {
         let mut out = Vec::new();
         for (path, role) in self.paths() {
             let extra = match (self, role) {
-                (Command::Delete { .. } | Command::Compact { .. } | Command::Layout { .. }, _) => {
-                    Some(LockMode::Exclusive)
-                }
+                (Command::Delete { .. }, Role::InputFile) => continue,
+                (
+                    Command::Delete { .. } | Command::Compact { .. } | Command::Layout { .. } | Command::Clean { .. },
+                    _,
+                ) => Some(LockMode::Exclusive),
                 (Command::Verify { seal: true, .. }, _) | (_, Role::StoreOut) => Some(LockMode::Appender),
                 (_, Role::StoreRead) => None,
                 _ => continue,
@@ -620,9 +693,15 @@ impl Command {
             Command::Inspect { store, .. } | Command::Verify { store, .. } | Command::Stats { store } => {
                 *store = f(store, Role::StoreRead)
             }
-            Command::Delete { store, .. } | Command::Compact { store } | Command::Layout { store, .. } => {
-                *store = f(store, Role::StoreWrite)
+            Command::Delete { store, from_file, .. } => {
+                *store = f(store, Role::StoreWrite);
+                if let Some(file) = from_file {
+                    *file = f(file, Role::InputFile);
+                }
             }
+            Command::Compact { store, .. } | Command::Layout { store, .. } => *store = f(store, Role::StoreWrite),
+            Command::Clean { dataset } => *dataset = f(dataset, Role::StoreWrite),
+            Command::Copy { .. } => {}
             Command::Convert { input, output, .. } => {
                 *input = f(input, Role::InputFile);
                 *output = f(output, Role::StoreOut);
@@ -654,11 +733,24 @@ impl Command {
                 v
             }
             Command::Stats { store } => alloc::vec![s("stats"), s(store)],
-            Command::Compact { store } => alloc::vec![s("compact"), s(store)],
+            Command::Compact { store, target_rows, force } => {
+                let mut v = alloc::vec![s("compact"), s(store)];
+                v.extend(target_rows.map(|n| format!("--target-rows={n}")));
+                if *force {
+                    v.push(s("--force"));
+                }
+                v
+            }
+            Command::Clean { dataset } => alloc::vec![s("clean"), s(dataset)],
+            Command::Copy { src, dst } => alloc::vec![s("copy"), s(src), s(dst)],
             Command::Layout { store, layout } => alloc::vec![s("layout"), s(store), s(layout.name())],
-            Command::Delete { store, indices } => {
+            Command::Delete { store, indices, from_file, force } => {
                 let mut v = alloc::vec![s("delete"), s(store)];
                 v.extend(indices.iter().map(|i| i.to_string()));
+                v.extend(from_file.as_ref().map(|f| format!("--from-file={f}")));
+                if *force {
+                    v.push(s("--force"));
+                }
                 v
             }
             Command::Convert {
@@ -762,7 +854,12 @@ mod tests {
             "export s o.npy --verify never",
             "stats s",
             "delete s 3 99 3 40",
+            "delete ds 3 --from-file gone.txt --force",
+            "delete ds --from-file=gone.txt",
             "compact s",
+            "compact ds --target-rows 500 --force",
+            "clean ds",
+            "copy ds out",
             "convert a.npy out --codec raw --chunk-mib 2",
             "convert --codec=raw a.npy out",
             "convert a.npy out --min-savings 0",
@@ -798,7 +895,16 @@ mod tests {
         assert_eq!(err("inspect"), "inspect takes STORE, got 0 argument(s)");
         assert_eq!(err("inspect a b"), "inspect takes STORE, got 2 argument(s)");
         assert_eq!(err("stats s --json"), "stats has no option --json");
-        assert_eq!(err("delete s"), "delete takes STORE INDEX..., got 1 argument(s)");
+        assert_eq!(
+            err("delete s"),
+            "delete takes STORE INDEX... (or DATASET INDEX... / --from-file F), got 1 argument(s)"
+        );
+        assert_eq!(
+            err("compact s --target-rows 0"),
+            "--target-rows takes a number of samples from 1 to 16777216, not \"0\""
+        );
+        assert_eq!(err("clean"), "clean takes DATASET, got 0 argument(s)");
+        assert_eq!(err("copy a"), "copy takes DATASET|URL OUT|URL, got 1 argument(s)");
         assert_eq!(err("delete s -1"), "delete: \"-1\" is not a record index");
         assert_eq!(err("convert a b --codec lz4"), "unknown codec \"lz4\" (raw, flate or zstd)");
         assert_eq!(err("convert a b --chunk-mib 0"), "--chunk-mib takes a positive number of MiB, not \"0\"");
@@ -852,6 +958,8 @@ mod tests {
         assert_eq!(locks("export s o.npy"), vec![l("s", LockMode::Shared)]);
         assert_eq!(locks("delete s 1"), vec![l("s", LockMode::Shared), l("s", LockMode::Exclusive)]);
         assert_eq!(locks("compact s"), vec![l("s", LockMode::Shared), l("s", LockMode::Exclusive)]);
+        // The index file is read, not locked.
+        assert_eq!(locks("delete s --from-file f 1"), vec![l("s", LockMode::Shared), l("s", LockMode::Exclusive)]);
         assert_eq!(locks("verify s --seal"), vec![l("s", LockMode::Shared), l("s", LockMode::Appender)]);
         assert_eq!(locks("convert a.npy s"), vec![l("s", LockMode::Shared), l("s", LockMode::Appender)]);
         assert!(locks("--help").is_empty());

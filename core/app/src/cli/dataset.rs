@@ -20,6 +20,11 @@ use super::{
 };
 use crate::tools;
 
+/// The shard size `zr compact DATASET` merges up to unless `--target-rows` says otherwise:
+/// 2^20 samples, big enough that a shard's fixed costs (its stores' files, their opening)
+/// vanish beside its samples, small enough that a later delete copies little.
+pub const DEFAULT_TARGET_ROWS: u64 = 1 << 20;
+
 /// `dir/name`, with one separator.
 fn join(dir: &str, name: &str) -> String {
     if dir.ends_with('/') {
@@ -56,10 +61,19 @@ pub(super) fn manifest<H: Host>(host: &mut H, dir: &str) -> Result<Option<Manife
 
 /// Every store of the dataset: `(shard dir name, field name, store path, records listed)`.
 fn stores(dir: &str, m: &Manifest) -> Vec<(String, String, String, u64)> {
+    stores_with_long(dir, m).into_iter().map(|(shard, field, path, records, _)| (shard, field, path, records)).collect()
+}
+
+/// [`stores`], and whether the shard lists the field's store as holding samples longer
+/// than a record (whose pieces and long index follow its samples: more records than
+/// samples).
+fn stores_with_long(dir: &str, m: &Manifest) -> Vec<(String, String, String, u64, bool)> {
     let mut out = Vec::new();
     for shard in &m.shards {
         for field in &m.fields {
-            out.push((shard.dir.clone(), field.name.clone(), join(&join(dir, &shard.dir), &field.name), shard.records));
+            let path = join(&join(dir, &shard.dir), &field.name);
+            let long = shard.long.contains(&field.name);
+            out.push((shard.dir.clone(), field.name.clone(), path, shard.records, long));
         }
     }
     out
@@ -124,6 +138,7 @@ pub(super) fn inspect<H: Host>(host: &mut H, dir: &str, m: &Manifest, as_json: b
             r.records, r.live_bytes, r.raw_records, r.flate_records, r.zstd_records, r.bad_entries, r.layout
         ));
     }
+    leftover_lines(host, dir)?;
     Ok(EXIT_OK)
 }
 
@@ -156,23 +171,60 @@ pub(super) fn verify<H: Host, P: Parallel>(
     as_json: bool,
 ) -> Result<i32, Failure> {
     let mut reports = Vec::new();
-    for (shard, field, path, _) in stores(dir, m) {
-        let (s, _w) = open_checked(host, &path, Access::Read)?;
+    // What the manifest says and the stores do not: a missing or unreadable store, one of
+    // another length. Each makes the dataset unreadable, whatever its records' checksums.
+    let mut broken: Vec<(String, String, String)> = Vec::new();
+    for (shard, field, path, records, long) in stores_with_long(dir, m) {
+        if host.kind(&path) != PathKind::Dir {
+            broken.push((shard, field, format!("is missing: {MANIFEST_FILE} lists the field's store here")));
+            continue;
+        }
         let shown = host.shown(&path);
+        let s = match open_checked(host, &path, Access::Read) {
+            Ok((s, _w)) => s,
+            Err(f) => {
+                broken.push((shard, field, format!("cannot be opened: {}", f.message)));
+                continue;
+            }
+        };
+        // A store with long samples holds their pieces and index after its samples.
+        if u64::from(s.len()) < records || (!long && u64::from(s.len()) != records) {
+            broken.push((
+                shard.clone(),
+                field.clone(),
+                format!(
+                    "holds {} records but {MANIFEST_FILE} lists {records}: the store was changed on its own \
+                     (a record deleted or appended outside the dataset)",
+                    s.len()
+                ),
+            ));
+        }
         let report =
             tools::verify(&s, par, &mut |d, t| host.progress("verify", d, t)).map_err(|e| Failure::at(shown, e))?;
         reports.push((shard, field, report));
     }
     let bad: u64 = reports.iter().map(|(_, _, r)| u64::from(r.bad_count)).sum();
-    let sound = reports.iter().all(|(_, _, r)| r.ok());
+    let sound = broken.is_empty() && reports.iter().all(|(_, _, r)| r.ok());
+    if !as_json {
+        leftover_lines(host, dir)?;
+    }
     let mut out = Out { host, closed: false };
     if as_json {
         let stores: Vec<serde_json::Value> = reports
             .iter()
             .map(|(shard, field, r)| serde_json::json!({"shard": shard, "field": field, "verification": r}))
             .collect();
-        out.line(&json(&serde_json::json!({"samples": m.len(), "bad": bad, "stores": stores})));
+        let problems: Vec<serde_json::Value> = broken
+            .iter()
+            .map(|(shard, field, what)| serde_json::json!({"shard": shard, "field": field, "problem": what}))
+            .collect();
+        out.line(&json(
+            &serde_json::json!({"samples": m.len(), "bad": bad, "stores": stores, "manifest_problems": problems}),
+        ));
     } else {
+        for (shard, field, what) in &broken {
+            out.line(&format!("broken: {shard}/{field} {what}"));
+        }
         let (mut checked, mut summed, mut unchecked) = (0u64, 0u64, 0u64);
         for (shard, field, r) in &reports {
             damage_lines(&mut out, r, Some(&format!("{shard}/{field}")));
@@ -186,8 +238,90 @@ pub(super) fn verify<H: Host, P: Parallel>(
             m.len(),
             m.shards.len()
         ));
+        if !broken.is_empty() {
+            out.line(&format!(
+                "{} stores do not match {MANIFEST_FILE}: the dataset cannot be read as it is",
+                broken.len()
+            ));
+        }
     }
     Ok(if sound { EXIT_OK } else { EXIT_BAD_RECORDS })
+}
+
+/// Fails when the store at `store` is a field of a dataset of named fields (its folder is
+/// `DATASET/SHARD/FIELD` and `DATASET/dataset.json` lists both): changing it alone would
+/// leave it out of step with the shard's other fields, so the message names the dataset
+/// command instead (and `--force`, for one who means it).
+pub(super) fn refuse_field_store<H: Host>(host: &mut H, store: &str, command: &str) -> Result<(), Failure> {
+    let trimmed = store.trim_end_matches('/');
+    let Some((shard_path, field)) = trimmed.rsplit_once('/') else { return Ok(()) };
+    let Some((dataset_dir, shard)) = shard_path.trim_end_matches('/').rsplit_once('/') else { return Ok(()) };
+    let dataset_dir = if dataset_dir.is_empty() { "/" } else { dataset_dir };
+    let Ok(Some(m)) = manifest(host, dataset_dir) else { return Ok(()) };
+    if m.field_index(field).is_none() || !m.shards.iter().any(|s| s.dir == shard) {
+        return Ok(());
+    }
+    let shown = host.shown(dataset_dir);
+    let what = match command {
+        "delete" => format!("`zr delete {shown} INDEX...` deletes samples from every field"),
+        _ => format!("`zr compact {shown}` merges the dataset's shards"),
+    };
+    Err(Failure::new(
+        host.shown(store),
+        format!(
+            "is field {field:?} of {shard} of the dataset {shown}: {command} it alone and it no longer matches the \
+             shard's other fields; {what} (--force changes this store anyway)"
+        ),
+    ))
+}
+
+/// The indices in file `path` for `delete --from-file`: non-negative integers separated by
+/// whitespace or commas (one a line, say); `#` starts a comment to the end of its line.
+pub(super) fn read_indices<H: Host>(host: &mut H, path: &str) -> Result<Vec<u64>, Failure> {
+    let shown = host.shown(path);
+    let file = host.open_input(path).map_err(|e| Failure::at(shown.clone(), e))?;
+    let len = file.len().map_err(|e| Failure::at(shown.clone(), e.into()))?;
+    // Twenty bytes an index at most: 2^24 records a store, any number of shards.
+    const MAX_INDEX_FILE: u64 = 1 << 32;
+    if len > MAX_INDEX_FILE {
+        return Err(Failure::new(
+            shown,
+            format!("is {len} bytes, over the {MAX_INDEX_FILE}-byte limit of an index file"),
+        ));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    file.read_at(0, &mut bytes).map_err(|e| Failure::at(shown.clone(), e.into()))?;
+    let text = core::str::from_utf8(&bytes).map_err(|_| Failure::new(shown.clone(), "is not text"))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("");
+        for word in line.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()) {
+            let i = word
+                .parse::<u64>()
+                .map_err(|_| Failure::new(shown.clone(), format!("line {}: {word:?} is not a sample index", n + 1)))?;
+            out.push(i);
+        }
+    }
+    Ok(out)
+}
+
+/// Prints the leftovers of interrupted writes in `dir` ([`Host::leftovers`]), if any.
+fn leftover_lines<H: Host>(host: &mut H, dir: &str) -> Result<(), Failure> {
+    let found = host.leftovers(dir, false)?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    let shown = host.shown(dir);
+    let bytes: u64 = found.iter().map(|(_, b)| b).sum();
+    let mut out = Out { host, closed: false };
+    for (path, size) in &found {
+        out.line(&format!("leftover: {path} ({size} bytes), not in {MANIFEST_FILE}"));
+    }
+    out.line(&format!(
+        "{} leftovers of interrupted writes ({bytes} bytes); the next write removes them, or `zr clean {shown}`",
+        found.len()
+    ));
+    Ok(())
 }
 
 /// The failure for a command that works on one store, given a dataset directory.

@@ -121,6 +121,42 @@ pub trait Host {
         Err(Failure::new(target.into(), NO_VIEW))
     }
 
+    /// `delete` of samples `indices` (any order, repeats allowed) of the dataset of named
+    /// fields at `dataset` (a directory or URL), every field of them; returns the samples
+    /// deleted and the samples left. The default says this host cannot.
+    fn delete_samples(&mut self, dataset: &str, indices: &[u64]) -> Result<(u64, u64), Failure> {
+        let _ = indices;
+        Err(Failure::new(self.shown(dataset), NO_FIELDS_IO))
+    }
+
+    /// `copy` of the dataset of named fields (or pushed dataset) at `src` to the new `dst`,
+    /// a directory or URL, as one consistent state while writers change it; returns the
+    /// line to print. The default says this host cannot.
+    fn copy(&mut self, src: &str, dst: &str) -> Result<String, Failure> {
+        let _ = dst;
+        Err(Failure::new(self.shown(src), NO_FIELDS_IO))
+    }
+
+    /// `compact` of the dataset of named fields at `dataset`: neighbouring shards merged
+    /// into shards of at most `target_rows` samples; returns the line to print. The default
+    /// says this host cannot.
+    fn compact_dataset(&mut self, dataset: &str, target_rows: u64) -> Result<String, Failure> {
+        let _ = target_rows;
+        Err(Failure::new(self.shown(dataset), NO_FIELDS_IO))
+    }
+
+    /// What interrupted writes left in the dataset directory `dataset`: folders and files
+    /// its manifest does not name, each with its size in bytes (as the path the user
+    /// would type). With `remove`, they are removed under the dataset's writer lock first
+    /// (`clean`). Hosts that cannot list a directory keep the default: none, and `clean`
+    /// says it cannot.
+    fn leftovers(&mut self, dataset: &str, remove: bool) -> Result<Vec<(String, u64)>, Failure> {
+        if remove {
+            return Err(Failure::new(self.shown(dataset), NO_FIELDS_IO));
+        }
+        Ok(Vec::new())
+    }
+
     /// `export` of the dataset of named fields in directory `dataset` into `output`: a
     /// directory made by [`Host::stage_store`] (`npz` false) or a file made by
     /// [`Host::stage_file`] (`npz` true). Returns the number of samples.
