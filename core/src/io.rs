@@ -262,8 +262,9 @@ pub mod std_dir;
 
 /// A fresh creation nonce for [`Backend::fresh_nonce`] on a host with an operating system:
 /// the standard library's per-process random hash keys (drawn from the system's random
-/// source, on WASI too) over the time and a count of the calls in this process, so that
-/// two calls never repeat and two processes almost never do.
+/// source, on WASI too) over the time, a count of the calls in this process and (outside
+/// WASI, which has no process ids) the process id, so that two calls never repeat and two
+/// processes almost never do.
 #[cfg(feature = "std")]
 pub fn os_nonce() -> u64 {
     use core::hash::{BuildHasher, Hasher};
@@ -273,6 +274,7 @@ pub fn os_nonce() -> u64 {
     h.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     h.write_u128(now.as_nanos());
+    #[cfg(not(target_os = "wasi"))]
     h.write_u32(std::process::id());
     h.finish()
 }

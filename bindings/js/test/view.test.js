@@ -191,7 +191,7 @@ test('zr view shows the card, fields, samples, thumbnails and the label histogra
   const fields = await page.textContent('#fields');
   for (const f of ['image', 'caption', 'tokens', 'label', 'encoded', 'pixels', 'ragged', 'string']) assert.match(fields, new RegExp(f));
   assert.match(await page.textContent('#card'), /the viewer test's small dataset/);
-  assert.match(await page.textContent('#summary'), /^240 samples, 6 fields, 1 shards/);
+  assert.match(await page.textContent('#summary'), /^240 samples, 7 fields, 1 shards/);
   // Token ids decoded in the page with the tokenizer zr view was given (byte-level BPE,
   // non-ASCII text included), the ids below.
   for (const index of [0, 13]) {
@@ -218,6 +218,10 @@ test('zr view shows the card, fields, samples, thumbnails and the label histogra
     assert.equal(await img.evaluate((el) => el.naturalWidth), 32);
     const share = shareNear(await img.screenshot(), COLOURS[index % 3]);
     assert.ok(share > 0.9, `sample ${index}'s thumbnail: ${share} of its pixels in its colour`);
+    // A bytes field whose values are JPEGs is drawn the same way, not as hex.
+    const photo = page.locator(`#samples tr[data-index="${index}"] td[data-field="photo"] img`);
+    assert.equal(await photo.evaluate((el) => el.naturalWidth), 24);
+    assert.ok(shareNear(await photo.screenshot(), COLOURS[index % 3]) > 0.9, `sample ${index}'s photo`);
   }
   // Paging on, and a random page drawn from a seed.
   await page.click('#next');
@@ -232,7 +236,7 @@ test('zr view shows the card, fields, samples, thumbnails and the label histogra
   // verify, with its progress bar.
   await page.click('#verify');
   await settled(page);
-  assert.match(await page.textContent('#verify-result'), /verified: 1,440 records, all good/);
+  assert.match(await page.textContent('#verify-result'), /verified: 1,680 records, all good/);
   assert.equal(await page.getAttribute('#verify-progress', 'value'), '240');
   await page.close();
 });
@@ -280,6 +284,6 @@ test('a damaged record is named by its field and record, on the page and by veri
   assert.match(shown, /shard-000000\/caption/);
   await page.click('#verify');
   await settled(page);
-  assert.match(await page.textContent('#verify-result'), /^1 bad of 1,440 records: caption sample 239: /);
+  assert.match(await page.textContent('#verify-result'), /^1 bad of 1,680 records: caption sample 239: /);
   await page.close();
 });

@@ -49,11 +49,14 @@ def tokenizer(path: Path):
 
 
 def small(path: Path, tok) -> None:
-    images, tokens = [], []
+    images, photos, tokens = [], [], []
     for i in range(240):
         out = io.BytesIO()
         Image.new("RGB", (32, 32), COLOURS[i % 3]).save(out, format="PNG")
         images.append(out.getvalue())
+        out = io.BytesIO()
+        Image.new("RGB", (24, 24), COLOURS[i % 3]).save(out, format="JPEG", quality=95)
+        photos.append(out.getvalue())
         tokens.append(np.arange(i % 9 + 1, dtype=np.uint16) + i)
     zrecord.Dataset.write(path, {
         "image": zrecord.vision.Images(images),
@@ -63,6 +66,8 @@ def small(path: Path, tok) -> None:
         "encoded": [np.asarray(tok.encode(text(i)).ids, dtype=np.uint16) for i in range(240)],
         # Pixels as a uint8 (H, W, 3) array: the label's colour again, upside down.
         "pixels": np.stack([np.full((16, 24, 3), COLOURS[(i + 1) % 3], np.uint8) for i in range(240)]),
+        # JPEGs written as a plain list of bytes: a bytes field, shown as pictures all the same.
+        "photo": photos,
     }, metadata={"description": "the viewer test's small dataset", "classes": ["red", "green", "blue"]})
 
 

@@ -69,11 +69,25 @@ function formatNumber(v) {
   return Number.isInteger(v) ? String(v) : v.toPrecision(5);
 }
 
+/** The type of an encoded JPEG, PNG or WebP image by its signature, or null. */
+function knownImage(bytes) {
+  const at = (offset, sig) => sig.every((b, k) => bytes[offset + k] === b);
+  if (at(0, [0xff, 0xd8, 0xff])) return 'image/jpeg';
+  if (at(0, [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) return 'image/png';
+  if (at(0, [0x52, 0x49, 0x46, 0x46]) && at(8, [0x57, 0x45, 0x42, 0x50])) return 'image/webp';
+  return null;
+}
+
 function imageType(bytes) {
-  if (bytes[0] === 0xff && bytes[1] === 0xd8) return 'image/jpeg';
-  if (bytes[0] === 0x89 && bytes[1] === 0x50) return 'image/png';
-  if (bytes[8] === 0x57 && bytes[9] === 0x45) return 'image/webp';
-  return 'application/octet-stream';
+  return knownImage(bytes) ?? 'application/octet-stream';
+}
+
+/** A thumbnail of the encoded image `bytes`. */
+function thumbnail(name, bytes) {
+  const img = document.createElement('img');
+  img.src = URL.createObjectURL(new Blob([bytes], { type: imageType(bytes) }));
+  img.alt = `${name}, ${bytes.length} bytes`;
+  return img;
 }
 
 /** The HWC layout of a uint8 array field that holds pictures, or null. */
@@ -118,11 +132,10 @@ function text(s, max = 300) {
 function cell(field, bytes) {
   const td = document.createElement('td');
   td.dataset.field = field.name;
-  if (field.kind === 'image') {
-    const img = document.createElement('img');
-    img.src = URL.createObjectURL(new Blob([bytes], { type: imageType(bytes) }));
-    img.alt = `${field.name}, ${bytes.length} bytes`;
-    td.append(img);
+  // Image fields, and bytes fields whose value is an encoded image (JPEGs written as a
+  // plain list of bytes), show as thumbnails.
+  if (field.kind === 'image' || (field.kind === 'bytes' && knownImage(bytes))) {
+    td.append(thumbnail(field.name, bytes));
     return td;
   }
   if (field.kind === 'string') {

@@ -201,6 +201,10 @@ impl DatasetWriter {
         let mut replaced = Vec::new();
         let manifest = if manifest_path.exists() {
             let existing = read_manifest(&manifest_path)?;
+            // What an interrupted change left goes first (a new shard folder's name may be
+            // one of them), judged against the dataset there: an overwrite's new manifest
+            // lists none of the shards readers still read until its commit.
+            remove_unlisted(&path, &existing)?;
             if options.mode == WriteMode::Create {
                 return Err(bad(Error::InvalidArgument(format!(
                     "{} already holds a dataset of named fields ({} samples of {}): write with mode=\"append\" to \
@@ -213,7 +217,6 @@ impl DatasetWriter {
             if options.mode == WriteMode::Overwrite {
                 // A new dataset under the old one's folder: its shards take numbers the old
                 // one never used, and nothing it had carries over (card, identity, history).
-                remove_unlisted(&path, &existing)?;
                 replaced = existing.shards.iter().map(|s| s.dir.clone()).collect();
                 Manifest { next_shard: existing.next_shard, ..fresh }
             } else if !existing.accepts(&fresh.fields) {
@@ -228,9 +231,9 @@ impl DatasetWriter {
                 existing
             }
         } else {
+            remove_unlisted(&path, &fresh)?;
             fresh
         };
-        remove_unlisted(&path, &manifest)?;
         let writes = FieldWrite::all(&path, &manifest, &options)?;
         let listed = manifest.shards.len();
         Ok(DatasetWriter {
