@@ -159,6 +159,7 @@ bench: $(BENCH_VENV)/.stamp
 
 bench-smoke: python
 	$(PY) bench/bench.py sampler --quick
+	$(PY) bench/bench.py headline --quick
 	$(PY) bench/bench.py store --quick --only zrecord,loaderx,npy --sets structured
 	$(PY) bench/bench.py policy --quick --sets structured
 	$(PY) bench/bench.py checksums --quick

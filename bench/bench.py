@@ -1,6 +1,6 @@
 """zrecord against its peers, side by side in one run on this machine.
 
-    python bench/bench.py [sampler|store|checksums|loader|stream|fields|living|appends|packing|tokenize|vision|remote|latency|smallcache|pool|policy|threads|scale|all]
+    python bench/bench.py [sampler|headline|store|checksums|loader|stream|fields|living|appends|packing|tokenize|vision|remote|latency|smallcache|pool|policy|threads|scale|all]
                           [--quick] [--cold] [--sets a,b]
 
 Every table carries a ratio column against the reference (loaderx 0.5.4) or the named
@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 import fields
+import headline
 import living
 import loader
 import packing
@@ -46,6 +47,7 @@ from measure import SKIPPED
 # Every section, in the order `all` runs them.
 SECTIONS = {
     "sampler": stream.bench_sampler,
+    "headline": headline.bench_headline,
     "store": store.bench_store,
     "checksums": store.bench_checksums,
     "loader": loader.bench_loader,

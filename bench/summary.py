@@ -7,6 +7,7 @@ docs/benchmarks.md.
 """
 
 import fields
+import headline
 import living
 import packing
 import vision
@@ -114,6 +115,7 @@ def bench_summary(args):
         row(f"checksums [{label}]: gather, verify on vs off", f"{gcost * 100:+.1f}%", f"<= +{limit * 100:g}%",
             gcost <= limit)
         row(f"checksums [{label}]: write, kept vs not", f"{wcost * 100:+.1f}%", "<= +5%", wcost <= 0.05)
+    headline.summary_rows(row)
     fields.summary_rows(row)
     living.summary_rows(row)
     packing.summary_rows(row)

@@ -7,11 +7,32 @@ use std::sync::Mutex;
 use super::lock;
 use crate::Error;
 
+/// A buffer of `len` zero bytes with room for `cap`, in memory the allocator asks the
+/// kernel for already zeroed (`calloc`: a fresh mapping is not written by this process at
+/// all; the kernel zeroes each page as it is first touched, by whichever thread fills it),
+/// instead of allocating and then writing every byte with zeros before the gather writes
+/// it again. (Advising the buffer as huge pages was tried and dropped: with the kernel's
+/// `defrag=madvise`, 200 new batches of 3 MiB took 1.78 s of system time against 0.33 s
+/// without the advice: `docs/decisions/raw-gather.md`.)
+fn zeroed(len: usize, cap: usize) -> Result<Vec<u8>, Error> {
+    let cap = cap.max(len).max(1);
+    let layout = std::alloc::Layout::array::<u8>(cap).map_err(|_| Error::OutOfMemory)?;
+    // SAFETY: `layout` has a non-zero size (cap >= 1).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(Error::OutOfMemory);
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u8; cap]`
+    // (size `cap`, alignment 1, what a Vec<u8> of capacity `cap` deallocates with), its
+    // `cap` bytes are initialised (zeroed), and `len <= cap`.
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, cap) })
+}
+
 /// Field buffers that consumers gave back, for later batches to fill again.
 ///
 /// A fresh buffer per batch costs more than the gather on large raw batches: the allocator
-/// maps new pages, the kernel zeroes each one on its first touch, and the loader zeroes
-/// them again. A consumer that is done with a batch's buffer (the Python binding does so
+/// maps new pages and the kernel zeroes each one on its first touch (a new buffer is taken
+/// zeroed from the kernel: [`zeroed`]). A consumer that is done with a batch's buffer (the Python binding does so
 /// when the last array viewing it is freed) hands it to [`BufferPool::give`], and a later
 /// batch with a field that fits it takes it instead of allocating. A buffer is only ever
 /// given back by its owner, so no batch a caller still holds is written again.
@@ -74,10 +95,7 @@ impl BufferPool {
         }
         drop(free);
         self.allocated.fetch_add(1, Ordering::Relaxed);
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(len.saturating_add(len / Self::ROOM)).map_err(|_| Error::OutOfMemory)?;
-        buf.resize(len, 0);
-        Ok((buf, false))
+        Ok((zeroed(len, len.saturating_add(len / Self::ROOM))?, false))
     }
 
     /// Gives back a buffer a [`LoaderBatch`](super::LoaderBatch) field came in, once nothing

@@ -3,6 +3,7 @@
 //! and outcome of a dataset import).
 
 use alloc::string::String;
+use alloc::vec::Vec;
 
 use zrecord_core::codec::CodecPolicy;
 use zrecord_core::engine::{Store, Verify, Writer};
