@@ -556,8 +556,9 @@ const SKEWED_PIECE: usize = 256;
 /// a page; records in a chunk often start on one) is copied in pieces: one `memcpy` of a
 /// whole 12 KiB record with the two 16 bytes apart ran at 1.9 GB/s on the 2-core bench
 /// machine, against 9 GB/s when they line up, and pieces of 256 bytes ran at 8-9 GB/s
-/// either way (`docs/decisions/raw-gather.md`).
+/// either way (`docs/decisions/raw-gather.md`). Panics if the lengths differ.
 pub fn copy_record(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "a raw record fills its destination exactly");
     let skewed = !(dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize).is_multiple_of(64);
     if skewed && src.len() > SKEWED_PIECE {
         for (d, s) in dst.chunks_mut(SKEWED_PIECE).zip(src.chunks(SKEWED_PIECE)) {

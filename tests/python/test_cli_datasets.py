@@ -4,6 +4,7 @@ manifest and lists what interrupted writes left."""
 
 import json
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -35,6 +36,9 @@ def test_zr_delete_of_a_field_store_is_refused_naming_the_dataset_command(zr, tm
     assert len(Dataset(t1)) == 2000, "nothing changed"
     p = run(zr, "compact", t1 / "shard-000000" / "caption", ok=False)
     assert p.returncode == 2 and "zr compact" in p.stderr, p.stderr
+    # The same from inside the dataset, by a relative path.
+    p = subprocess.run([zr, "delete", "shard-000000/caption", "5"], cwd=t1, capture_output=True, text=True)
+    assert p.returncode == 2 and "zr delete" in p.stderr, p.stderr
     # --force does what it is told, and verify then says the dataset is broken.
     run(zr, "delete", t1 / "shard-000000" / "caption", 5, "--force")
     p = run(zr, "verify", t1, ok=False)

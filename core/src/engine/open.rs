@@ -58,8 +58,14 @@ impl<B: Backend> Store<B> {
             meta.write_at(0, &Header::default().encode_as(layout))?;
             meta.sync()?;
             // The store's own nonce, so that no other store written to the same sizes
-            // shares its generation (docs/format.md, "checksums.zrc"); never 0.
-            sums::create_sums(&backend, layout, backend.fresh_nonce() | 1)?;
+            // shares its generation (docs/format.md, "checksums.zrc"); never 0. An empty
+            // store someone made keeps the one it has: every handle agrees on it.
+            let kept = match backend.open_aux(crate::format::sums::SUMS_FILE, false)? {
+                Some(f) => sums::read_covered(&f).ok().flatten().map_or(0, |(_, nonce)| nonce),
+                None => 0,
+            };
+            let nonce = if kept != 0 { kept } else { backend.fresh_nonce() | 1 };
+            sums::create_sums(&backend, layout, nonce)?;
             backend.sync_dir()?;
         }
         // The size allowed depends on the layout and length the header names.

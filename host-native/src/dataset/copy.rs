@@ -138,6 +138,16 @@ fn copy_into(src: &Path, out: &Path, progress: &mut dyn FnMut(u64, u64)) -> Resu
             done.restarts = attempt + 1;
             continue;
         }
+        // Unchanged since the copy began: no shard it lists was removed (a change removes
+        // shards only after publishing the manifest that drops them), so every one was
+        // copied whole. Changed: a folder may have been emptied while it was listed here;
+        // go round again with the new manifest.
+        let now = read()?;
+        if now != bytes {
+            bytes = now;
+            done.restarts = attempt + 1;
+            continue;
+        }
         progress(total, total);
         write_synced(&out.join(MANIFEST_FILE), &bytes)?;
         File::open(out).and_then(|d| d.sync_all()).map_err(io_at(out, "sync"))?;

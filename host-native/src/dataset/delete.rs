@@ -17,7 +17,7 @@ use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry};
 use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
 
-use super::write::{lock_existing, publish, FieldWrite};
+use super::write::{lock_existing, publish_then, FieldWrite};
 use super::{DatasetError, WriteOptions};
 use crate::{OpenOptions, Zrecord};
 
@@ -94,13 +94,20 @@ pub fn delete_samples(
         let new: Vec<String> =
             made.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(String::from)).collect();
         super::columns::fold_new_stores(path, &mut after, &new)?;
-        publish(path, &after)
+        publish_then(path, &after)
     })();
-    if let Err(e) = result {
-        for dir in &made {
-            let _ = std::fs::remove_dir_all(dir);
+    match result {
+        Err(e) => {
+            // Not published: the new shards were never listed.
+            for dir in &made {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return Err(e);
         }
-        return Err(e);
+        // Published but not synced: the new shards are listed and stay; the old ones are
+        // leftovers for the next change.
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(())) => {}
     }
     // Listed no more: a folder a failure here leaves is removed by the next write.
     for (s, _, _) in &groups {

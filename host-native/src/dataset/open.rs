@@ -106,15 +106,15 @@ impl Dataset {
             // is now. A failure under an unchanged manifest is the dataset's own.
             for _ in 0..OPEN_TRIES {
                 let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-                match Self::from_manifest(path.clone(), manifest, opts.verify) {
-                    Ok(ds) => return Ok(ds),
-                    Err(e) => {
-                        let now = read()?;
-                        if now == bytes {
-                            return Err(e);
-                        }
-                        bytes = now;
-                    }
+                let opened = Self::from_manifest(path.clone(), manifest, opts.verify);
+                // Opened or not, the stores are the manifest's only if it is still the
+                // one read: a store opened while a change removed its folder can open
+                // without its side files.
+                let now = read()?;
+                match opened {
+                    Ok(ds) if now == bytes => return Ok(ds),
+                    Err(e) if now == bytes => return Err(e),
+                    _ => bytes = now,
                 }
             }
             let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;

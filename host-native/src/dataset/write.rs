@@ -545,8 +545,10 @@ impl DatasetWriter {
             self.manifest.grew_from(before);
         }
         super::columns::fold_new_stores(&self.path, &mut self.manifest, &new)?;
-        publish(&self.path, &self.manifest)?;
+        let synced = publish_then(&self.path, &self.manifest)?;
+        // Renamed into place: the new shards are the dataset's now, whatever follows.
         self.done = true;
+        synced?;
         // An overwrite: the old shards are no longer listed. One that cannot be removed
         // now is a leftover the next change removes (as after a crash here).
         for dir in std::mem::take(&mut self.replaced) {
@@ -851,6 +853,14 @@ pub(super) fn read_manifest(manifest_path: &Path) -> Result<Manifest, DatasetErr
 /// Writes `manifest` beside `dataset.json`, syncs it, renames it over `dataset.json` and
 /// syncs the directory: the commit point of every change to a dataset.
 pub(super) fn publish(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
+    publish_then(path, manifest)?
+}
+
+/// [`publish`], telling its two failures apart: the outer error means the manifest was
+/// not renamed into place (nothing changed); the inner one that it was (readers see the
+/// change) but the directory's sync failed. After an inner error the change must be kept
+/// as committed: its new shards are listed and must not be removed.
+pub(super) fn publish_then(path: &Path, manifest: &Manifest) -> Result<Result<(), DatasetError>, DatasetError> {
     let text = manifest.to_json();
     let final_path = path.join(MANIFEST_FILE);
     let tmp = path.join(format!(".{MANIFEST_FILE}.tmp"));
@@ -859,7 +869,7 @@ pub(super) fn publish(path: &Path, manifest: &Manifest) -> Result<(), DatasetErr
     file.sync_all().map_err(io_at(&tmp, "sync"))?;
     drop(file);
     std::fs::rename(&tmp, &final_path).map_err(io_at(&final_path, "rename into"))?;
-    File::open(path).and_then(|d| d.sync_all()).map_err(io_at(path, "sync"))
+    Ok(File::open(path).and_then(|d| d.sync_all()).map_err(io_at(path, "sync")))
 }
 
 /// What interrupted changes left in the dataset directory `path` beside `manifest`: the

@@ -253,9 +253,11 @@ pub(super) fn verify<H: Host, P: Parallel>(
 /// leave it out of step with the shard's other fields, so the message names the dataset
 /// command instead (and `--force`, for one who means it).
 pub(super) fn refuse_field_store<H: Host>(host: &mut H, store: &str, command: &str) -> Result<(), Failure> {
+    // `DATASET/SHARD/FIELD`, where DATASET may be `.` left out (run inside the dataset).
     let trimmed = store.trim_end_matches('/');
     let Some((shard_path, field)) = trimmed.rsplit_once('/') else { return Ok(()) };
-    let Some((dataset_dir, shard)) = shard_path.trim_end_matches('/').rsplit_once('/') else { return Ok(()) };
+    let shard_path = shard_path.trim_end_matches('/');
+    let (dataset_dir, shard) = shard_path.rsplit_once('/').unwrap_or((".", shard_path));
     let dataset_dir = if dataset_dir.is_empty() { "/" } else { dataset_dir };
     let Ok(Some(m)) = manifest(host, dataset_dir) else { return Ok(()) };
     if m.field_index(field).is_none() || !m.shards.iter().any(|s| s.dir == shard) {
