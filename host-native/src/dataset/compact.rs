@@ -19,7 +19,7 @@ use zrecord_core::dataset::{shard_dir, ShardEntry};
 use zrecord_core::error::Error;
 
 use super::delete::{copy_records, first_layout, open_read};
-use super::write::{lock_existing, publish_then, FieldWrite};
+use super::write::{lock_existing, publish_then, settle, FieldWrite};
 use super::{DatasetError, WriteOptions};
 
 /// What [`compact_shards`] did.
@@ -133,19 +133,9 @@ pub fn compact_shards(
         after.rows = Some(identity.generation);
         publish_then(path, &after)
     })();
-    match result {
-        Err(e) => {
-            // Not published: the merged shards were never listed.
-            for dir in &made {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            return Err(e);
-        }
-        // Published but not synced: the merged shards are listed; the old ones stay as
-        // leftovers for the next change to remove.
-        Ok(Err(e)) => return Err(e),
-        Ok(Ok(())) => {}
-    }
+    // Published but not synced: an error, the merged shards kept (they are listed) and the
+    // old ones left for the next change to remove.
+    settle(result, &made)?;
     // Listed no more: a folder a failure here leaves is removed by the next change.
     for run in &merge {
         for old in &manifest.shards[run.clone()] {

@@ -17,7 +17,7 @@ use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry};
 use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
 
-use super::write::{lock_existing, publish_then, FieldWrite};
+use super::write::{lock_existing, publish_then, settle, FieldWrite};
 use super::{DatasetError, WriteOptions};
 use crate::{OpenOptions, Zrecord};
 
@@ -96,19 +96,9 @@ pub fn delete_samples(
         super::columns::fold_new_stores(path, &mut after, &new)?;
         publish_then(path, &after)
     })();
-    match result {
-        Err(e) => {
-            // Not published: the new shards were never listed.
-            for dir in &made {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            return Err(e);
-        }
-        // Published but not synced: the new shards are listed and stay; the old ones are
-        // leftovers for the next change.
-        Ok(Err(e)) => return Err(e),
-        Ok(Ok(())) => {}
-    }
+    // Published but not synced: an error, the new shards kept (they are listed) and the
+    // old ones left for the next change to remove.
+    settle(result, &made)?;
     // Listed no more: a folder a failure here leaves is removed by the next write.
     for (s, _, _) in &groups {
         let _ = std::fs::remove_dir_all(path.join(&manifest.shards[*s].dir));

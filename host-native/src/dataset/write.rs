@@ -814,6 +814,24 @@ impl Drop for DatasetWriter {
     }
 }
 
+/// What a change that wrote the new shard folders `made` and then published (the outcome
+/// of a [`publish_then`], or an earlier failure) leaves: not published, the folders go;
+/// published, they stay, being listed, even when the sync after the rename failed.
+pub(super) fn settle(
+    result: Result<Result<(), DatasetError>, DatasetError>,
+    made: &[PathBuf],
+) -> Result<(), DatasetError> {
+    match result {
+        Err(e) => {
+            for dir in made {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Err(e)
+        }
+        Ok(synced) => synced,
+    }
+}
+
 /// Takes the writer lock of the existing dataset at `path`, reads its manifest and removes
 /// what an interrupted change left (for changes to it: fields added or dropped, samples
 /// deleted).
