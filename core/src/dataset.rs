@@ -47,6 +47,11 @@ pub const MAX_GROWN_FROM: usize = 256;
 pub const MAX_METADATA_LEN: usize = 1 << 20;
 /// The most samples a dataset may hold (2^62): the stream's position limit.
 pub const MAX_SAMPLES: u64 = crate::stream::MAX_POSITION;
+/// The shard size a compaction of a dataset merges up to unless told otherwise
+/// (`zr compact DATASET`, `Dataset.compact`): 2^20 samples, big enough that a shard's fixed
+/// costs (its stores' files, their opening) vanish beside its samples, small enough that a
+/// later delete copies little.
+pub const DEFAULT_COMPACT_ROWS: u64 = 1 << 20;
 /// Upper bound on a manifest's size; a larger file is refused before it is parsed.
 pub const MAX_MANIFEST_LEN: u64 = 64 << 20;
 

@@ -694,13 +694,14 @@ pub fn delete_samples(
 /// (`zrecord::dataset::compact_shards`); returns (shards before, shards after, samples
 /// copied, bytes copied).
 #[pyfunction]
-#[pyo3(name = "_compact_shards", signature = (path, target_rows, progress = None))]
+#[pyo3(name = "_compact_shards", signature = (path, target_rows = None, progress = None))]
 pub fn compact_shards(
     py: Python<'_>,
     path: String,
-    target_rows: u64,
+    target_rows: Option<u64>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<(usize, usize, u64, u64)> {
+    let target_rows = target_rows.unwrap_or(zrecord_core::dataset::DEFAULT_COMPACT_ROWS);
     if zrecord::remote::is_url(&path) {
         return Err(PyValueError::new_err(format!(
             "{path}: compacting a dataset in an object store is not supported yet; pull it, compact it and push it"

@@ -755,7 +755,7 @@ class Dataset:
             self._live()
             if getattr(self, "_split", None) is not None:
                 raise TypeError("a split reads its dataset by reference: compact the whole dataset")
-            rows = _COMPACT_TARGET_ROWS if target_rows is None else int(target_rows)
+            rows = None if target_rows is None else int(target_rows)
             with reporter(progress, "compact", "record") as report:
                 _zrecord._compact_shards(str(self.path), rows, report)
             old, self._native = self._native, self._open_native()
@@ -925,8 +925,6 @@ def _metadata_json(metadata) -> str:
 
 
 _WRITE_MODES = ("create", "append", "overwrite")
-# The shard size Dataset.compact merges up to by default (zr compact's too).
-_COMPACT_TARGET_ROWS = 1 << 20
 
 
 def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, shard_records, layout=None,

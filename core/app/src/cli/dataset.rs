@@ -20,10 +20,8 @@ use super::{
 };
 use crate::tools;
 
-/// The shard size `zr compact DATASET` merges up to unless `--target-rows` says otherwise:
-/// 2^20 samples, big enough that a shard's fixed costs (its stores' files, their opening)
-/// vanish beside its samples, small enough that a later delete copies little.
-pub const DEFAULT_TARGET_ROWS: u64 = 1 << 20;
+/// The shard size `zr compact DATASET` merges up to unless `--target-rows` says otherwise.
+pub const DEFAULT_TARGET_ROWS: u64 = zrecord_core::dataset::DEFAULT_COMPACT_ROWS;
 
 /// `dir/name`, with one separator.
 fn join(dir: &str, name: &str) -> String {
