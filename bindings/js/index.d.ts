@@ -33,7 +33,7 @@ export declare class ZrecordError extends Error {
   readonly field: string | null;
 }
 
-/** How a sampler draws indices (WIT `mode`). */
+/** How a sampler or stream draws indices (WIT `mode`). */
 export type Mode = 'sequential' | 'iid' | 'shuffle';
 /** How appended records are stored (WIT `codec`). */
 export type Codec = 'raw' | 'flate';
@@ -98,6 +98,70 @@ export interface Sampler {
 
 export interface SamplerConstructor {
   create(length: number | bigint, batchSize: number, mode?: Mode, seed?: number | bigint): Sampler;
+}
+
+/**
+ * A dataset as a stream reads it; a saved state names it and is refused on any other. The
+ * generation is usually 2^53 or more, hence bigints.
+ */
+export interface DatasetId {
+  length: bigint;
+  generation: bigint;
+}
+
+/**
+ * A resume state as saved: the Python loader's `state_dict()`, or `Stream.state()`. `seed`
+ * and a dataset's `generation` are decimal strings from 2^53 on (numbers below), so
+ * `JSON.parse` and `JSON.stringify` keep them exact.
+ */
+export interface StreamState {
+  version: number;
+  seed: number | string;
+  /** 0 sequential, 1 iid, 2 shuffle. */
+  mode: number;
+  global_batch: number;
+  /** Global batches consumed: the next one to read. */
+  step: number;
+  datasets: { length: number; generation: number | string }[];
+  /** `[position, epoch, length]` per era, when the dataset grew under the stream. */
+  eras?: [number, number, number][];
+  [field: string]: unknown;
+}
+
+export interface StreamOptions {
+  mode: Mode;
+  seed: number | bigint;
+  /** Samples per global batch: per-rank batch size times world size. */
+  globalBatch: number | bigint;
+}
+
+/** The sample stream of a training job over one dataset: indices by step and rank, and its state. */
+export interface Stream {
+  /** The dataset read (after a resume on a grown dataset, as it is now). */
+  readonly dataset: DatasetId;
+  readonly mode: Mode;
+  readonly seed: bigint;
+  readonly globalBatch: number;
+  /** Global batches per SHUFFLE epoch; null for the endless sequential and iid streams. */
+  readonly stepsPerEpoch: number | null;
+  readonly closed: boolean;
+  /**
+   * Goes on from a saved state (object or JSON text): the stream to read and the global
+   * batch to read next. A state of another dataset, seed, mode or global batch is a
+   * ZrecordError, code -10, saying what differs.
+   */
+  resume(state: StreamState | string): { stream: Stream; step: number };
+  /** The state after global batches `0 .. step` were consumed. */
+  state(step: number | bigint): StreamState;
+  /** Rank `rank`'s slice (of `worldSize`) of global batch `step`: `globalBatch / worldSize` indices. */
+  batch(step: number | bigint, rank?: number | bigint, worldSize?: number | bigint): BigUint64Array;
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface StreamConstructor {
+  /** Over an open Dataset (its identity, and what it grew from), or over an identity alone. */
+  create(dataset: Dataset | { length: number | bigint; generation: number | bigint }, options: StreamOptions): Stream;
 }
 
 /** One chunk file in an inspect report. */
@@ -184,6 +248,10 @@ export interface Dataset {
   byteLengths(field: string, indices: Indices): number[];
   /** Reads and checks samples `start .. start + count` of every field. */
   verify(start: number | bigint, count: number | bigint): DatasetVerification;
+  /** The dataset as a stream reads it (what a loader state names); opens every store. */
+  id(): DatasetId;
+  /** The identities the dataset had before its appends, oldest first. */
+  grownFrom(): DatasetId[];
   close(): void;
   [Symbol.dispose](): void;
 }
@@ -197,6 +265,7 @@ export interface Zrecord {
   readonly Store: StoreConstructor;
   readonly Dataset: DatasetConstructor;
   readonly Sampler: SamplerConstructor;
+  readonly Stream: StreamConstructor;
   inspect(path: string): InspectReport;
   inspectText(path: string): string;
   verify(path: string): Verification;

@@ -83,6 +83,8 @@ function call(f) {
 // range silently (-1 became index 18446744073709551615, 2n ** 64n became index 0).
 
 const U64_END = 1n << 64n;
+// The largest integer every JSON parser keeps exactly (2^53 - 1).
+const MAX_EXACT = (1n << 53n) - 1n;
 
 // The WIT enums' cases (wit/zrecord.wit; test/arguments.test.js holds these to it).
 const CASES = Object.freeze({
@@ -239,12 +241,12 @@ export async function load(opts) {
 }
 
 function api(zr) {
-  // The open component resource of a Store or Dataset, or the error every use after
+  // The open component resource of a Store, Dataset or Stream, or the error every use after
   // `close()` gets (the released resource would otherwise throw a TypeError about
   // resources). A symbol, so it is no part of the public API.
   const LIVE = Symbol('live');
 
-  /** What Store and Dataset share: a component resource that `close()` releases. */
+  /** What Store, Dataset and Stream share: a component resource that `close()` releases. */
   class Handle {
     // The component's handle; null once closed.
     #inner;
@@ -423,6 +425,131 @@ function api(zr) {
       const n = u64(count, 'count');
       return JSON.parse(call(() => inner.verify(from, n)));
     }
+
+    /**
+     * The dataset as a stream reads it, `{ length, generation }` (bigints): what a loader
+     * state names, computed as the native loader does. Opens every store.
+     */
+    id() {
+      const inner = this[LIVE]();
+      return call(() => inner.id());
+    }
+
+    /** The identities the dataset had before its appends, oldest first. */
+    grownFrom() {
+      return this[LIVE]().grownFrom();
+    }
+  }
+
+  /** A dataset identity (`{ length, generation }`, integers) as the component takes it. */
+  function datasetId(value, name) {
+    if (value === null || typeof value !== 'object') {
+      throw invalid(`${name} must be a Dataset or { length, generation }, got ${shown(value)}`);
+    }
+    return { length: u64(value.length, `${name}.length`), generation: u64(value.generation, `${name}.generation`) };
+  }
+
+  // A state object as JSON. A bigint is written as the state's portable numbers are: a
+  // JSON number below 2^53, a decimal string from there (JSON.stringify refuses bigints).
+  function stateText(state) {
+    if (typeof state === 'string') return state;
+    if (state === null || typeof state !== 'object') {
+      throw invalid(`state must be a state object or its JSON text, got ${shown(state)}`);
+    }
+    return JSON.stringify(state, (_, v) => (typeof v === 'bigint' ? (v <= MAX_EXACT ? Number(v) : String(v)) : v));
+  }
+
+  /**
+   * The sample stream of a training job over one dataset (the core's `Stream`): which
+   * dataset indices each rank reads at each global batch, and the resume state the Python
+   * loader saves (`DataLoader.state_dict()`), both ways.
+   */
+  class Stream extends Handle {
+    // The identities the dataset had before its appends, which `resume` passes on.
+    #grownFrom;
+
+    constructor(inner, grownFrom) {
+      super(inner, 'stream');
+      this.#grownFrom = grownFrom;
+    }
+
+    /**
+     * The stream over `dataset` (a Dataset, or its `{ length, generation }`) in `mode`
+     * ('sequential', 'iid' or 'shuffle'), with `seed`, in global batches of `globalBatch`
+     * samples (per-rank batch size times world size). The three are required: a resumed
+     * state must have been saved with the same.
+     */
+    static create(dataset, opts) {
+      const { mode, seed, globalBatch } = options(opts, 'options');
+      let id;
+      let grownFrom = [];
+      if (dataset instanceof Dataset) {
+        id = dataset.id();
+        grownFrom = dataset.grownFrom();
+      } else {
+        id = datasetId(dataset, 'dataset');
+      }
+      choice(mode, 'mode');
+      const start = u64(seed, 'seed');
+      const g = u64(globalBatch, 'globalBatch');
+      return new Stream(call(() => zr.stream.Stream.create(id, mode, start, g)), grownFrom);
+    }
+
+    /**
+     * Goes on from `state` (an object, as `state()` or `JSON.parse` of the Python loader's
+     * saved `state_dict()` gives it, or its JSON text): `{ stream, step }`, the stream to
+     * read and the global batch to read next. A state saved from another dataset, seed,
+     * mode or global batch is refused (ZrecordError 'invalid-argument', saying what
+     * differs); one saved on the dataset before appends resumes (when it was opened as a
+     * Dataset), its running epoch finishing as it would have.
+     */
+    resume(state) {
+      const inner = this[LIVE]();
+      const text = stateText(state);
+      const [stream, step] = call(() => inner.resumed(text, this.#grownFrom));
+      return { stream: new Stream(stream, this.#grownFrom), step: Number(step) };
+    }
+
+    /** The state after global batches `0 .. step` were consumed: what to save. */
+    state(step) {
+      const inner = this[LIVE]();
+      const at = u64(step, 'step');
+      return JSON.parse(inner.state(at));
+    }
+
+    /**
+     * Rank `rank`'s slice (of `worldSize` ranks) of global batch `step`: a BigUint64Array
+     * of `globalBatch / worldSize` dataset indices.
+     */
+    batch(step, rank = 0, worldSize = 1) {
+      const inner = this[LIVE]();
+      const args = [u64(step, 'step'), u64(rank, 'rank'), u64(worldSize, 'worldSize')];
+      return call(() => inner.batch(...args));
+    }
+
+    /** The dataset read, `{ length, generation }` (bigints). */
+    get dataset() {
+      return this[LIVE]().dataset();
+    }
+
+    get mode() {
+      return this[LIVE]().mode();
+    }
+
+    /** The seed, as a bigint. */
+    get seed() {
+      return this[LIVE]().seed();
+    }
+
+    get globalBatch() {
+      return Number(this[LIVE]().globalBatch());
+    }
+
+    /** Global batches per SHUFFLE epoch; null for the endless sequential and iid streams. */
+    get stepsPerEpoch() {
+      const n = this[LIVE]().stepsPerEpoch();
+      return n === undefined ? null : Number(n);
+    }
   }
 
   class Sampler {
@@ -463,6 +590,7 @@ function api(zr) {
     Store,
     Dataset,
     Sampler,
+    Stream,
     /** The `zr inspect --json` report of the store at `path`, parsed. */
     inspect: (path) => JSON.parse(call(() => zr.tools.inspect(string(path, 'path')))),
     /** The `zr inspect` text report. */

@@ -65,6 +65,12 @@ test('the typed reports name fields the component returns', async () => {
     }
     for (const field of members('Store')) assert.ok(field in s, `Store.${field} is typed but missing`);
     for (const field of members('Sampler')) assert.ok(field in zr.Sampler.create(4, 2), `Sampler.${field}`);
+    const stream = zr.Stream.create({ length: 4, generation: 1 }, { mode: 'shuffle', seed: 0, globalBatch: 2 });
+    for (const field of members('Stream')) assert.ok(field in stream, `Stream.${field}`);
+    for (const field of members('DatasetId')) assert.ok(field in stream.dataset, `DatasetId.${field}`);
+    for (const field of members('StreamState').filter((f) => f !== 'eras')) {
+      assert.ok(field in stream.state(1), `StreamState.${field}`);
+    }
     for (const field of members('Zrecord')) assert.ok(field in zr, `Zrecord.${field}`);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -14,13 +14,16 @@ use std::rc::Rc;
 use zrecord_core::dataset::long::LongIndex;
 use zrecord_core::dataset::{values, Field, FieldKind, Layout, Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
 use zrecord_core::io::Serial;
+use zrecord_core::stream::DatasetId as CoreId;
 use zrecord_core::{Error, IoError, IoErrorKind, Options, Store as CoreStore, Writer};
 
 use crate::api::{to_wit, try_zeroed};
 use crate::exports::zrecord::store::dataset as wit_dataset;
 use crate::exports::zrecord::store::store::Gathered;
+use crate::exports::zrecord::store::stream::DatasetId;
 use crate::exports::zrecord::store::types::{Error as WitError, ErrorCode};
 use crate::fs::FsDir;
+use crate::stream::wit_id;
 
 /// The most bad records `verify` lists.
 const MAX_LISTED: usize = 1000;
@@ -276,6 +279,29 @@ impl wit_dataset::GuestDataset for DatasetRes {
             }
         }
         Ok(serde_json::json!({ "checked": checked, "bad_count": bad_count, "bad": bad }).to_string())
+    }
+
+    fn id(&self) -> Result<DatasetId, WitError> {
+        // The native `Dataset::id` (host-native/src/dataset/mod.rs), which the Python
+        // loader's states name: the manifest's `rows` once a field was added or dropped,
+        // else every store's generation (its nonce folded in) shard by shard, field by
+        // field, over `DatasetId::of_stores`.
+        let length = self.layout.len();
+        if let Some(rows) = self.manifest.rows {
+            return Ok(wit_id(CoreId { length, generation: rows }));
+        }
+        let mut generations = Vec::with_capacity(self.manifest.shards.len() * self.manifest.fields.len());
+        for s in 0..self.manifest.shards.len() {
+            for (f, field) in self.manifest.fields.iter().enumerate() {
+                let o = self.store(s, f)?;
+                generations.push(o.store.generation().map_err(|e| named(&o.path, &field.name, e))?);
+            }
+        }
+        Ok(wit_id(CoreId::of_stores(length, generations)))
+    }
+
+    fn grown_from(&self) -> Vec<DatasetId> {
+        self.manifest.grown_from.iter().copied().map(wit_id).collect()
     }
 }
 

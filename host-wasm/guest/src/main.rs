@@ -10,6 +10,7 @@ mod api;
 mod cli;
 mod dataset;
 mod fs;
+mod stream;
 
 wit_bindgen::generate!({
     path: "../../wit",

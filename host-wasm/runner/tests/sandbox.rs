@@ -160,6 +160,48 @@ fn sampler_matches_the_core_stream() {
 }
 
 #[test]
+fn stream_matches_the_core_stream() {
+    use zr_wasm::exports::zrecord::store::stream::DatasetId;
+    use zrecord_core::stream::{DatasetId as CoreId, Stream, StreamState};
+
+    let rt = runtime();
+    let (mut st, zr) = rt.instantiate(&Sandbox::default()).unwrap();
+    let api = zr.zrecord_store_stream().stream();
+    // A generation past 2^53, as every store zrecord creates has.
+    let (length, generation) = (1000, (1 << 63) + 12345);
+    let id = DatasetId { length, generation };
+    let h = api.call_create(&mut st, id, Mode::Shuffle, 42, 24).unwrap().unwrap();
+    let core = Stream::new(CoreId { length, generation }, zrecord_core::Mode::Shuffle, 42, 24).unwrap();
+    assert_eq!(api.call_steps_per_epoch(&mut st, h).unwrap(), core.steps_per_epoch());
+    for step in [0, 1, 40, 41, 42, 1000] {
+        for (rank, world) in [(0, 1), (1, 4), (2, 3)] {
+            let mut want = vec![0u64; (24 / world) as usize];
+            core.batch_at(step, rank, world, &mut want, None).unwrap();
+            assert_eq!(api.call_batch(&mut st, h, step, rank, world).unwrap().unwrap(), want, "{step} {rank}/{world}");
+        }
+    }
+    let state = api.call_state(&mut st, h, 41).unwrap();
+    assert_eq!(state, core.state(41).encode());
+    let (resumed, step) = api.call_resumed(&mut st, h, &state, &[]).unwrap().unwrap();
+    assert_eq!(step, 41);
+    assert_eq!(api.call_batch(&mut st, resumed, step, 0, 2).unwrap().unwrap(), {
+        let mut want = vec![0u64; 12];
+        core.batch_at(41, 0, 2, &mut want, None).unwrap();
+        want
+    });
+    // Another seed: the core's refusal, as invalid-argument.
+    let other = Stream::new(CoreId { length, generation }, zrecord_core::Mode::Shuffle, 7, 24).unwrap();
+    let err = api.call_resumed(&mut st, h, &other.state(3).encode(), &[]).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    let why = core.resume(&StreamState::decode(&other.state(3).encode()).unwrap()).unwrap_err();
+    assert_eq!(err.message, format!("cannot resume: {why}"));
+    let err = api.call_batch(&mut st, h, 0, 0, 5).unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    resumed.resource_drop(&mut st).unwrap();
+    h.resource_drop(&mut st).unwrap();
+}
+
+#[test]
 fn guest_cannot_leave_its_preopens() {
     let rt = runtime();
     let fx = fixture(&rt);

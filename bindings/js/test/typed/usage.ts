@@ -5,7 +5,7 @@
 import { ERROR_CODES, load, ZrecordError } from '@zrecord/wasm';
 import type {
   Codec, Dataset, DatasetDescription, DatasetVerification, ErrorKind, Gathered, InspectReport, Mode, Sampler, Stats,
-  Store, Verification, Verify, Zrecord,
+  Store, Stream, StreamState, Verification, Verify, Zrecord, DatasetId,
 } from '@zrecord/wasm';
 
 export async function use(): Promise<number> {
@@ -39,6 +39,21 @@ export async function use(): Promise<number> {
   const sampler: Sampler = zr.Sampler.create(1000, 32, mode, 7n);
   const batch: BigUint64Array = sampler.next();
   const n: bigint = sampler.length;
+
+  const stream: Stream = zr.Stream.create(ds, { mode: 'shuffle', seed: 42, globalBatch: 256 });
+  const saved: StreamState = stream.state(10);
+  const { stream: resumed, step }: { stream: Stream; step: number } = stream.resume(JSON.stringify(saved));
+  const again = resumed.resume(saved).step + step;
+  const slice: BigUint64Array = resumed.batch(step, 1, 4n);
+  const id: DatasetId = zr.Stream.create({ length: 10n, generation: 1 }, { mode: 'iid', seed: 0n, globalBatch: 2 }).dataset;
+  const grown: DatasetId[] = ds.grownFrom();
+  const epoch: number | null = resumed.stepsPerEpoch;
+  const generation: bigint = ds.id().generation + id.length;
+  resumed.close();
+  // @ts-expect-error: mode, seed and globalBatch are required
+  zr.Stream.create(ds, { mode: 'shuffle' });
+  // @ts-expect-error: a state is an object or its JSON text
+  stream.resume(3);
 
   const report: InspectReport = zr.inspect('/data/train.zr');
   const dtype: string | undefined = report.schema?.dtype;
@@ -75,5 +90,6 @@ export async function use(): Promise<number> {
 
   return first + lens.length + Number(live) + Number(closed) + batch.length + Number(n) +
     v.bad_count + text.length + converted + exported + (dtype?.length ?? 0) + verify.length +
-    kind.length + captions.records.length + sizes.length + checked.checked + (where?.length ?? 0);
+    kind.length + captions.records.length + sizes.length + checked.checked + (where?.length ?? 0) +
+    again + slice.length + grown.length + (epoch ?? 0) + Number(generation);
 }
