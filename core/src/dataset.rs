@@ -301,10 +301,12 @@ pub struct Manifest {
     /// by push and pull; at most [`MAX_METADATA_LEN`] bytes. `None` when none was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    /// The identity of the rows (version 3), set by the first field added or dropped: the
-    /// generation the dataset's stores gave its identity before ([`crate::DatasetId`]), so
-    /// that states saved before a column change resume after it (a stream reads rows, not
-    /// columns). Appends fold their new stores into it. `None`: the identity is the stores'.
+    /// The identity of the rows (version 3), set by the first field added or dropped, or
+    /// the first append: the generation the dataset's stores gave its identity before
+    /// ([`crate::DatasetId`]), so that states saved before a column change resume after it
+    /// (a stream reads rows, not columns), and an append need not open every store to
+    /// know it. Appends fold their new stores into it, which keeps it equal to what the
+    /// stores give. `None`: the identity is the stores'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
     /// The identities the dataset had before its appends, oldest first (version 4): the
@@ -462,6 +464,30 @@ impl Manifest {
         }
         self.metadata = Some(map);
         Ok(())
+    }
+
+    /// The dataset's identity as a stream's input ([`crate::stream::DatasetId`]): its
+    /// length, and its row identity ([`Manifest::rows`]) when it has one, else every
+    /// store's generation folded in order ([`crate::stream::DatasetId::of_stores`]).
+    /// `generations(s, f)` gives the generation of field `f`'s store in shard `s`; it is
+    /// called for every store, shard by shard, field by field, only when there is no row
+    /// identity. Every host computes a dataset's identity here, so a state saved on one
+    /// resumes on another.
+    pub fn identity<E>(
+        &self,
+        mut generation: impl FnMut(usize, usize) -> Result<u64, E>,
+    ) -> Result<crate::stream::DatasetId, E> {
+        let length = self.len();
+        if let Some(rows) = self.rows {
+            return Ok(crate::stream::DatasetId { length, generation: rows });
+        }
+        let mut generations = Vec::with_capacity(self.shards.len() * self.fields.len());
+        for s in 0..self.shards.len() {
+            for f in 0..self.fields.len() {
+                generations.push(generation(s, f)?);
+            }
+        }
+        Ok(crate::stream::DatasetId::of_stores(length, generations))
     }
 
     /// Records that the dataset, whose identity was `before`, grew by an append: a state

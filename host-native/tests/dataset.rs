@@ -293,7 +293,7 @@ fn a_damaged_record_names_its_shard_store() {
     let chunk = path.join("shard-000001/image/0.zr");
     let used = {
         let ds = Dataset::open(&path).unwrap();
-        ds.store(1, 0).stats().unwrap().chunk_bytes
+        ds.store(1, 0).unwrap().stats().unwrap().chunk_bytes
     };
     {
         // One byte in place: the chunk file is 4 GiB, sparse.
@@ -556,10 +556,10 @@ fn a_dataset_is_written_dense_and_changes_layout_both_ways() {
     let path = dir.path().join("ds");
     let ds = write(&path, 0, 900, 300, 128);
     let id = ds.id().unwrap();
-    let stored: u64 = ds.stores().map(|s| s.stats().unwrap().live_bytes).sum();
-    let store_count = ds.stores().count() as u64;
+    let stored: u64 = ds.stores().unwrap().iter().map(|s| s.stats().unwrap().live_bytes).sum();
+    let store_count = ds.stores().unwrap().len() as u64;
     assert_eq!(store_count, 9);
-    for s in ds.stores() {
+    for s in ds.stores().unwrap() {
         assert_eq!(s.layout(), FileLayout::Dense);
     }
     drop(ds);
@@ -567,8 +567,10 @@ fn a_dataset_is_written_dense_and_changes_layout_both_ways() {
     let (apparent, _) = sizes(&path);
     assert!(apparent <= stored + 900 * 3 * 48 + store_count * 4096, "{apparent} bytes on disk for {stored} stored");
 
-    // A reader holds the stores: no layout change under it.
+    // A reader holds the stores it opened (a loader opens them all): no layout change
+    // under it.
     let reader = Dataset::open(&path).unwrap();
+    reader.open_all().unwrap();
     let e = zrecord::dataset::set_layout(&path, FileLayout::Sparse, &mut |_, _| {}).unwrap_err();
     assert!(matches!(e.source, Error::Locked(_)), "{e}");
     drop(reader);
@@ -579,7 +581,7 @@ fn a_dataset_is_written_dense_and_changes_layout_both_ways() {
     assert_eq!(std::fs::metadata(&meta).unwrap().len(), 268_435_472);
     assert_eq!(std::fs::metadata(path.join("shard-000001/image/0.zr")).unwrap().len(), 1 << 32);
     let ds = Dataset::open(&path).unwrap();
-    for s in ds.stores() {
+    for s in ds.stores().unwrap() {
         assert_eq!(s.layout(), FileLayout::Sparse);
     }
     // No record moved: a state saved before resumes after.

@@ -191,7 +191,7 @@ fn a_ten_million_token_document_is_one_sample() {
     assert_eq!(offsets, [0, 4 * n, 4 * n + 4]);
     assert!(got[..4 * n as usize] == tokens[..], "the document reads back whole");
     // 40 MB in 1 MiB pieces: the store holds 2 samples, 38 continuations and the index.
-    assert_eq!(ds.store(0, 0).len(), 2 + 38 + 1);
+    assert_eq!(ds.store(0, 0).unwrap().len(), 2 + 38 + 1);
 }
 
 #[test]

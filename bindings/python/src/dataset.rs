@@ -111,7 +111,7 @@ impl PyDataset {
             None => call(py, move || zrecord::Dataset::open_with(path, options))?,
         };
         if warn {
-            for store in ds.stores().filter(|s| s.checksums_lost()) {
+            for store in ds.opened_stores().filter(|s| s.checksums_lost()) {
                 crate::error::warn_checksums_lost(py, store.path(), 2)?;
             }
         }
@@ -257,12 +257,14 @@ impl PyDataset {
         if shard >= ds.shard_count() {
             return Err(PyValueError::new_err(format!("shard {shard} of {}", ds.shard_count())));
         }
-        Ok(Zrecord::from_handle(Arc::clone(ds.store(shard, field)), true))
+        let store = call(py, || ds.store(shard, field).cloned())?;
+        Ok(Zrecord::from_handle(store, true))
     }
 
     /// Every store's path, shard by shard, field by field.
     fn store_paths(&self, py: Python<'_>) -> PyResult<Vec<PathBuf>> {
-        Ok(self.handle(py)?.stores().map(|s| s.path().to_path_buf()).collect())
+        let ds = self.handle(py)?;
+        Ok(call(py, || ds.stores())?.into_iter().map(|s| s.path().to_path_buf()).collect())
     }
 
     fn close(&self) {

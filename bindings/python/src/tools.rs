@@ -55,7 +55,7 @@ fn open_target(
     })?;
     Ok(match ds.manifest() {
         Some(_) => Target::Dataset(Box::new(ds)),
-        None => Target::Store(Arc::clone(ds.store(0, 0))),
+        None => Target::Store(call(py, || ds.store(0, 0).cloned())?),
     })
 }
 

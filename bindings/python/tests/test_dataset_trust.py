@@ -128,13 +128,18 @@ print(sorted(seen))
     assert Dataset(path)[0]["v"] == 7
 
 
-def test_compaction_merges_small_shards_exactly_and_a_state_resumes_across_it(tmp_path):
-    path = tmp_path / "ds"
+def appended(path, shards):
+    """A dataset of ``shards`` shards of 100 rows, labels counting up: one write, then appends."""
     Dataset.write(path, rows(100)).close()
-    for k in range(1, 40):
+    for k in range(1, shards):
         chunk = rows(100)
         chunk["label"] = chunk["label"] + 100 * k
         Dataset.write(path, chunk, mode="append").close()
+    return path
+
+
+def test_compaction_merges_small_shards_exactly_and_a_state_resumes_across_it(tmp_path):
+    path = appended(tmp_path / "ds", 40)
     ds = Dataset(path)
     assert ds.shards == 40 and len(ds) == 4000
     before = {name: ds[np.arange(4000)][name] for name in ("label", "quality")}
@@ -155,6 +160,28 @@ def test_compaction_merges_small_shards_exactly_and_a_state_resumes_across_it(tm
     ds.compact(target_rows=1000)
     assert ds.shards == 4
     ds.close()
+
+
+def test_a_loader_started_before_a_compaction_reads_on_and_a_handle_says_to_reopen(tmp_path):
+    path = appended(tmp_path / "ds", 20)
+    with DataLoader(Dataset(path), batch_size=64, mode=SHUFFLE, seed=7, num_workers=0) as loader:
+        reference = [next(loader)["label"] for _ in range(60)]
+    handle = Dataset(path)
+    assert handle[5]["label"] == 5, "this read opens shard 0 only"
+    with DataLoader(Dataset(path), batch_size=64, mode=SHUFFLE, seed=7, num_workers=0) as loader:
+        got = [next(loader)["label"] for _ in range(10)]
+        # Another process merges every shard and removes the old folders.
+        subprocess.run([sys.executable, "-c", f"import zrecord; zrecord.Dataset({str(path)!r}).compact()"],
+                       check=True, timeout=120)
+        assert not (path / "shard-000003").exists()
+        got += [next(loader)["label"] for _ in range(50)]
+    for step, (a, b) in enumerate(zip(got, reference)):
+        np.testing.assert_array_equal(a, b, err_msg=f"batch {step}")
+    assert handle[7]["label"] == 7
+    with pytest.raises(OSError, match="open the dataset again"):
+        handle[350]
+    handle.close()
+    assert Dataset(path)[350]["label"] == 350
 
 
 def test_an_append_after_compaction_resumes_a_state_of_before(tmp_path):

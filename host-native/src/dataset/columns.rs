@@ -67,8 +67,16 @@ struct RemoteTarget {
 /// its stores (dense when it has none).
 fn identity(path: &Path) -> Result<(u64, FileLayout), DatasetError> {
     let ds = Dataset::open_with(path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
-    let layout = ds.stores().next().map_or(FileLayout::Dense, |s| s.layout());
+    let layout = first_layout(&ds)?;
     Ok((ds.id()?.generation, layout))
+}
+
+/// The layout of `ds`'s stores: its first store's (dense when it has none).
+fn first_layout(ds: &Dataset) -> Result<FileLayout, DatasetError> {
+    Ok(match ds.shard_count() {
+        0 => FileLayout::Dense,
+        _ => ds.store(0, 0)?.layout(),
+    })
 }
 
 impl FieldAdder {
@@ -101,7 +109,7 @@ impl FieldAdder {
         let listed = read_dataset(remote, "add a field to")?;
         let ds = Dataset::open_remote_in(remote, RemoteOptions::default())?;
         let rows = super::remote_edit::identity(remote, &listed.manifest, Some(&ds))?.generation;
-        let layout = ds.stores().next().map_or(FileLayout::Dense, |s| s.layout());
+        let layout = first_layout(&ds)?;
         let scratch = Scratch::new("add-field")?;
         let manifest = listed.manifest.clone();
         let target = RemoteTarget { remote: remote.clone(), listed, _scratch: scratch };
@@ -343,25 +351,27 @@ pub(super) fn store_generations(path: &Path, fields: &[Field], shards: &[String]
     let mut generations = Vec::with_capacity(shards.len() * fields.len());
     for shard in shards {
         for f in fields {
-            let dir = path.join(shard).join(&f.name);
-            let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
-            let store = Zrecord::open_with(&dir, options).map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?;
-            generations.push(store.generation().map_err(|e| DatasetError::at(&dir, Some(&f.name), e))?);
+            generations.push(store_generation(&path.join(shard).join(&f.name), &f.name)?);
         }
     }
     Ok(generations)
 }
 
+/// The generation of the store in `dir`, of field `field`.
+fn store_generation(dir: &Path, field: &str) -> Result<u64, DatasetError> {
+    let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
+    let store = Zrecord::open_with(dir, options).map_err(|e| DatasetError::at(dir, Some(field), e))?;
+    store.generation().map_err(|e| DatasetError::at(dir, Some(field), e))
+}
+
 /// The identity the dataset at `path` had when its manifest listed only the first `listed`
 /// of `manifest`'s shards (as [`Dataset::id`] computes it then).
 pub(super) fn prefix_identity(path: &Path, manifest: &Manifest, listed: usize) -> Result<DatasetId, DatasetError> {
-    let shards = &manifest.shards[..listed];
-    let length = shards.iter().map(|s| s.records).sum();
-    if let Some(rows) = manifest.rows {
-        return Ok(DatasetId { length, generation: rows });
-    }
-    let dirs: Vec<String> = shards.iter().map(|s| s.dir.clone()).collect();
-    Ok(DatasetId::of_stores(length, store_generations(path, &manifest.fields, &dirs)?))
+    let prefix = Manifest { shards: manifest.shards[..listed].to_vec(), ..manifest.clone() };
+    prefix.identity(|s, f| {
+        let dir = path.join(&prefix.shards[s].dir).join(&prefix.fields[f].name);
+        store_generation(&dir, &prefix.fields[f].name)
+    })
 }
 
 /// Folds new stores' `generations` ([`store_generations`]) into `manifest.rows`, if set.

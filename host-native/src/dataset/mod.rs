@@ -47,6 +47,7 @@ mod parts;
 mod remote_edit;
 mod report;
 mod saved_parts;
+mod shard;
 mod text;
 mod tokens;
 mod write;
@@ -82,20 +83,11 @@ pub use text::{import_text, load_tokenizer, text_inputs, TextImport, TextImporte
 pub use tokens::{import_tokens, TokensImported};
 pub use write::{leftovers, remove_leftovers, Column, DatasetWriter, WriteMode, WriteOptions};
 
-use crate::{FixedSlots, Pick, Zrecord};
+use crate::{FixedSlots, Pick, Verify, Zrecord};
+use shard::Shard;
 
 /// The field name of a single-store (loaderx) dataset.
 pub const LEGACY_FIELD: &str = "data";
-
-/// One shard: where it lives, and one store per field.
-#[derive(Clone)]
-struct Shard {
-    dir: PathBuf,
-    stores: Vec<Arc<Zrecord>>,
-    /// Per field, the long index of a store holding samples longer than a record
-    /// (`long.rs`); empty when none does.
-    long: Vec<Option<Arc<LongIndex>>>,
-}
 
 /// An open dataset: fields, shards, and the index space `0..len()` over them.
 pub struct Dataset {
@@ -115,6 +107,8 @@ pub struct Dataset {
     /// A split of the dataset ([`Dataset::split`]): its index `p` is sample
     /// `subset.at(p)` of the whole, and its identity folds the split's key in.
     view: Option<Arc<Split>>,
+    /// When reads check checksums: the stores of shards opened later open with it.
+    verify: Verify,
 }
 
 impl Dataset {
@@ -125,7 +119,7 @@ impl Dataset {
 
     /// What reading this dataset from an object store cost so far (`None` when local).
     pub fn remote_stats(&self) -> Option<crate::remote::RemoteCounts> {
-        let counts = self.shards.first()?.stores.first()?.remote_stats()?;
+        let counts = self.shards.first()?.if_open()?.stores.first()?.remote_stats()?;
         Some(match self.cache.as_ref().and_then(|c| c.disk()) {
             Some(disk) => disk.with_hits(counts),
             None => counts,
@@ -192,6 +186,7 @@ impl Dataset {
             read_only: true,
             cache: self.cache.clone(),
             view: Some(Arc::new(split)),
+            verify: self.verify,
         }
     }
 
@@ -263,14 +258,40 @@ impl Dataset {
         self.layout.start(s)
     }
 
-    /// The store of field `f` in shard `s`.
-    pub fn store(&self, s: usize, f: usize) -> &Arc<Zrecord> {
-        &self.shards[s].stores[f]
+    /// The stores of shard `s`, opened now if no read opened them yet (`shard.rs`).
+    fn opened(&self, s: usize) -> Result<&shard::Opened, DatasetError> {
+        self.shards[s].opened(&self.path, &self.fields, self.verify)
     }
 
-    /// Every store, shard by shard, field by field.
-    pub fn stores(&self) -> impl Iterator<Item = &Arc<Zrecord>> {
-        self.shards.iter().flat_map(|s| s.stores.iter())
+    /// The store of field `f` in shard `s` (opened now if no read opened it yet).
+    pub fn store(&self, s: usize, f: usize) -> Result<&Arc<Zrecord>, DatasetError> {
+        Ok(&self.opened(s)?.stores[f])
+    }
+
+    /// Opens every shard's stores that no read opened yet. A loader calls it when it
+    /// starts: what it holds open stays readable when a later change removes the shards
+    /// (`shard.rs`).
+    pub fn open_all(&self) -> Result<(), DatasetError> {
+        for s in 0..self.shards.len() {
+            self.opened(s)?;
+        }
+        Ok(())
+    }
+
+    /// The stores opened so far (a read's shards, or every shard after
+    /// [`Dataset::open_all`]; every store of a single store or of a dataset in an object
+    /// store), shard by shard, field by field.
+    pub fn opened_stores(&self) -> impl Iterator<Item = &Arc<Zrecord>> {
+        self.shards.iter().filter_map(|s| s.if_open()).flat_map(|o| &o.stores)
+    }
+
+    /// Every store, shard by shard, field by field (every shard opened).
+    pub fn stores(&self) -> Result<Vec<&Arc<Zrecord>>, DatasetError> {
+        let mut all = Vec::with_capacity(self.shards.len() * self.fields.len());
+        for s in 0..self.shards.len() {
+            all.extend(self.opened(s)?.stores.iter());
+        }
+        Ok(all)
     }
 
     /// The dataset as a stream's input: its length and every store's generation combined
@@ -289,28 +310,27 @@ impl Dataset {
     }
 
     fn whole_id(&self) -> Result<DatasetId, DatasetError> {
-        let length = self.layout.len();
-        if let Some(rows) = self.manifest.as_ref().and_then(|m| m.rows) {
-            // A field was added or dropped: the rows' identity, kept across the change.
-            return Ok(DatasetId { length, generation: rows });
+        let generation = |s: usize, f: usize| self.store(s, f)?.generation().map_err(|e| self.error(s, f, e));
+        if let Some(manifest) = &self.manifest {
+            return manifest.identity(generation);
         }
-        let mut generations = Vec::new();
-        for (shard, store, field) in self.each_store() {
-            generations.push(store.generation().map_err(|e| self.error(shard, field, e))?);
+        let length = self.layout.len();
+        let mut generations = Vec::with_capacity(self.shards.len() * self.fields.len());
+        for s in 0..self.shards.len() {
+            for (f, store) in self.opened(s)?.stores.iter().enumerate() {
+                generations.push(store.generation().map_err(|e| self.error(s, f, e))?);
+            }
         }
         Ok(DatasetId::of_stores(length, generations))
     }
 
-    fn each_store(&self) -> impl Iterator<Item = (usize, &Arc<Zrecord>, usize)> {
-        self.shards
-            .iter()
-            .enumerate()
-            .flat_map(|(s, shard)| shard.stores.iter().enumerate().map(move |(f, st)| (s, st, f)))
-    }
-
     /// An error of field `f`'s store in shard `s`.
     pub(crate) fn error(&self, s: usize, f: usize, e: Error) -> DatasetError {
-        DatasetError::at(self.shards[s].stores[f].path(), Some(&self.fields[f].name), e)
+        let name = &self.fields[f].name;
+        match self.shards[s].if_open() {
+            Some(o) => DatasetError::at(o.stores[f].path(), Some(name), e),
+            None => DatasetError::at(&self.shards[s].dir.join(name), Some(name), e),
+        }
     }
 
     fn out_of_range(&self, index: u64) -> DatasetError {
@@ -360,7 +380,7 @@ impl Dataset {
         if self.shards.len() == 1 && slots.is_none() {
             // One store, every slot in order: its strided gather (which checks that each
             // record fits its slot), then the slack of short records cleared.
-            let store = self.store(0, f);
+            let store = self.store(0, f)?;
             if let Some(k) = indices.iter().position(|&i| i >= self.layout.len()) {
                 return Err(self.out_of_range(indices[k]));
             }
@@ -382,7 +402,7 @@ impl Dataset {
     /// About one round trip to the object store the dataset is read from, in seconds
     /// (`None` for a local dataset, or before the first request).
     pub fn round_trip(&self) -> Option<f64> {
-        self.shards.first()?.stores.first()?.round_trip()
+        self.shards.first()?.if_open()?.stores.first()?.round_trip()
     }
 
     /// A read-ahead: every field's records of samples `indices` start on their way (an
@@ -396,7 +416,8 @@ impl Dataset {
             // A local dataset is mostly all warm or all cold: one look at the first sample
             // decides, instead of a few residency checks in every store the batch touches.
             let Some((s, index)) = indices.first().and_then(|&i| self.layout.locate(i)) else { return };
-            if !self.shards[s].stores.iter().any(|z| z.is_cold(index)) {
+            let Ok(first) = self.opened(s) else { return };
+            if !first.stores.iter().any(|z| z.is_cold(index)) {
                 return;
             }
         }
@@ -409,7 +430,14 @@ impl Dataset {
         // A long sample's continuation records, which only its own fields' stores hold,
         // are read ahead by those stores below (the other fields ask for nothing more).
         let mut more: Vec<(usize, usize, Vec<u64>)> = Vec::new();
-        for (s, shard) in self.shards.iter().enumerate() {
+        let mut opened = Vec::new();
+        for (s, local) in per_shard.iter().enumerate() {
+            if local.is_empty() {
+                continue;
+            }
+            // A shard that does not open is left to the read, which reports it.
+            let Ok(shard) = self.opened(s) else { continue };
+            opened.push((shard, local));
             for (f, long) in shard.long.iter().enumerate() {
                 let Some(long) = long else { continue };
                 let records: Vec<u64> = per_shard[s]
@@ -422,22 +450,20 @@ impl Dataset {
                 }
             }
         }
-        crate::remote::file::sending_together(|| self.announce(&per_shard, &more));
+        crate::remote::file::sending_together(|| self.announce(&opened, &more));
     }
 
-    /// [`Dataset::will_read`]'s announcements to the stores: `per_shard` the samples of each
-    /// shard, `more` long samples' further records by shard and field.
-    fn announce(&self, per_shard: &[Vec<u64>], more: &[(usize, usize, Vec<u64>)]) {
+    /// [`Dataset::will_read`]'s announcements to the stores: `touched` the opened shards a
+    /// batch reads with their samples, `more` long samples' further records by shard and
+    /// field.
+    fn announce(&self, touched: &[(&shard::Opened, &Vec<u64>)], more: &[(usize, usize, Vec<u64>)]) {
         for (s, f, records) in more {
-            let _ = self.shards[*s].stores[*f].will_read(records);
+            if let Some(o) = self.shards[*s].if_open() {
+                let _ = o.stores[*f].will_read(records);
+            }
         }
-        let touched: Vec<(&Arc<Zrecord>, &Vec<u64>)> = self
-            .shards
-            .iter()
-            .zip(per_shard)
-            .filter(|(_, local)| !local.is_empty())
-            .flat_map(|(shard, local)| shard.stores.iter().map(move |store| (store, local)))
-            .collect();
+        let touched: Vec<(&Arc<Zrecord>, &Vec<u64>)> =
+            touched.iter().flat_map(|&(shard, local)| shard.stores.iter().map(move |store| (store, local))).collect();
         // In an object store each store fetches its table's block before it can send its
         // records' requests: one round trip each while the blocks are not held. Side by
         // side, a cold batch over many shards and fields waits about two round trips, not
@@ -478,8 +504,26 @@ impl Dataset {
         dst: &mut [u8],
         fixed: Option<FixedSlots>,
     ) -> Result<(), DatasetError> {
-        let stores: Vec<&Zrecord> = self.shards.iter().map(|shard| &*shard.stores[f]).collect();
-        Zrecord::gather_stores(&stores, picks, dst, fixed).map_err(|(s, e)| self.error(s, f, e))
+        if self.shards.iter().all(|shard| shard.if_open().is_some()) {
+            let stores: Vec<&Zrecord> =
+                self.shards.iter().filter_map(|shard| shard.if_open()).map(|o| &*o.stores[f]).collect();
+            return Zrecord::gather_stores(&stores, picks, dst, fixed).map_err(|(s, e)| self.error(s, f, e));
+        }
+        // Some shards are not open: the ones the picks read open now, and the picks name
+        // them by their place among those.
+        let mut place = vec![usize::MAX; self.shards.len()];
+        let mut shards = Vec::new();
+        let mut stores: Vec<&Zrecord> = Vec::new();
+        let mut local = Vec::with_capacity(picks.len());
+        for pick in picks {
+            if place[pick.store] == usize::MAX {
+                place[pick.store] = stores.len();
+                shards.push(pick.store);
+                stores.push(&**self.store(pick.store, f)?);
+            }
+            local.push(Pick { store: place[pick.store], ..*pick });
+        }
+        Zrecord::gather_stores(&stores, &local, dst, fixed).map_err(|(k, e)| self.error(shards[k], f, e))
     }
 
     /// The byte length of field `f` of each sample in `indices`, into `out`.
@@ -493,11 +537,11 @@ impl Dataset {
         for (s, local, slots) in groups {
             lengths.clear();
             lengths.resize(local.len(), 0);
-            self.store(s, f).lengths(&local, &mut lengths).map_err(|e| self.error(s, f, e))?;
+            self.store(s, f)?.lengths(&local, &mut lengths).map_err(|e| self.error(s, f, e))?;
             for (&slot, &len) in slots.iter().zip(&lengths) {
                 out[slot] = u64::from(len);
             }
-            if let Some(long) = self.long(s, f) {
+            if let Some(long) = self.long(s, f)? {
                 for (&slot, &index) in slots.iter().zip(&local) {
                     if let Some(sample) = long.find(index) {
                         out[slot] = sample.total;
@@ -510,13 +554,16 @@ impl Dataset {
 
     /// The long index of field `f`'s store in shard `s`, when it holds samples longer
     /// than a record.
-    fn long(&self, s: usize, f: usize) -> Option<&LongIndex> {
-        self.shards[s].long.get(f)?.as_deref()
+    fn long(&self, s: usize, f: usize) -> Result<Option<&LongIndex>, DatasetError> {
+        if !self.shards[s].has_long(&self.fields, f) {
+            return Ok(None);
+        }
+        Ok(self.opened(s)?.long.get(f).and_then(|l| l.as_deref()))
     }
 
     /// True when some store of field `f` holds samples longer than a record.
     fn has_long(&self, f: usize) -> bool {
-        self.shards.iter().any(|shard| shard.long.get(f).is_some_and(Option::is_some))
+        self.shards.iter().any(|shard| shard.has_long(&self.fields, f))
     }
 
     /// Bytes `from .. from + out.len()` of field `f` of sample `index`, the record's
@@ -532,8 +579,8 @@ impl Dataset {
     ) -> Result<(), DatasetError> {
         let index = self.one_to_whole(index)?;
         let (s, local) = self.layout.locate(index).ok_or_else(|| self.out_of_range(index))?;
-        let store = self.store(s, f);
-        let Some(sample) = self.long(s, f).and_then(|long| long.find(local)) else {
+        let store = self.store(s, f)?;
+        let Some(sample) = self.long(s, f)?.and_then(|long| long.find(local)) else {
             return store.read_piece(local, from, out, scratch).map_err(|e| self.error(s, f, e));
         };
         if from.saturating_add(out.len() as u64) > sample.total {
@@ -568,7 +615,7 @@ impl Dataset {
             // A long sample's own record holds its first piece; its continuations follow.
             for k in 0..picks.len() {
                 let Pick { store: s, index, offset } = picks[k];
-                if let Some(sample) = self.long(s, f).and_then(|long| long.find(index)) {
+                if let Some(sample) = self.long(s, f)?.and_then(|long| long.find(index)) {
                     picks.extend(sample.records().skip(1).map(|(r, at)| Pick {
                         store: s,
                         index: r,
@@ -623,9 +670,10 @@ impl Dataset {
         }
     }
 
-    /// Footprint of every store in bytes ([`Zrecord::footprint`]).
+    /// Footprint of every store opened so far in bytes ([`Zrecord::footprint`]): of every
+    /// store after [`Dataset::open_all`], which a loader calls.
     pub fn footprint(&self) -> u64 {
-        self.stores().map(|s| s.footprint()).sum()
+        self.opened_stores().map(|s| s.footprint()).sum()
     }
 }
 

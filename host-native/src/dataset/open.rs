@@ -68,10 +68,6 @@ fn permission_denied(e: &Error) -> bool {
     matches!(e, Error::Io(IoError { kind: IoErrorKind::PermissionDenied, .. }))
 }
 
-/// How often [`Dataset::open_with`] reads a local dataset again when a change published
-/// while it opened the stores removed some of them.
-const OPEN_TRIES: usize = 8;
-
 impl Dataset {
     /// Opens the dataset in `path` for reading (see the [`dataset`](super) module docs for
     /// what is locked).
@@ -99,24 +95,8 @@ impl Dataset {
             }
             let read =
                 || read_meta_file(&manifest_path, MAX_MANIFEST_LEN).map_err(|e| DatasetError::at(&path, None, e));
-            let mut bytes = read()?;
-            // A change published while this open read the stores (a delete, an overwrite,
-            // a compaction) removes the shards it replaced right after: when a store fails
-            // to open and the manifest is another now, the dataset is opened again as it
-            // is now. A failure under an unchanged manifest is the dataset's own.
-            for _ in 0..OPEN_TRIES {
-                let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
-                let opened = Self::from_manifest(path.clone(), manifest, opts.verify);
-                // Opened or not, the stores are the manifest's only if it is still the
-                // one read: a store opened while a change removed its folder can open
-                // without its side files.
-                let now = read()?;
-                match opened {
-                    Ok(ds) if now == bytes => return Ok(ds),
-                    Err(e) if now == bytes => return Err(e),
-                    _ => bytes = now,
-                }
-            }
+            // The manifest alone: each shard's stores open when first read (`shard.rs`).
+            let bytes = read()?;
             let manifest = Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(&manifest_path, e))?;
             return Self::from_manifest(path, manifest, opts.verify);
         }
@@ -226,10 +206,12 @@ impl Dataset {
                     .take(manifest.fields.len())
                     .map(|r| r.map(Arc::new))
                     .collect::<Result<Vec<_>, _>>()?;
-                shards.push(Shard { dir: path.join(&entry.dir), stores, long: Vec::new() });
+                let dir = path.join(&entry.dir);
+                shards.push(Shard::open_now(dir, entry.records, entry.long.clone(), &manifest.fields, stores)?);
             }
             let layout = manifest.layout();
-            let mut ds = Self::assemble(path.clone(), manifest.fields.clone(), shards, layout, Some(manifest), true)?;
+            let mut ds =
+                Self::assemble(path.clone(), manifest.fields.clone(), shards, layout, Some(manifest), true, verify)?;
             ds.cache = Some(cache);
             return Ok(ds);
         }
@@ -241,44 +223,22 @@ impl Dataset {
         let codec = zrecord_core::Codec::from_name(&schema.codec).unwrap_or(zrecord_core::Codec::Flate);
         let store = open_store("", codec, LEGACY_FIELD, 0)?;
         let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
-        let layout = Layout::new([u64::from(store.len())]);
-        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)], long: Vec::new() };
-        let mut ds = Self::assemble(path.clone(), vec![field], vec![shard], layout, None, true)?;
+        let records = u64::from(store.len());
+        let shard = Shard::open_now(path.clone(), records, Vec::new(), &[], vec![Arc::new(store)])?;
+        let mut ds =
+            Self::assemble(path.clone(), vec![field], vec![shard], Layout::new([records]), None, true, verify)?;
         ds.cache = Some(cache);
         Ok(ds)
     }
 
     fn from_manifest(path: PathBuf, manifest: Manifest, verify: Verify) -> Result<Dataset, DatasetError> {
-        let mut shards = Vec::with_capacity(manifest.shards.len());
-        for entry in &manifest.shards {
-            let dir = path.join(&entry.dir);
-            let mut stores = Vec::with_capacity(manifest.fields.len());
-            for field in &manifest.fields {
-                let store_dir = dir.join(&field.name);
-                let at = |e: Error| DatasetError::at(&store_dir, Some(&field.name), e);
-                let options = OpenOptions {
-                    create: false,
-                    read_only: true,
-                    codec: field.codec().map_err(|e| at(e.into()))?,
-                    verify,
-                    ..OpenOptions::default()
-                };
-                let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
-                if u64::from(store.len()) < entry.records {
-                    return Err(at(FormatError::Container(format!(
-                        "holds {} records but {MANIFEST_FILE} lists {} for shard {:?}",
-                        store.len(),
-                        entry.records,
-                        entry.dir
-                    ))
-                    .into()));
-                }
-                stores.push(Arc::new(store));
-            }
-            shards.push(Shard { dir, stores, long: Vec::new() });
-        }
+        let shards = manifest
+            .shards
+            .iter()
+            .map(|entry| Shard::listed(path.join(&entry.dir), entry.records, entry.long.clone()))
+            .collect();
         let layout = manifest.layout();
-        Self::assemble(path, manifest.fields.clone(), shards, layout, Some(manifest), true)
+        Self::assemble(path, manifest.fields.clone(), shards, layout, Some(manifest), true, verify)
     }
 
     fn open_single(path: PathBuf, opts: DatasetOptions) -> Result<Dataset, DatasetError> {
@@ -299,9 +259,9 @@ impl Dataset {
         let options = OpenOptions { create: false, codec, verify: opts.verify, ..OpenOptions::default() };
         let (store, read_only) = open_store(&path, options, opts.read_only).map_err(at)?;
         let field = Field::fixed(LEGACY_FIELD, &schema.dtype, &schema.shape, codec);
-        let layout = Layout::new([u64::from(store.len())]);
-        let shard = Shard { dir: path.clone(), stores: vec![Arc::new(store)], long: Vec::new() };
-        Self::assemble(path, vec![field], vec![shard], layout, None, read_only)
+        let records = u64::from(store.len());
+        let shard = Shard::open_now(path.clone(), records, Vec::new(), &[], vec![Arc::new(store)])?;
+        Self::assemble(path, vec![field], vec![shard], Layout::new([records]), None, read_only, opts.verify)
     }
 
     /// A dataset over stores the caller opened: one shard, one store per field. Fixed
@@ -333,17 +293,19 @@ impl Dataset {
         }
         let (defs, stores): (Vec<Field>, Vec<Arc<Zrecord>>) = fields.into_iter().unzip();
         let read_only = true;
-        let shard = Shard { dir: path.clone(), stores, long: Vec::new() };
-        Self::assemble(path, defs, vec![shard], Layout::new([u64::from(length)]), None, read_only)
+        let verify = stores[0].verify_mode();
+        let shard = Shard::open_now(path.clone(), u64::from(length), Vec::new(), &[], stores)?;
+        Self::assemble(path, defs, vec![shard], Layout::new([u64::from(length)]), None, read_only, verify)
     }
 
     fn assemble(
         path: PathBuf,
         fields: Vec<Field>,
-        mut shards: Vec<Shard>,
+        shards: Vec<Shard>,
         layout: Layout,
         manifest: Option<Manifest>,
         read_only: bool,
+        verify: Verify,
     ) -> Result<Dataset, DatasetError> {
         let mut sample_lens = Vec::with_capacity(fields.len());
         let mut itemsizes = Vec::with_capacity(fields.len());
@@ -351,21 +313,6 @@ impl Dataset {
             let at = |e: FormatError| DatasetError::at(&path, Some(&f.name), e);
             sample_lens.push(f.sample_len().map_err(at)?.unwrap_or(0) as usize);
             itemsizes.push(f.itemsize().map_err(at)? as usize);
-        }
-        if let Some(m) = &manifest {
-            for (shard, entry) in shards.iter_mut().zip(&m.shards) {
-                if entry.long.is_empty() {
-                    continue;
-                }
-                shard.long = vec![None; fields.len()];
-                for name in &entry.long {
-                    let f = fields.iter().position(|g| &g.name == name).expect("the manifest's check: a field");
-                    let store = &shard.stores[f];
-                    let index = super::long::read_index(store, entry.records)
-                        .map_err(|e| DatasetError::at(store.path(), Some(name), e))?;
-                    shard.long[f] = Some(index);
-                }
-            }
         }
         Ok(Dataset {
             path,
@@ -378,6 +325,7 @@ impl Dataset {
             read_only,
             cache: None,
             view: None,
+            verify,
         })
     }
 }

@@ -305,6 +305,7 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
         // A state saved on the dataset as it is resumes on it grown (`Manifest::grown_from`).
         let before = identity(remote, &manifest, None)?;
         manifest.grew_from(before);
+        super::write::keep_rows(&mut manifest, before);
         let mut objects = listed.objects.objects.clone();
         let stale = objects.remove(MANIFEST_FILE).is_some();
         objects.extend(grow(at, &mut manifest, &sorted)?);

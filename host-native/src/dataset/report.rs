@@ -58,7 +58,7 @@ impl Dataset {
     pub fn inspect_stores(&self) -> Result<Vec<StoreReport<Inspection>>, DatasetError> {
         self.named_stores()
             .map(|(s, f, shard, field)| {
-                let report = self.store(s, f).inspect().map_err(|e| self.error(s, f, e))?;
+                let report = self.store(s, f)?.inspect().map_err(|e| self.error(s, f, e))?;
                 Ok(StoreReport { shard, field, report })
             })
             .collect()
@@ -70,11 +70,11 @@ impl Dataset {
         &self,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Vec<StoreReport<Verification>>, DatasetError> {
-        let total: u64 = self.stores().map(|s| u64::from(s.len())).sum();
+        let total: u64 = self.stores()?.iter().map(|s| u64::from(s.len())).sum();
         let mut before = 0u64;
         let mut out = Vec::new();
         for (s, f, shard, field) in self.named_stores().collect::<Vec<_>>() {
-            let store = self.store(s, f);
+            let store = self.store(s, f)?;
             let report =
                 store.verify(&mut |done, _| progress(before + done, total)).map_err(|e| self.error(s, f, e))?;
             before += u64::from(store.len());
@@ -93,7 +93,7 @@ impl Dataset {
             ..DatasetStats::default()
         };
         for (s, f, _, _) in self.named_stores() {
-            let st: Stats = self.store(s, f).stats().map_err(|e| self.error(s, f, e))?;
+            let st: Stats = self.store(s, f)?.stats().map_err(|e| self.error(s, f, e))?;
             sum.records += u64::from(st.records);
             sum.live_bytes += st.live_bytes;
             sum.chunk_bytes += st.chunk_bytes;

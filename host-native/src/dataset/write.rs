@@ -24,6 +24,7 @@ use zrecord_core::dataset::{shard_dir, Field, FieldKind, Manifest, ShardEntry, M
 use zrecord_core::error::{Error, FormatError, IoError};
 use zrecord_core::format::FileLayout;
 use zrecord_core::schema::SCHEMA_FILE;
+use zrecord_core::stream::DatasetId;
 use zrecord_core::{CodecPolicy, MAX_RECORDS};
 
 use super::long::Spill;
@@ -204,7 +205,7 @@ impl DatasetWriter {
             // What an interrupted change left goes first (a new shard folder's name may be
             // one of them), judged against the dataset there: an overwrite's new manifest
             // lists none of the shards readers still read until its commit.
-            remove_unlisted(&path, &existing)?;
+            remove_unlisted(&path, &existing, Depth::Shards)?;
             if options.mode == WriteMode::Create {
                 return Err(bad(Error::InvalidArgument(format!(
                     "{} already holds a dataset of named fields ({} samples of {}): write with mode=\"append\" to \
@@ -231,7 +232,7 @@ impl DatasetWriter {
                 existing
             }
         } else {
-            remove_unlisted(&path, &fresh)?;
+            remove_unlisted(&path, &fresh, Depth::Shards)?;
             fresh
         };
         let writes = FieldWrite::all(&path, &manifest, &options)?;
@@ -543,6 +544,7 @@ impl DatasetWriter {
             // An append: a state saved on the dataset as it was resumes on it grown.
             let before = super::columns::prefix_identity(&self.path, &self.manifest, self.listed)?;
             self.manifest.grew_from(before);
+            keep_rows(&mut self.manifest, before);
         }
         super::columns::fold_new_stores(&self.path, &mut self.manifest, &new)?;
         let synced = publish_then(&self.path, &self.manifest)?;
@@ -561,6 +563,15 @@ impl DatasetWriter {
 
     /// Drops every staged sample and removes the new shard folders.
     pub fn discard(self) {}
+}
+
+/// Records `before`, the identity of the rows a dataset had before an append, as its row
+/// identity (`Manifest::rows`) if it has none yet. The identity stays what the stores
+/// give (the stores' generations fold left to right, so folding the new stores into the
+/// old ones' fold is the fold of them all), and the next append reads it from the manifest
+/// instead of opening every store: an append's cost does not grow with the shards.
+pub(super) fn keep_rows(manifest: &mut Manifest, before: DatasetId) {
+    manifest.rows.get_or_insert(before.generation);
 }
 
 /// One field's rules for a write: how its columns are checked, staged, and where its store
@@ -839,7 +850,7 @@ pub(super) fn lock_existing(path: &Path) -> Result<(File, Manifest), DatasetErro
     let (lock, manifest) = lock_dataset(path)?;
     // What an interrupted change left (unlisted shard and field folders) goes first: a new
     // shard folder's name may be one of them.
-    remove_unlisted(path, &manifest)?;
+    remove_unlisted(path, &manifest, Depth::Fields)?;
     Ok((lock, manifest))
 }
 
@@ -896,16 +907,42 @@ pub(super) fn publish_then(path: &Path, manifest: &Manifest) -> Result<Result<()
 /// written beside but never renamed. Each with the bytes it takes on disk. Without the
 /// writer lock, a write in progress looks the same.
 pub fn leftovers(path: &Path, manifest: &Manifest) -> Result<Vec<(PathBuf, u64)>, DatasetError> {
+    Ok(unlisted(path, manifest, Depth::Fields)?
+        .into_iter()
+        .map(|p| {
+            let size = disk_bytes(&p);
+            (p, size)
+        })
+        .collect())
+}
+
+/// How far a look for [`leftovers`] goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    /// The dataset folder: unlisted shard folders and a manifest never renamed. What a
+    /// write must clear (a new shard folder's name may be one of them), at a cost that
+    /// does not grow with the shards listed.
+    Shards,
+    /// Also every listed shard's folder: the folders there that name no field. What the
+    /// changes that touch every shard anyway (fields added or dropped, deletes) and
+    /// `zr clean` clear; an interrupted add of a field is cleared again by the next add
+    /// of that field, so a write may leave them.
+    Fields,
+}
+
+/// The paths [`leftovers`] lists, looked for as far as `depth` says.
+fn unlisted(path: &Path, manifest: &Manifest, depth: Depth) -> Result<Vec<PathBuf>, DatasetError> {
     let mut out = Vec::new();
+    let listed: std::collections::HashSet<&str> = manifest.shards.iter().map(|s| s.dir.as_str()).collect();
     let entries = std::fs::read_dir(path).map_err(io_at(path, "list"))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.starts_with("shard-") && !manifest.shards.iter().any(|s| s.dir == name) {
+        if name.starts_with("shard-") && !listed.contains(name) {
             out.push(entry.path());
         }
     }
-    for shard in &manifest.shards {
+    for shard in manifest.shards.iter().filter(|_| depth == Depth::Fields) {
         let Ok(entries) = std::fs::read_dir(path.join(&shard.dir)) else { continue };
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -920,13 +957,7 @@ pub fn leftovers(path: &Path, manifest: &Manifest) -> Result<Vec<(PathBuf, u64)>
         out.push(tmp);
     }
     out.sort();
-    Ok(out
-        .into_iter()
-        .map(|p| {
-            let size = disk_bytes(&p);
-            (p, size)
-        })
-        .collect())
+    Ok(out)
 }
 
 /// The bytes `path` (a file, or a folder and all it holds) takes on disk: allocated
@@ -946,14 +977,14 @@ fn disk_bytes(path: &Path) -> u64 {
 pub fn remove_leftovers(path: &Path) -> Result<Vec<(PathBuf, u64)>, DatasetError> {
     let (_lock, manifest) = lock_dataset(path)?;
     let found = leftovers(path, &manifest)?;
-    remove_unlisted(path, &manifest)?;
+    remove_unlisted(path, &manifest, Depth::Fields)?;
     Ok(found)
 }
 
 /// Removes what an interrupted write left ([`leftovers`]; the writer lock is held, so no
 /// other writer is filling them).
-fn remove_unlisted(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
-    for (leftover, _) in leftovers(path, manifest)? {
+fn remove_unlisted(path: &Path, manifest: &Manifest, depth: Depth) -> Result<(), DatasetError> {
+    for leftover in unlisted(path, manifest, depth)? {
         let removed =
             if leftover.is_dir() { std::fs::remove_dir_all(&leftover) } else { std::fs::remove_file(&leftover) };
         removed.map_err(io_at(&leftover, "remove leftover"))?;

@@ -171,6 +171,11 @@ pub(super) fn check_sources(stream: &Stream, sources: &[Source]) -> Result<(), L
             )));
         }
     }
+    // Every store open now: a run that starts before a change removes shards reads the
+    // dataset it started on (dataset/shard.rs).
+    for source in sources {
+        source.data().open_all()?;
+    }
     let sizes = sources[0].sample_sizes();
     if let Some(s) = sources.iter().position(|src| src.sample_sizes() != sizes) {
         return Err(LoaderError::Sources(format!(

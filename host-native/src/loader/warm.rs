@@ -70,7 +70,7 @@ pub(super) fn start_warming(
     }
     let mut stores: Vec<Arc<Zrecord>> = Vec::new();
     for source in &shared.sources {
-        for store in source.data().stores() {
+        for store in source.data().stores().map_err(std::io::Error::other)? {
             if !stores.iter().any(|s| s.path() == store.path()) {
                 stores.push(Arc::clone(store));
             }

@@ -14,7 +14,6 @@ use std::rc::Rc;
 use zrecord_core::dataset::long::LongIndex;
 use zrecord_core::dataset::{values, Field, FieldKind, Layout, Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
 use zrecord_core::io::Serial;
-use zrecord_core::stream::DatasetId as CoreId;
 use zrecord_core::{Error, IoError, IoErrorKind, Options, Store as CoreStore, Writer};
 
 use crate::api::{to_wit, try_zeroed};
@@ -282,22 +281,13 @@ impl wit_dataset::GuestDataset for DatasetRes {
     }
 
     fn id(&self) -> Result<DatasetId, WitError> {
-        // The native `Dataset::id` (host-native/src/dataset/mod.rs), which the Python
-        // loader's states name: the manifest's `rows` once a field was added or dropped,
-        // else every store's generation (its nonce folded in) shard by shard, field by
-        // field, over `DatasetId::of_stores`.
-        let length = self.layout.len();
-        if let Some(rows) = self.manifest.rows {
-            return Ok(wit_id(CoreId { length, generation: rows }));
-        }
-        let mut generations = Vec::with_capacity(self.manifest.shards.len() * self.manifest.fields.len());
-        for s in 0..self.manifest.shards.len() {
-            for (f, field) in self.manifest.fields.iter().enumerate() {
-                let o = self.store(s, f)?;
-                generations.push(o.store.generation().map_err(|e| named(&o.path, &field.name, e))?);
-            }
-        }
-        Ok(wit_id(CoreId::of_stores(length, generations)))
+        // The core's rule (`Manifest::identity`), which every host and the Python
+        // loader's states share.
+        let id = self.manifest.identity(|s, f| {
+            let o = self.store(s, f)?;
+            o.store.generation().map_err(|e| named(&o.path, &self.manifest.fields[f].name, e))
+        })?;
+        Ok(wit_id(id))
     }
 
     fn grown_from(&self) -> Vec<DatasetId> {
