@@ -17,16 +17,15 @@ use std::path::{Path, PathBuf};
 
 use zrecord_core::dataset::{Field, Manifest};
 use zrecord_core::error::Error;
-use zrecord_core::format::FileLayout;
-use zrecord_core::stream::DatasetId;
 
+use super::field_write::FieldWrite;
 use super::long::Spill;
+use super::manifest_io::{io_at, lock_existing, publish};
 use super::remote_edit::{discard_uploads, read_dataset, replace, Listed, Scratch};
-use super::write::{io_at, lock_existing, publish, FieldWrite};
 use super::{Column, Dataset, DatasetError, DatasetOptions, RemoteOptions, WriteOptions};
 use crate::remote::push::upload_tree;
 use crate::remote::Remote;
-use crate::{OpenOptions, Zrecord};
+use crate::Zrecord;
 
 /// Adds one field to every sample of an existing local dataset; see the module docs.
 /// Write its samples in index order with [`FieldAdder::write`], then
@@ -63,22 +62,6 @@ struct RemoteTarget {
     _scratch: Scratch,
 }
 
-/// The dataset's identity generation now (what a saved state holds), and the layout of
-/// its stores (dense when it has none).
-fn identity(path: &Path) -> Result<(u64, FileLayout), DatasetError> {
-    let ds = Dataset::open_with(path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
-    let layout = first_layout(&ds)?;
-    Ok((ds.id()?.generation, layout))
-}
-
-/// The layout of `ds`'s stores: its first store's (dense when it has none).
-fn first_layout(ds: &Dataset) -> Result<FileLayout, DatasetError> {
-    Ok(match ds.shard_count() {
-        0 => FileLayout::Dense,
-        _ => ds.store(0, 0)?.layout(),
-    })
-}
-
 impl FieldAdder {
     /// An adder of `field` to the dataset at `path`, its stores compressed under
     /// `options.min_savings` and laid out as the dataset's stores are (dense or sparse;
@@ -86,7 +69,9 @@ impl FieldAdder {
     pub fn open(path: impl AsRef<Path>, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
         let path = path.as_ref().to_path_buf();
         let (lock, manifest) = lock_existing(&path)?;
-        let (rows, layout) = identity(&path)?;
+        let ds = Dataset::open_with(&path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
+        let (rows, layout) = (ds.id()?.generation, ds.stores_layout()?);
+        drop(ds);
         // Checks the field first: a field the dataset has is no leftover.
         let adder = Self::start(path, manifest, field, WriteOptions { layout, ..options }, rows, Some(lock), None)?;
         // Folders of this name in listed shards are an interrupted add's: not listed, so
@@ -108,8 +93,8 @@ impl FieldAdder {
     pub fn open_remote(remote: &Remote, field: Field, options: WriteOptions) -> Result<FieldAdder, DatasetError> {
         let listed = read_dataset(remote, "add a field to")?;
         let ds = Dataset::open_remote_in(remote, RemoteOptions::default())?;
-        let rows = super::remote_edit::identity(remote, &listed.manifest, Some(&ds))?.generation;
-        let layout = first_layout(&ds)?;
+        let rows = super::identity::remote_identity(remote, &listed.manifest, Some(&ds))?.generation;
+        let layout = ds.stores_layout()?;
         let scratch = Scratch::new("add-field")?;
         let manifest = listed.manifest.clone();
         let target = RemoteTarget { remote: remote.clone(), listed, _scratch: scratch };
@@ -320,7 +305,9 @@ impl Drop for FieldAdder {
 pub fn drop_field(path: impl AsRef<Path>, name: &str) -> Result<Field, DatasetError> {
     let path = path.as_ref();
     let (_lock, manifest) = lock_existing(path)?;
-    let (rows, _) = identity(path)?;
+    let rows = Dataset::open_with(path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?
+        .id()?
+        .generation;
     let mut after = manifest.clone();
     let field = after
         .drop_field(name, rows)
@@ -332,52 +319,4 @@ pub fn drop_field(path: impl AsRef<Path>, name: &str) -> Result<Field, DatasetEr
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(field)
-}
-
-/// Folds the generations of the stores in shard folders `new` (opened read-only) into
-/// `manifest.rows`, when the dataset has a row identity: what an append or a delete does
-/// to it, as new stores would change the stores' identity.
-pub(super) fn fold_new_stores(path: &Path, manifest: &mut Manifest, new: &[String]) -> Result<(), DatasetError> {
-    if manifest.rows.is_some() {
-        let generations = store_generations(path, &manifest.fields, new)?;
-        fold_rows(manifest, &generations);
-    }
-    Ok(())
-}
-
-/// The generations of the stores of `fields` in shard folders `shards` under `path`, shard
-/// by shard, each shard's in field order.
-pub(super) fn store_generations(path: &Path, fields: &[Field], shards: &[String]) -> Result<Vec<u64>, DatasetError> {
-    let mut generations = Vec::with_capacity(shards.len() * fields.len());
-    for shard in shards {
-        for f in fields {
-            generations.push(store_generation(&path.join(shard).join(&f.name), &f.name)?);
-        }
-    }
-    Ok(generations)
-}
-
-/// The generation of the store in `dir`, of field `field`.
-fn store_generation(dir: &Path, field: &str) -> Result<u64, DatasetError> {
-    let options = OpenOptions { create: false, read_only: true, ..OpenOptions::default() };
-    let store = Zrecord::open_with(dir, options).map_err(|e| DatasetError::at(dir, Some(field), e))?;
-    store.generation().map_err(|e| DatasetError::at(dir, Some(field), e))
-}
-
-/// The identity the dataset at `path` had when its manifest listed only the first `listed`
-/// of `manifest`'s shards (as [`Dataset::id`] computes it then).
-pub(super) fn prefix_identity(path: &Path, manifest: &Manifest, listed: usize) -> Result<DatasetId, DatasetError> {
-    let prefix = Manifest { shards: manifest.shards[..listed].to_vec(), ..manifest.clone() };
-    prefix.identity(|s, f| {
-        let dir = path.join(&prefix.shards[s].dir).join(&prefix.fields[f].name);
-        store_generation(&dir, &prefix.fields[f].name)
-    })
-}
-
-/// Folds new stores' `generations` ([`store_generations`]) into `manifest.rows`, if set.
-pub(super) fn fold_rows(manifest: &mut Manifest, generations: &[u64]) {
-    if let Some(rows) = manifest.rows {
-        let all = std::iter::once(rows).chain(generations.iter().copied());
-        manifest.rows = Some(DatasetId::of_stores(0, all).generation);
-    }
 }

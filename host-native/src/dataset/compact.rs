@@ -19,7 +19,8 @@ use zrecord_core::dataset::{shard_dir, ShardEntry};
 use zrecord_core::error::Error;
 
 use super::delete::{copy_records, first_layout, open_read};
-use super::write::{lock_existing, publish_then, settle, FieldWrite};
+use super::field_write::FieldWrite;
+use super::manifest_io::{lock_existing, publish_then, settle};
 use super::{DatasetError, WriteOptions};
 
 /// What [`compact_shards`] did.
@@ -93,7 +94,7 @@ pub fn compact_shards(
     let samples: u64 = merge.iter().flat_map(|r| &manifest.shards[r.clone()]).map(|s| s.records).sum();
     let total = samples * writes.len() as u64;
     // The identity before, kept: sample i stays sample i.
-    let identity = super::columns::prefix_identity(path, &manifest, manifest.shards.len())?;
+    let identity = super::identity::prefix_identity(path, &manifest, manifest.shards.len())?;
 
     let mut done = 0u64;
     let mut bytes = 0u64;

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 
+use super::manifest_io::{describe, io_at, publish};
 use super::remote_edit::{discard_uploads, inline_listing, read_dataset};
-use super::write::{describe, io_at, publish};
 use super::DatasetError;
 use object_store::ObjectStoreExt;
 
@@ -51,7 +51,7 @@ fn read_manifest(path: &Path) -> Result<Manifest, DatasetError> {
             Error::InvalidArgument(format!("{} is not a dataset of named fields (no {MANIFEST_FILE})", path.display())),
         ));
     }
-    super::write::read_manifest(&manifest_path)
+    super::manifest_io::read_manifest(&manifest_path)
 }
 
 /// The manifest of a concatenation of datasets with `manifests` (at `paths`), with no

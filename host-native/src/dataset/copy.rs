@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use zrecord_core::dataset::{Manifest, MANIFEST_FILE, MAX_MANIFEST_LEN};
 use zrecord_core::error::{Error, IoError};
 
-use super::write::io_at;
+use super::manifest_io::io_at;
 use super::DatasetError;
 
 /// Times the manifest is read again when a change removed a listed shard during the copy.

@@ -17,7 +17,8 @@ use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry};
 use zrecord_core::error::Error;
 use zrecord_core::format::FileLayout;
 
-use super::write::{lock_existing, publish_then, settle, FieldWrite};
+use super::field_write::FieldWrite;
+use super::manifest_io::{lock_existing, publish_then, settle};
 use super::{DatasetError, WriteOptions};
 use crate::{OpenOptions, Zrecord};
 
@@ -93,7 +94,7 @@ pub fn delete_samples(
         after.grown_from.clear();
         let new: Vec<String> =
             made.iter().filter_map(|d| d.file_name().and_then(|n| n.to_str()).map(String::from)).collect();
-        super::columns::fold_new_stores(path, &mut after, &new)?;
+        super::identity::fold_new_stores(path, &mut after, &new)?;
         publish_then(path, &after)
     })();
     // Published but not synced: an error, the new shards kept (they are listed) and the

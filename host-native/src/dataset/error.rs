@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use zrecord_core::error::Error;
+use zrecord_core::error::{Error, FormatError};
 
 /// A failure of a dataset operation, naming the store (the shard's field folder, or the
 /// dataset directory) and the field it happened in. [`DatasetError::code`] is the inner
@@ -62,5 +62,11 @@ impl DatasetError {
             self.source = Error::IndexOutOfRange { index, length };
         }
         self
+    }
+}
+
+impl From<FormatError> for DatasetError {
+    fn from(e: FormatError) -> Self {
+        DatasetError::at(Path::new("."), None, e)
     }
 }

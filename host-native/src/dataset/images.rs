@@ -18,7 +18,7 @@ use zrecord_core::error::Error;
 use zrecord_core::Codec;
 
 use super::convert::{ImportOptions, Imported};
-use super::write::io_at;
+use super::manifest_io::io_at;
 use super::{Column, DatasetError, DatasetWriter};
 
 /// File name extensions taken as images (compared lower-cased).

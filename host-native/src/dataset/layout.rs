@@ -9,7 +9,7 @@ use zrecord_core::dataset::MANIFEST_FILE;
 use zrecord_core::error::Error;
 use zrecord_core::format::{FileLayout, META_FILE};
 
-use super::write::WRITE_LOCK_FILE;
+use super::manifest_io::WRITE_LOCK_FILE;
 use super::DatasetError;
 use crate::{OpenOptions, Zrecord};
 
@@ -56,7 +56,7 @@ pub fn set_layout(
             Error::Locked(format!("a writer is adding to {}; change its layout after it finished", path.display())),
         ));
     };
-    let manifest = super::write::read_manifest(&manifest_path)?;
+    let manifest = super::manifest_io::read_manifest(&manifest_path)?;
     let total = (manifest.shards.len() * manifest.fields.len()) as u64;
     let mut done = LayoutChange::default();
     for shard in &manifest.shards {

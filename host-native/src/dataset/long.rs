@@ -18,7 +18,7 @@ use zrecord_core::dataset::long::{more_pieces, LongIndex, MAX_LONG};
 use zrecord_core::error::Error;
 use zrecord_core::{CodecPolicy, MAX_RECORDS};
 
-use super::write::io_at;
+use super::manifest_io::io_at;
 use super::DatasetError;
 use crate::Zrecord;
 

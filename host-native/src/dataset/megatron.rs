@@ -30,7 +30,7 @@ use zrecord_core::dataset::Field;
 use zrecord_core::error::{Error, FormatError};
 
 use super::convert::{ImportOptions, Imported};
-use super::write::io_at;
+use super::manifest_io::io_at;
 use super::{Column, DatasetError, DatasetWriter};
 
 /// The `.idx` file's first bytes.

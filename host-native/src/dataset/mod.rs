@@ -13,22 +13,34 @@
 //! writable when the user may write it (so that delete and compact work) and read-only
 //! when the system refuses (EACCES, EROFS), unless [`DatasetOptions::read_only`] says which.
 //!
-//! The files: `mod.rs` the [`Dataset`] and its reads (an index to its shard's record, the
-//! gathers); `error.rs` [`DatasetError`]; `open.rs` opening one ([`DatasetOptions`],
-//! [`RemoteOptions`]); `write.rs` [`DatasetWriter`]; `parts.rs` a dataset written in
-//! parts ([`Part`]); `saved_parts.rs` parts from separate processes kept at the
-//! destination until one commits them ([`save_part`], [`commit_saved`]); `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
-//! `tokens.rs` a flat token file into documents ([`import_tokens`]); `text.rs` text
-//! into token documents through a `tokenizer.json` ([`import_text`]); `megatron.rs`
-//! Megatron-LM's `.bin`/`.idx` indexed datasets ([`import_megatron`]); `layout.rs` a
-//! dataset's stores made dense or sparse ([`set_layout`]); `columns.rs` fields added and
-//! dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
-//! ([`delete_samples`]); `remote_edit.rs` samples deleted and fields dropped or added in
-//! an object store ([`delete_remote`], [`drop_field_remote`], [`FieldAdder::open_remote`]);
-//! `concat.rs` one dataset of several ([`concat`]); `find.rs` the datasets under a folder
-//! or prefix ([`find_local`], [`find_remote`]); `report.rs` a whole dataset's
-//! inspect, verify and stats ([`Dataset::inspect_stores`], [`Dataset::verify_stores`],
-//! [`Dataset::stats`]).
+//! The files, readers first:
+//! - `mod.rs` the [`Dataset`] and its reads (an index to its shard's record, the gathers);
+//!   `shard.rs` a shard's stores, opened when a read first needs them; `read_ahead.rs`
+//!   [`Dataset::will_read`]; `open.rs` opening one ([`DatasetOptions`], [`RemoteOptions`]);
+//!   `error.rs` [`DatasetError`]; `report.rs` a whole dataset's inspect, verify and stats
+//!   ([`Dataset::inspect_stores`], [`Dataset::verify_stores`], [`Dataset::stats`]).
+//! - What every change shares, using no sibling but `long.rs`: `manifest_io.rs` the writer
+//!   lock, the manifest read and published, leftovers ([`leftovers`]); `options.rs`
+//!   [`WriteOptions`] and [`WriteMode`]; `field_write.rs` one field's rules for a write
+//!   ([`Column`], `FieldWrite`); `identity.rs` the identity a change records and folds
+//!   (the rule is the core's `Manifest::identity`); `long.rs` samples longer than a record.
+//! - The changes: `write.rs` [`DatasetWriter`]; `parts.rs` a dataset written in parts
+//!   ([`Part`]); `saved_parts.rs` parts from separate processes kept at the destination
+//!   until one commits them ([`save_part`], [`commit_saved`]); `columns.rs` fields added and
+//!   dropped ([`FieldAdder`], [`drop_field`]); `delete.rs` samples deleted
+//!   ([`delete_samples`]); `compact.rs` small shards merged ([`compact_shards`]); `copy.rs`
+//!   a consistent copy ([`copy_dataset`]); `remote_edit.rs` samples deleted and fields
+//!   dropped or added in an object store ([`delete_remote`], [`drop_field_remote`],
+//!   [`FieldAdder::open_remote`]); `concat.rs` one dataset of several ([`concat`]);
+//!   `layout.rs` a dataset's stores made dense or sparse ([`set_layout`]).
+//! - Imports: `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
+//!   `tokens.rs` a flat token file into documents ([`import_tokens`]); `text.rs` text into
+//!   token documents through a `tokenizer.json` ([`import_text`]); `megatron.rs`
+//!   Megatron-LM's `.bin`/`.idx` indexed datasets ([`import_megatron`]); `images.rs`
+//!   image folders and WebDataset shards; `find.rs` the datasets under a folder or prefix
+//!   ([`find_local`], [`find_remote`]).
+//!
+//! No file imports one that imports it (checked by reading their `use super::` lines).
 
 mod columns;
 mod compact;
@@ -37,13 +49,18 @@ mod convert;
 mod copy;
 mod delete;
 mod error;
+mod field_write;
 mod find;
+mod identity;
 mod images;
 mod layout;
 mod long;
+mod manifest_io;
 mod megatron;
 mod open;
+mod options;
 mod parts;
+mod read_ahead;
 mod remote_edit;
 mod report;
 mod saved_parts;
@@ -69,19 +86,22 @@ pub use convert::{export_npy, import_npy, ExportTo, ImportOptions, Imported, OFF
 pub use copy::{copy_dataset, Copied};
 pub use delete::{delete_samples, Deleted};
 pub use error::DatasetError;
+pub use field_write::Column;
 pub use find::{find_local, find_remote};
 pub use images::{image_folder, import_image_folder, import_webdataset, webdataset_shards, ImageFolder};
 pub use layout::{set_layout, LayoutChange};
+pub use manifest_io::{leftovers, remove_leftovers};
 pub use megatron::{import_megatron, megatron_files, MEGATRON_MAGIC};
 pub(crate) use open::read_meta_file;
 pub use open::{open_store, DatasetOptions, RemoteOptions};
+pub use options::{WriteMode, WriteOptions};
 pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};
 pub use remote_edit::{delete_remote, drop_field_remote};
 pub use report::{DatasetStats, StoreReport};
 pub use saved_parts::{commit_saved, save_part, CommittedParts, PartsAt, SAVED_PARTS};
 pub use text::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};
 pub use tokens::{import_tokens, TokensImported};
-pub use write::{leftovers, remove_leftovers, Column, DatasetWriter, WriteMode, WriteOptions};
+pub use write::DatasetWriter;
 
 use crate::{FixedSlots, Pick, Verify, Zrecord};
 use shard::Shard;
@@ -268,6 +288,14 @@ impl Dataset {
         Ok(&self.opened(s)?.stores[f])
     }
 
+    /// The layout of the dataset's stores (its first store's; dense when it has none).
+    pub fn stores_layout(&self) -> Result<zrecord_core::format::FileLayout, DatasetError> {
+        Ok(match self.shard_count() {
+            0 => zrecord_core::format::FileLayout::Dense,
+            _ => self.store(0, 0)?.layout(),
+        })
+    }
+
     /// Opens every shard's stores that no read opened yet. A loader calls it when it
     /// starts: what it holds open stays readable when a later change removes the shards
     /// (`shard.rs`).
@@ -403,85 +431,6 @@ impl Dataset {
     /// (`None` for a local dataset, or before the first request).
     pub fn round_trip(&self) -> Option<f64> {
         self.shards.first()?.if_open()?.stores.first()?.round_trip()
-    }
-
-    /// A read-ahead: every field's records of samples `indices` start on their way (an
-    /// object store sends the requests now; a local dataset asks the kernel for what is not
-    /// in memory: [`Zrecord::will_read`]). Reads nothing, reports nothing: the reads that
-    /// follow report what is wrong.
-    pub fn will_read(&self, indices: &[u64]) {
-        let Ok(indices) = self.to_whole(indices) else { return };
-        let indices = &*indices;
-        if self.cache.is_none() {
-            // A local dataset is mostly all warm or all cold: one look at the first sample
-            // decides, instead of a few residency checks in every store the batch touches.
-            let Some((s, index)) = indices.first().and_then(|&i| self.layout.locate(i)) else { return };
-            let Ok(first) = self.opened(s) else { return };
-            if !first.stores.iter().any(|z| z.is_cold(index)) {
-                return;
-            }
-        }
-        let mut per_shard: Vec<Vec<u64>> = vec![Vec::new(); self.shards.len()];
-        for &i in indices {
-            if let Some((s, index)) = self.layout.locate(i) {
-                per_shard[s].push(index);
-            }
-        }
-        // A long sample's continuation records, which only its own fields' stores hold,
-        // are read ahead by those stores below (the other fields ask for nothing more).
-        let mut more: Vec<(usize, usize, Vec<u64>)> = Vec::new();
-        let mut opened = Vec::new();
-        for (s, local) in per_shard.iter().enumerate() {
-            if local.is_empty() {
-                continue;
-            }
-            // A shard that does not open is left to the read, which reports it.
-            let Ok(shard) = self.opened(s) else { continue };
-            opened.push((shard, local));
-            for (f, long) in shard.long.iter().enumerate() {
-                let Some(long) = long else { continue };
-                let records: Vec<u64> = per_shard[s]
-                    .iter()
-                    .filter_map(|&i| long.find(i))
-                    .flat_map(|sample| sample.records().skip(1).map(|(r, _)| r))
-                    .collect();
-                if !records.is_empty() {
-                    more.push((s, f, records));
-                }
-            }
-        }
-        crate::remote::file::sending_together(|| self.announce(&opened, &more));
-    }
-
-    /// [`Dataset::will_read`]'s announcements to the stores: `touched` the opened shards a
-    /// batch reads with their samples, `more` long samples' further records by shard and
-    /// field.
-    fn announce(&self, touched: &[(&shard::Opened, &Vec<u64>)], more: &[(usize, usize, Vec<u64>)]) {
-        for (s, f, records) in more {
-            if let Some(o) = self.shards[*s].if_open() {
-                let _ = o.stores[*f].will_read(records);
-            }
-        }
-        let touched: Vec<(&Arc<Zrecord>, &Vec<u64>)> =
-            touched.iter().flat_map(|&(shard, local)| shard.stores.iter().map(move |store| (store, local))).collect();
-        // In an object store each store fetches its table's block before it can send its
-        // records' requests: one round trip each while the blocks are not held. Side by
-        // side, a cold batch over many shards and fields waits about two round trips, not
-        // two per store; a warm one (the usual case) sends its requests from here.
-        let cold = self.cache.is_some() && touched.len() > 1 && touched.iter().any(|(z, local)| z.table_cold(local[0]));
-        if !cold {
-            for (store, local) in touched {
-                let _ = store.will_read(local);
-            }
-            return;
-        }
-        std::thread::scope(|scope| {
-            for (store, local) in touched {
-                scope.spawn(move || {
-                    let _ = store.will_read(local);
-                });
-            }
-        });
     }
 
     /// Where each of `indices` lives: its shard and record there, and the destination

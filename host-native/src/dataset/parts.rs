@@ -30,10 +30,10 @@ use serde::{Deserialize, Serialize};
 use zrecord_core::dataset::{Field, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 
-use super::columns::{fold_rows, store_generations};
-use super::remote_edit::{identity, inline_listing, parse_current};
-use super::write::describe;
-use super::{Dataset, DatasetError, DatasetOptions, DatasetWriter, WriteOptions};
+use super::identity::{fold_rows, remote_identity, store_generations};
+use super::manifest_io::describe;
+use super::remote_edit::{inline_listing, parse_current};
+use super::{Dataset, DatasetError, DatasetWriter, WriteOptions};
 use crate::remote::objects::{Object, Objects, LISTING_VERSION};
 use crate::remote::push::{put_small, read_listing, try_put_listing, upload_tree};
 use crate::remote::Remote;
@@ -131,25 +131,12 @@ pub fn write_tag() -> String {
     format!("{:016x}", crate::remote::random_u64())
 }
 
-/// The manifest of the committed part at `path`, after opening it (which checks every
-/// store against it); a part must be a dataset of named fields.
-pub(super) fn part_manifest(path: &Path) -> Result<Manifest, DatasetError> {
-    let dataset = Dataset::open_with(path, DatasetOptions { read_only: Some(true), ..DatasetOptions::default() })?;
-    dataset.manifest().cloned().ok_or_else(|| {
-        DatasetError::at(
-            path,
-            None,
-            Error::InvalidArgument("a part must be a dataset of named fields (dataset.json)".into()),
-        )
-    })
-}
-
 /// Finishes task `task`'s part once its dataset at `local` is committed: for an object
 /// store (`remote`), uploads its shards (named with `tag` when the write appends, see
 /// [`write_tag`]; empty otherwise); for a local destination, `local` must be the
 /// destination's [`part_dir`] and nothing moves until the commit.
 pub fn finish_part(local: &Path, remote: Option<&Remote>, task: u64, tag: &str) -> Result<Part, DatasetError> {
-    let manifest = part_manifest(local)?;
+    let manifest = super::manifest_io::part_manifest(local)?;
     let Some(remote) = remote else {
         let expected = part_dir(task);
         if local.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
@@ -303,9 +290,9 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
             ));
         }
         // A state saved on the dataset as it is resumes on it grown (`Manifest::grown_from`).
-        let before = identity(remote, &manifest, None)?;
+        let before = remote_identity(remote, &manifest, None)?;
         manifest.grew_from(before);
-        super::write::keep_rows(&mut manifest, before);
+        super::identity::keep_rows(&mut manifest, before);
         let mut objects = listed.objects.objects.clone();
         let stale = objects.remove(MANIFEST_FILE).is_some();
         objects.extend(grow(at, &mut manifest, &sorted)?);

@@ -27,11 +27,10 @@ use std::path::{Path, PathBuf};
 
 use zrecord_core::dataset::{Field, Manifest, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
-use zrecord_core::stream::DatasetId;
 
 use super::delete::{delete_samples, sorted_in_range, Deleted};
-use super::write::{publish, read_manifest};
-use super::{Dataset, DatasetError, RemoteOptions};
+use super::manifest_io::{publish, read_manifest};
+use super::DatasetError;
 use crate::remote::objects::{Object, Objects, LISTING, LISTING_VERSION_INLINE};
 use crate::remote::push::{
     fetch_object, missing_listing, read_listed_manifest, read_listing, try_put_listing, upload_tree, Listing,
@@ -120,22 +119,6 @@ pub(super) fn inline_listing(
     Ok(Objects { version: LISTING_VERSION_INLINE, kind: "dataset".into(), objects, manifest: Some(value) })
 }
 
-/// The dataset's row identity as a saved state holds it: [`Dataset::id`]'s rule (the
-/// manifest's rows when it records them, else the stores' generations), without opening
-/// the dataset at `remote` when the manifest answers or `opened` is that dataset already.
-/// Every remote change that records what it changed from asks here.
-pub(super) fn identity(
-    remote: &Remote,
-    manifest: &Manifest,
-    opened: Option<&Dataset>,
-) -> Result<DatasetId, DatasetError> {
-    match (manifest.rows, opened) {
-        (Some(rows), _) => Ok(DatasetId { length: manifest.len(), generation: rows }),
-        (None, Some(ds)) => ds.id(),
-        (None, None) => Dataset::open_remote_in(remote, RemoteOptions::default())?.id(),
-    }
-}
-
 /// Deletes the objects this change uploaded, when it fails or is overtaken: best effort
 /// (an object left behind is listed by no one and costs only its bytes).
 pub(super) fn discard_uploads(remote: &Remote, keys: &[String]) {
@@ -201,7 +184,7 @@ impl Scratch {
 
     pub(super) fn new(doing: &str) -> Result<Scratch, DatasetError> {
         let dir = std::env::temp_dir().join(format!("zrecord-{doing}-{}", super::write_tag()));
-        std::fs::create_dir(&dir).map_err(super::write::io_at(&dir, "create"))?;
+        std::fs::create_dir(&dir).map_err(super::manifest_io::io_at(&dir, "create"))?;
         Ok(Scratch(dir))
     }
 }
@@ -298,7 +281,7 @@ pub fn delete_remote(
 pub fn drop_field_remote(remote: &Remote, name: &str) -> Result<Field, DatasetError> {
     let at = Path::new(remote.url());
     let listed = read_dataset(remote, "drop a field of")?;
-    let rows = identity(remote, &listed.manifest, None)?.generation;
+    let rows = super::identity::remote_identity(remote, &listed.manifest, None)?.generation;
     let mut changed = listed.manifest.clone();
     let field = changed
         .drop_field(name, rows)

@@ -38,7 +38,7 @@ mod parquet;
 
 use self::parquet::ParquetText;
 use super::convert::Imported;
-use super::write::io_at;
+use super::manifest_io::io_at;
 use super::{Column, DatasetError, DatasetWriter, WriteOptions};
 
 /// How [`import_text`] reads and writes.

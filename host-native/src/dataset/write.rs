@@ -15,92 +15,19 @@
 //! again, so a reader holding the old manifest reads exactly what it listed.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use zrecord_core::dataset::long::{piece_len, MAX_SAMPLE_LEN};
-use zrecord_core::dataset::values::{self, ValueError};
-use zrecord_core::dataset::{shard_dir, Field, FieldKind, Manifest, ShardEntry, MANIFEST_FILE};
-use zrecord_core::error::{Error, FormatError, IoError};
-use zrecord_core::format::FileLayout;
+use zrecord_core::dataset::{shard_dir, Field, Manifest, ShardEntry, MANIFEST_FILE};
+use zrecord_core::error::Error;
 use zrecord_core::schema::SCHEMA_FILE;
-use zrecord_core::stream::DatasetId;
-use zrecord_core::{CodecPolicy, MAX_RECORDS};
+use zrecord_core::MAX_RECORDS;
 
+use super::field_write::{Column, FieldWrite};
 use super::long::Spill;
+use super::manifest_io::{describe, io_at, publish_then, read_manifest, remove_unlisted, Depth, WRITE_LOCK_FILE};
+use super::options::{WriteMode, WriteOptions};
 use super::{Dataset, DatasetError, DatasetOptions};
-use crate::{OpenOptions, Zrecord};
-
-/// The writer lock's file name inside a dataset directory.
-pub const WRITE_LOCK_FILE: &str = ".zrecord-write.lock";
-
-/// How a dataset is written.
-#[derive(Clone, Copy, Debug)]
-pub struct WriteOptions {
-    /// Samples per shard; a write rolls to a new shard when one is full (default and most:
-    /// 2^24, the store's record limit).
-    pub shard_records: u64,
-    /// The least fraction compression must save for a record to be stored compressed
-    /// ([`CodecPolicy`]; default [`zrecord_core::DEFAULT_MIN_SAVINGS`]).
-    pub min_savings: f64,
-    /// How the new shards' stores size their files (default [`FileLayout::Dense`]: files
-    /// as long as what they hold, safe for any copy tool; [`FileLayout::Sparse`] makes
-    /// each fixed field store one loaderx 0.5.4 opens).
-    pub layout: FileLayout,
-    /// What a sample with an empty ragged field (no element) does: a store holds no empty
-    /// record, so by default the write fails naming it; `true` leaves such samples out
-    /// (every field of them) and counts them ([`DatasetWriter::skipped`]). The one rule of
-    /// every writer: `Dataset.write`, `zr convert`, parts.
-    pub skip_empty: bool,
-    /// What a write does to a dataset already at the path (default [`WriteMode::Append`],
-    /// what `zr convert`, parts and Ray's sink do; Python's `Dataset.write` asks for
-    /// [`WriteMode::Create`] unless told otherwise).
-    pub mode: WriteMode,
-}
-
-/// What a write does when its path already holds a dataset of named fields.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WriteMode {
-    /// Refuse it, naming the other modes.
-    Create,
-    /// Add the new samples after its own (the fields must match).
-    #[default]
-    Append,
-    /// Replace it: the new samples, of any fields, become the dataset at the commit, all
-    /// at once (readers see the old dataset or the new one), and the old shards go after.
-    Overwrite,
-}
-
-impl WriteMode {
-    /// Every mode, in the order of their names' documentation.
-    pub const ALL: [WriteMode; 3] = [WriteMode::Create, WriteMode::Append, WriteMode::Overwrite];
-
-    /// The mode's name, the same in Rust, Python and the CLI.
-    pub fn name(self) -> &'static str {
-        match self {
-            WriteMode::Create => "create",
-            WriteMode::Append => "append",
-            WriteMode::Overwrite => "overwrite",
-        }
-    }
-
-    /// The mode called `name`.
-    pub fn from_name(name: &str) -> Option<WriteMode> {
-        WriteMode::ALL.into_iter().find(|m| m.name() == name)
-    }
-}
-
-impl Default for WriteOptions {
-    fn default() -> Self {
-        WriteOptions {
-            shard_records: u64::from(MAX_RECORDS),
-            min_savings: zrecord_core::DEFAULT_MIN_SAVINGS,
-            layout: FileLayout::Dense,
-            skip_empty: false,
-            mode: WriteMode::Append,
-        }
-    }
-}
+use crate::Zrecord;
 
 /// A column rebuilt without some samples ([`DatasetWriter::write`] with `skip_empty`).
 enum Kept {
@@ -115,21 +42,6 @@ impl Kept {
             Kept::Ragged(values, offsets) => Column::Ragged { values, offsets },
         }
     }
-}
-
-/// One field's samples for [`DatasetWriter::write`].
-#[derive(Clone, Copy, Debug)]
-pub enum Column<'a> {
-    /// The samples of a fixed field, back to back (`n * sample_len` bytes).
-    Fixed(&'a [u8]),
-    /// The samples of a ragged field: sample `k` is `values[offsets[k]..offsets[k + 1]]`
-    /// (byte offsets, `n + 1` of them, Arrow's list layout).
-    Ragged {
-        /// Every sample's elements, back to back.
-        values: &'a [u8],
-        /// Byte offsets, `n + 1`, non-decreasing.
-        offsets: &'a [u64],
-    },
 }
 
 struct OpenShard {
@@ -164,11 +76,6 @@ pub struct DatasetWriter {
     /// The shard folders of the dataset an overwrite replaces, removed once the new
     /// manifest is published.
     replaced: Vec<String>,
-}
-
-pub(super) fn io_at<'a>(path: &'a Path, what: &str) -> impl Fn(std::io::Error) -> DatasetError + 'a {
-    let what = what.to_owned();
-    move |e| DatasetError::at(path, None, Error::Io(IoError::from_std(e, format!("{what} {}", path.display()))))
 }
 
 impl DatasetWriter {
@@ -475,7 +382,7 @@ impl DatasetWriter {
         let Some(mut shard) = self.current.take() else { return Ok(()) };
         for (f, (store, spill)) in shard.stores.iter().zip(shard.spills.drain(..)).enumerate() {
             let name = &self.manifest.fields[f].name;
-            if spill.finish(store, self.writes[f].policy)? {
+            if spill.finish(store, self.writes[f].policy())? {
                 shard.entry.long.push(name.clone());
             }
             store.commit().map_err(|e| DatasetError::at(store.path(), Some(name), e))?;
@@ -499,7 +406,7 @@ impl DatasetWriter {
             ));
         }
         self.finish_shard()?;
-        let theirs = super::parts::part_manifest(part)?;
+        let theirs = super::manifest_io::part_manifest(part)?;
         if !self.manifest.accepts(&theirs.fields) {
             return Err(DatasetError::at(
                 part,
@@ -542,11 +449,11 @@ impl DatasetWriter {
         let new: Vec<String> = self.manifest.shards[self.listed..].iter().map(|s| s.dir.clone()).collect();
         if self.listed > 0 && !new.is_empty() {
             // An append: a state saved on the dataset as it was resumes on it grown.
-            let before = super::columns::prefix_identity(&self.path, &self.manifest, self.listed)?;
+            let before = super::identity::prefix_identity(&self.path, &self.manifest, self.listed)?;
             self.manifest.grew_from(before);
-            keep_rows(&mut self.manifest, before);
+            super::identity::keep_rows(&mut self.manifest, before);
         }
-        super::columns::fold_new_stores(&self.path, &mut self.manifest, &new)?;
+        super::identity::fold_new_stores(&self.path, &mut self.manifest, &new)?;
         let synced = publish_then(&self.path, &self.manifest)?;
         // Renamed into place: the new shards are the dataset's now, whatever follows.
         self.done = true;
@@ -563,242 +470,6 @@ impl DatasetWriter {
 
     /// Drops every staged sample and removes the new shard folders.
     pub fn discard(self) {}
-}
-
-/// Records `before`, the identity of the rows a dataset had before an append, as its row
-/// identity (`Manifest::rows`) if it has none yet. The identity stays what the stores
-/// give (the stores' generations fold left to right, so folding the new stores into the
-/// old ones' fold is the fold of them all), and the next append reads it from the manifest
-/// instead of opening every store: an append's cost does not grow with the shards.
-pub(super) fn keep_rows(manifest: &mut Manifest, before: DatasetId) {
-    manifest.rows.get_or_insert(before.generation);
-}
-
-/// One field's rules for a write: how its columns are checked, staged, and where its store
-/// in a new shard comes from. Shared by [`DatasetWriter`] and the column adder
-/// (`columns.rs`).
-pub(super) struct FieldWrite {
-    pub(super) field: Field,
-    /// Bytes of a fixed field's sample (`None` for ragged, bytes and string fields).
-    sample_len: Option<u64>,
-    itemsize: u64,
-    policy: CodecPolicy,
-}
-
-impl FieldWrite {
-    /// The writes of every field of `manifest` (the dataset at `path`, which errors name).
-    pub(super) fn all(
-        path: &Path,
-        manifest: &Manifest,
-        options: &WriteOptions,
-    ) -> Result<Vec<FieldWrite>, DatasetError> {
-        let write = |f: &Field| FieldWrite::new(f, options).map_err(|e| DatasetError::at(path, Some(&f.name), e));
-        manifest.fields.iter().map(write).collect()
-    }
-
-    pub(super) fn new(field: &Field, options: &WriteOptions) -> Result<FieldWrite, Error> {
-        let codec = field.codec()?;
-        Ok(FieldWrite {
-            field: field.clone(),
-            sample_len: field.sample_len()?,
-            itemsize: field.itemsize()?,
-            policy: CodecPolicy::new(codec, options.min_savings)?,
-        })
-    }
-
-    /// The codec policy new records of the field are written under.
-    pub(super) fn policy(&self) -> CodecPolicy {
-        self.policy
-    }
-
-    /// Where the field's store in shard folder `shard` keeps the continuation pieces of
-    /// samples longer than a record until the shard finishes.
-    pub(super) fn spill(&self, shard: &Path) -> Spill {
-        Spill::new(shard, &self.field.name, piece_len(self.itemsize))
-    }
-
-    /// The bytes sample `k` of a checked `column` takes as records (a bytes or string
-    /// value's with its stop byte).
-    pub(super) fn record_len(&self, column: Column<'_>, k: usize) -> u64 {
-        match column {
-            Column::Fixed(_) => self.sample_len.unwrap_or(0),
-            Column::Ragged { offsets, .. } => offsets[k + 1] - offsets[k] + u64::from(self.field.has_stop_byte()),
-        }
-    }
-
-    /// The number of samples in `column`, after checking every one; `first` numbers the
-    /// first in messages. A bad column is an invalid argument naming the field.
-    pub(super) fn check(&self, path: &Path, first: u64, column: Column<'_>) -> Result<u64, DatasetError> {
-        let field = &self.field;
-        let bad = |what: String| DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what));
-        match (column, self.sample_len) {
-            (Column::Fixed(bytes), Some(size)) => {
-                if !(bytes.len() as u64).is_multiple_of(size) {
-                    return Err(bad(format!("{} bytes is not a whole number of {size}-byte samples", bytes.len())));
-                }
-                Ok(bytes.len() as u64 / size)
-            }
-            (Column::Ragged { values, offsets }, None) => {
-                let Some(count) = offsets.len().checked_sub(1) else {
-                    return Err(bad("a ragged column needs n + 1 offsets, got none".into()));
-                };
-                if field.has_stop_byte() {
-                    self.check_values(path, first, values, offsets)?;
-                } else {
-                    self.check_ragged(path, first, values, offsets)?;
-                }
-                Ok(count as u64)
-            }
-            (Column::Fixed(_), None) => Err(bad("a ragged field needs values and offsets".into())),
-            (Column::Ragged { .. }, Some(_)) => Err(bad("a fixed field needs an array of samples".into())),
-        }
-    }
-
-    /// Checks a ragged column's samples: offsets in order and within the values, each
-    /// sample non-empty, a whole number of elements and within the sample limit.
-    fn check_ragged(&self, path: &Path, first: u64, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
-        let field = &self.field;
-        let bad = |what: String| DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what));
-        let item = self.itemsize;
-        for (k, w) in offsets.windows(2).enumerate() {
-            let sample = first + k as u64;
-            if w[1] < w[0] || w[1] > values.len() as u64 {
-                return Err(bad(format!(
-                    "sample {sample}: offsets {}..{} are outside the {} value bytes",
-                    w[0],
-                    w[1],
-                    values.len()
-                )));
-            }
-            let len = w[1] - w[0];
-            if len == 0 {
-                return Err(bad(format!(
-                    "sample {sample} is empty: a store holds no empty record; skip_empty=True \
-                     (zr convert --skip-empty) leaves such samples out and counts them"
-                )));
-            }
-            if !len.is_multiple_of(item) {
-                return Err(bad(format!("sample {sample}: {len} bytes is not a whole number of elements")));
-            }
-            if len > MAX_SAMPLE_LEN {
-                return Err(bad(format!(
-                    "sample {sample} holds {} elements ({len} bytes), over the {MAX_SAMPLE_LEN}-byte sample limit",
-                    len / item
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks a bytes, string or image column: offsets in order and within the values,
-    /// every value at most [`values::MAX_VALUE_LEN`] bytes, a string field's values UTF-8,
-    /// an image field's values JPEG, PNG or WebP with a size in their header.
-    fn check_values(&self, path: &Path, first: u64, values: &[u8], offsets: &[u64]) -> Result<(), DatasetError> {
-        let field = &self.field;
-        let text = field.kind == FieldKind::String;
-        let count = offsets.len().saturating_sub(1);
-        values::check(values, offsets, 0, count, text).map(drop).map_err(|e| {
-            let what = match e {
-                ValueError::TooLong { sample, len } => format!(
-                    "sample {}: {len} bytes is over the {}-byte limit of a {} value",
-                    first + sample as u64,
-                    values::MAX_VALUE_LEN,
-                    field.kind.name()
-                ),
-                ValueError::NotUtf8 { sample, at } => {
-                    format!("sample {}: not UTF-8 (the first bad byte is at {at})", first + sample as u64)
-                }
-                ValueError::BadOffsets { at } => {
-                    format!("offset {at} is below the one before it or past the {} value bytes", values.len())
-                }
-            };
-            DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what))
-        })?;
-        if field.kind == FieldKind::Image {
-            for (k, ends) in offsets.windows(2).enumerate() {
-                if let Err(e) = zrecord_core::image::info(&values[ends[0] as usize..ends[1] as usize]) {
-                    let what = format!("sample {}: {e}", first + k as u64);
-                    return Err(DatasetError::at(path, Some(&field.name), Error::InvalidArgument(what)));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Stages samples `from..to` of a checked column into `store`, whose record `first` is
-    /// sample `from`; a sample longer than a record stages its first piece and leaves the
-    /// rest with `spill`.
-    pub(super) fn stage(
-        &self,
-        store: &Zrecord,
-        column: Column<'_>,
-        from: usize,
-        to: usize,
-        spill: &mut Spill,
-        first: u64,
-    ) -> Result<(), DatasetError> {
-        let at = |e: Error| DatasetError::at(store.path(), Some(&self.field.name), e);
-        match column {
-            Column::Fixed(bytes) => {
-                let size = self.sample_len.expect("checked: a fixed field") as usize;
-                let src = &bytes[from * size..to * size];
-                store.stage_with(src, to - from, size, self.policy).map_err(at)?;
-            }
-            Column::Ragged { values, offsets } if self.field.has_stop_byte() => {
-                // Checked already (`check_values`): only the stop bytes to add.
-                let r = values::records(values, offsets, from, to, false)
-                    .map_err(|e| at(Error::InvalidArgument(format!("{e:?}"))))?;
-                self.stage_records(store, &r.bytes, &r.starts, &r.lens, spill, first)?;
-            }
-            Column::Ragged { values, offsets } => {
-                let starts = &offsets[from..to];
-                let lens: Vec<u32> = offsets[from..=to].windows(2).map(|w| (w[1] - w[0]) as u32).collect();
-                self.stage_records(store, values, starts, &lens, spill, first)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Stages records `bytes[starts[k]..][..lens[k]]`, each over a record's length cut to
-    /// its first piece, the rest kept by `spill` (record `first + k`).
-    fn stage_records(
-        &self,
-        store: &Zrecord,
-        bytes: &[u8],
-        starts: &[u64],
-        lens: &[u32],
-        spill: &mut Spill,
-        first: u64,
-    ) -> Result<(), DatasetError> {
-        let at = |e: Error| DatasetError::at(store.path(), Some(&self.field.name), e);
-        let piece = spill.piece();
-        if lens.iter().all(|&len| u64::from(len) <= piece) {
-            store.stage_var_with(bytes, starts, lens, self.policy).map_err(at)?;
-            return Ok(());
-        }
-        let cut: Vec<u32> = lens.iter().map(|&len| u64::from(len).min(piece) as u32).collect();
-        store.stage_var_with(bytes, starts, &cut, self.policy).map_err(at)?;
-        for (k, (&start, &len)) in starts.iter().zip(lens).enumerate() {
-            if u64::from(len) > piece {
-                spill.add(first + k as u64, &bytes[(start + piece) as usize..(start + u64::from(len)) as usize])?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The field's new store in shard folder `shard` (with loaderx's `schema.json` for a
-    /// fixed field, so that its store is a loaderx dataset on its own).
-    pub(super) fn create_store(&self, shard: &Path, layout: FileLayout) -> Result<Zrecord, DatasetError> {
-        let store_dir = shard.join(&self.field.name);
-        let at = |e: Error| DatasetError::at(&store_dir, Some(&self.field.name), e);
-        let options = OpenOptions { codec: self.policy.codec, layout, ..OpenOptions::default() };
-        let store = Zrecord::open_with(&store_dir, options).map_err(at)?;
-        if let Some(schema) = self.field.schema() {
-            let schema_path = store_dir.join(SCHEMA_FILE);
-            std::fs::write(&schema_path, schema.to_json()).map_err(io_at(&schema_path, "write"))?;
-        }
-        Ok(store)
-    }
 }
 
 impl Drop for DatasetWriter {
@@ -822,184 +493,5 @@ impl Drop for DatasetWriter {
         if self.created {
             let _ = std::fs::remove_dir_all(&self.path);
         }
-    }
-}
-
-/// What a change that wrote the new shard folders `made` and then published (the outcome
-/// of a [`publish_then`], or an earlier failure) leaves: not published, the folders go;
-/// published, they stay, being listed, even when the sync after the rename failed.
-pub(super) fn settle(
-    result: Result<Result<(), DatasetError>, DatasetError>,
-    made: &[PathBuf],
-) -> Result<(), DatasetError> {
-    match result {
-        Err(e) => {
-            for dir in made {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            Err(e)
-        }
-        Ok(synced) => synced,
-    }
-}
-
-/// Takes the writer lock of the existing dataset at `path`, reads its manifest and removes
-/// what an interrupted change left (for changes to it: fields added or dropped, samples
-/// deleted).
-pub(super) fn lock_existing(path: &Path) -> Result<(File, Manifest), DatasetError> {
-    let (lock, manifest) = lock_dataset(path)?;
-    // What an interrupted change left (unlisted shard and field folders) goes first: a new
-    // shard folder's name may be one of them.
-    remove_unlisted(path, &manifest, Depth::Fields)?;
-    Ok((lock, manifest))
-}
-
-/// Takes the writer lock of the existing dataset at `path` and reads its manifest.
-fn lock_dataset(path: &Path) -> Result<(File, Manifest), DatasetError> {
-    let bad = |e: Error| DatasetError::at(path, None, e);
-    let manifest_path = path.join(MANIFEST_FILE);
-    if !manifest_path.is_file() {
-        return Err(bad(Error::InvalidArgument(format!(
-            "{} is not a dataset of named fields (no {MANIFEST_FILE}): write one with Dataset.write first",
-            path.display()
-        ))));
-    }
-    let lock_path = path.join(WRITE_LOCK_FILE);
-    let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? else {
-        return Err(bad(Error::Locked(format!("another writer is changing {}", path.display()))));
-    };
-    let manifest = read_manifest(&manifest_path)?;
-    Ok((lock, manifest))
-}
-
-/// Reads and checks the manifest at `manifest_path`; its errors name the file.
-pub(super) fn read_manifest(manifest_path: &Path) -> Result<Manifest, DatasetError> {
-    let bytes = super::read_meta_file(manifest_path, zrecord_core::dataset::MAX_MANIFEST_LEN)
-        .map_err(|e| DatasetError::in_metadata(manifest_path, e))?;
-    Manifest::from_json(&bytes).map_err(|e| DatasetError::in_metadata(manifest_path, e))
-}
-
-/// Writes `manifest` beside `dataset.json`, syncs it, renames it over `dataset.json` and
-/// syncs the directory: the commit point of every change to a dataset.
-pub(super) fn publish(path: &Path, manifest: &Manifest) -> Result<(), DatasetError> {
-    publish_then(path, manifest)?
-}
-
-/// [`publish`], telling its two failures apart: the outer error means the manifest was
-/// not renamed into place (nothing changed); the inner one that it was (readers see the
-/// change) but the directory's sync failed. After an inner error the change must be kept
-/// as committed: its new shards are listed and must not be removed.
-pub(super) fn publish_then(path: &Path, manifest: &Manifest) -> Result<Result<(), DatasetError>, DatasetError> {
-    let text = manifest.to_json();
-    let final_path = path.join(MANIFEST_FILE);
-    let tmp = path.join(format!(".{MANIFEST_FILE}.tmp"));
-    let mut file = File::create(&tmp).map_err(io_at(&tmp, "create"))?;
-    file.write_all(text.as_bytes()).map_err(io_at(&tmp, "write"))?;
-    file.sync_all().map_err(io_at(&tmp, "sync"))?;
-    drop(file);
-    std::fs::rename(&tmp, &final_path).map_err(io_at(&final_path, "rename into"))?;
-    Ok(File::open(path).and_then(|d| d.sync_all()).map_err(io_at(path, "sync")))
-}
-
-/// What interrupted changes left in the dataset directory `path` beside `manifest`: the
-/// `shard-*` folders it does not list, the folders in listed shards that name no field of
-/// it (an interrupted add_field's, a dropped field's not yet removed) and a manifest
-/// written beside but never renamed. Each with the bytes it takes on disk. Without the
-/// writer lock, a write in progress looks the same.
-pub fn leftovers(path: &Path, manifest: &Manifest) -> Result<Vec<(PathBuf, u64)>, DatasetError> {
-    Ok(unlisted(path, manifest, Depth::Fields)?
-        .into_iter()
-        .map(|p| {
-            let size = disk_bytes(&p);
-            (p, size)
-        })
-        .collect())
-}
-
-/// How far a look for [`leftovers`] goes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Depth {
-    /// The dataset folder: unlisted shard folders and a manifest never renamed. What a
-    /// write must clear (a new shard folder's name may be one of them), at a cost that
-    /// does not grow with the shards listed.
-    Shards,
-    /// Also every listed shard's folder: the folders there that name no field. What the
-    /// changes that touch every shard anyway (fields added or dropped, deletes) and
-    /// `zr clean` clear; an interrupted add of a field is cleared again by the next add
-    /// of that field, so a write may leave them.
-    Fields,
-}
-
-/// The paths [`leftovers`] lists, looked for as far as `depth` says.
-fn unlisted(path: &Path, manifest: &Manifest, depth: Depth) -> Result<Vec<PathBuf>, DatasetError> {
-    let mut out = Vec::new();
-    let listed: std::collections::HashSet<&str> = manifest.shards.iter().map(|s| s.dir.as_str()).collect();
-    let entries = std::fs::read_dir(path).map_err(io_at(path, "list"))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with("shard-") && !listed.contains(name) {
-            out.push(entry.path());
-        }
-    }
-    for shard in manifest.shards.iter().filter(|_| depth == Depth::Fields) {
-        let Ok(entries) = std::fs::read_dir(path.join(&shard.dir)) else { continue };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if entry.path().is_dir() && manifest.field_index(name).is_none() {
-                out.push(entry.path());
-            }
-        }
-    }
-    let tmp = path.join(format!(".{MANIFEST_FILE}.tmp"));
-    if tmp.exists() {
-        out.push(tmp);
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// The bytes `path` (a file, or a folder and all it holds) takes on disk: allocated
-/// blocks, so a sparse file counts what it holds, not its length.
-fn disk_bytes(path: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return 0 };
-    if !meta.is_dir() {
-        return meta.blocks() * 512;
-    }
-    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
-    entries.flatten().map(|e| disk_bytes(&e.path())).sum()
-}
-
-/// Removes the [`leftovers`] of the dataset at `path` under its writer lock (so that no
-/// write is in progress) and returns what they were.
-pub fn remove_leftovers(path: &Path) -> Result<Vec<(PathBuf, u64)>, DatasetError> {
-    let (_lock, manifest) = lock_dataset(path)?;
-    let found = leftovers(path, &manifest)?;
-    remove_unlisted(path, &manifest, Depth::Fields)?;
-    Ok(found)
-}
-
-/// Removes what an interrupted write left ([`leftovers`]; the writer lock is held, so no
-/// other writer is filling them).
-fn remove_unlisted(path: &Path, manifest: &Manifest, depth: Depth) -> Result<(), DatasetError> {
-    for leftover in unlisted(path, manifest, depth)? {
-        let removed =
-            if leftover.is_dir() { std::fs::remove_dir_all(&leftover) } else { std::fs::remove_file(&leftover) };
-        removed.map_err(io_at(&leftover, "remove leftover"))?;
-    }
-    Ok(())
-}
-
-/// The fields, as errors show them.
-pub(crate) fn describe(fields: &[Field]) -> String {
-    let parts: Vec<String> = fields.iter().map(|f| format!("{}: {}", f.name, f.type_name())).collect();
-    format!("[{}]", parts.join(", "))
-}
-
-impl From<FormatError> for DatasetError {
-    fn from(e: FormatError) -> Self {
-        DatasetError::at(Path::new("."), None, e)
     }
 }

@@ -19,7 +19,7 @@ use parquet::schema::types::Type;
 use zrecord_core::error::Error;
 
 use super::{Block, Kept, Kind, Values};
-use crate::dataset::write::io_at;
+use crate::dataset::manifest_io::io_at;
 use crate::dataset::DatasetError;
 
 /// An open Parquet file and its top-level columns.
