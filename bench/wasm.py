@@ -5,7 +5,7 @@ seconds (user + system of the process, so the native host's second core counts t
 The store is the one host-wasm/README.md quotes: 2^18 records of 64 bytes from a few
 symbols (so DEFLATE keeps them, as static-Huffman streams), written by `zr convert`. Each
 command runs in interleaved rounds, native then wasm; the figure is the median of the
-rounds, the spread beside it. Target (issue 38): zr-wasm within 3x of zr on each.
+rounds, the spread beside it. Target: zr-wasm within 3x of zr on each.
 """
 
 import os

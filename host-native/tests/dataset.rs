@@ -898,7 +898,7 @@ fn a_state_resumes_on_the_dataset_grown_by_appends_locally_and_in_an_object_stor
     assert!(e.to_string().contains("grew from 1000 to 1499 samples, and not by appends"), "{e}");
 }
 
-/// Issue 35: one rule for empty documents in every writer: refused by default (above),
+/// One rule for empty documents in every writer: refused by default (above),
 /// left out whole and counted with `skip_empty`.
 #[test]
 fn skip_empty_leaves_out_whole_samples_and_counts_them() {

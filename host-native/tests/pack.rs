@@ -285,7 +285,7 @@ fn packing_refuses_what_it_cannot_do() {
     assert!(e.contains("loader of samples"), "{e}");
 }
 
-/// Shuffled rows (issue 35): an epoch of `steps_per_epoch` batches reads no token twice and
+/// Shuffled rows: an epoch of `steps_per_epoch` batches reads no token twice and
 /// all but the tail; resumes stay exact on other world sizes and worker counts; they are
 /// the default for concat over a SHUFFLE stream.
 #[test]
@@ -343,7 +343,7 @@ fn shuffled_rows_have_epochs_and_resume_exactly() {
     assert!(e.contains("fewer than one global batch") && e.contains("sequential"), "{e}");
 }
 
-/// Shuffled rows over a mixture (issue 35): a 0.7/0.3 mixture's sequential rows put from
+/// Shuffled rows over a mixture: a 0.7/0.3 mixture's sequential rows put from
 /// none to all of a global batch's rows in one source; now every batch holds 5 or 6 of 8
 /// rows from the first source, each row whole from one source, and a job resumed on
 /// another world size and worker count reads the same rows.
@@ -462,7 +462,7 @@ fn a_finite_pass_of_samples_pads_its_last_batch_and_resumes() {
     assert!(e.to_string().contains("SEQUENTIAL"), "{e}");
 }
 
-/// Issue 35: each epoch's row index of shuffled rows is kept in a directory, where the
+/// Each epoch's row index of shuffled rows is kept in a directory, where the
 /// next loader (another rank, process or run) reads it instead of every length; a damaged
 /// file is rebuilt, and a long run keeps the last two epochs' files.
 #[test]

@@ -1,4 +1,4 @@
-"""`zr convert DIR OUT --images` (issue 37 item 1): an ImageFolder tree becomes an image
+"""`zr convert DIR OUT --images`: an ImageFolder tree becomes an image
 field and a label field, every image and label in place, the class names in the dataset
 card; a file that is not an image fails the conversion naming the file, leaving nothing."""
 

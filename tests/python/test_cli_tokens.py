@@ -49,7 +49,7 @@ def test_edges_of_a_token_file(zr, tmp_path):
     # Two ids in a row (an empty document) and tokens after the last id.
     flat = np.array([5, 6, EOT, EOT, 7, EOT, 8, 9], np.uint16)
     (tmp_path / "t.bin").write_bytes(flat.tobytes())
-    # Issue 35: one rule for empty documents in every writer. Refused by default, naming
+    # One rule for empty documents in every writer. Refused by default, naming
     # the document and the way out; nothing is written.
     p = run(zr, "convert", str(tmp_path / "t.bin"), str(tmp_path / "ds"), "--tokens", "uint16", "--eos", str(EOT))
     assert p.returncode != 0
@@ -80,7 +80,7 @@ def test_bad_token_conversions_say_why_and_leave_nothing(zr, tmp_path, args, mes
 
 
 def test_a_document_longer_than_a_record_is_one_sample(zr, tmp_path):
-    # Issue 35: a 600,000-token document failed the whole conversion ("longer than a record").
+    # A 600,000-token document is one sample, not a failed conversion ("longer than a record").
     long_doc = (np.arange(600_000) % 50_000).astype(np.uint16)
     flat = np.concatenate([np.array([1, 2, EOT], np.uint16), long_doc, np.array([EOT, 9], np.uint16)])
     (tmp_path / "t.bin").write_bytes(flat.tobytes())
@@ -122,7 +122,7 @@ def write_megatron(prefix, seqs, dtype=np.uint16, code=8, docs=None):
 
 
 def test_a_megatron_indexed_dataset_converts_sequence_by_sequence(zr, tmp_path):
-    # Issue 35: Megatron-LM's .bin/.idx (what preprocess_data.py writes) converts too.
+    # Megatron-LM's .bin/.idx (what preprocess_data.py writes) converts too.
     seqs = documents(400, seed=3) + [(np.arange(700_000) % 50_000).astype(np.uint16)]
     write_megatron(tmp_path / "corpus_text_document", seqs)
     p = run(zr, "convert", str(tmp_path / "corpus_text_document.bin"), str(tmp_path / "ds"), "--megatron",

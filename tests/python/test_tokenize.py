@@ -1,4 +1,4 @@
-"""Text in, tokens out (issue 35): `zr convert --tokenizer` and zrecord.tokenize encode a
+"""Text in, tokens out: `zr convert --tokenizer` and zrecord.tokenize encode a
 corpus with a tokenizer.json the test trains itself (no download) and equal the Python
 `tokenizers` package's ids token for token, from JSON Lines, text files, Parquet and
 iterables; bad input names the file and line."""
@@ -103,8 +103,8 @@ def test_bad_input_names_the_file_and_line_and_leaves_nothing(zr, corpus, tmp_pa
 
 
 def test_other_json_fields_are_kept_beside_the_tokens(zr, corpus, tmp_path):
-    # Issue 35 item 7: text import kept only the text; a corpus's other fields (source,
-    # url, score, language) were lost. Now its strings, numbers and booleans are fields.
+    # A corpus's other fields (source, url, score, language) must survive a text import:
+    # its strings, numbers and booleans become fields beside the tokens.
     d, docs, expect = corpus
     src = tmp_path / "meta.jsonl"
     rows = [{"text": docs[k], "url": f"https://example.invalid/{k}", "score": k / 4, "n": k - 3,
@@ -168,9 +168,9 @@ def test_parquet_columns_are_kept_beside_the_tokens(corpus, tmp_path):
 
 
 def test_zr_convert_tokenizes_parquet_in_rust(zr, corpus, tmp_path):
-    # Issue 35 item 7: `zr convert corpus.parquet --tokenizer` failed (Parquet went through
-    # pyarrow in zrecord.tokenize only). Every codec pyarrow writes but brotli, a directory
-    # of files, kept columns and the errors that name the file, column and row.
+    # `zr convert corpus.parquet --tokenizer` reads Parquet in Rust, not only through pyarrow
+    # in zrecord.tokenize: every codec pyarrow writes but brotli, a directory of files, kept
+    # columns and the errors that name the file, column and row.
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 

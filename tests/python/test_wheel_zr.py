@@ -1,4 +1,4 @@
-"""`pip install` of the wheel gives `zr` (issue 35): a console script over the Rust command
+"""`pip install` of the wheel gives `zr`: a console script over the Rust command
 line linked into the extension, answering exactly as the Rust binary does."""
 
 import subprocess

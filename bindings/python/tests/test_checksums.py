@@ -108,8 +108,8 @@ def test_dataset_and_dataloader_check_samples(tmp_path):
     with pytest.raises(ZrecordError) as e:
         ds[9]
     assert_checksum_error(e, 9)
-    # Issue 38: direct indexing names the place as the loader does (path, field, record
-    # were all None), and so does a store's own gather.
+    # Direct indexing names the place as the loader does (path, field, record, none of them
+    # None), and so does a store's own gather.
     for read in (lambda: ds[9], lambda: ds[[3, 9]], lambda: ds[8:10]):
         with pytest.raises(ChecksumError) as e:
             read()

@@ -1,7 +1,7 @@
 """Columns added to and dropped from a dataset: `Dataset.add_field` / `Dataset.drop_field`.
 
-Issue 34: "Adding a field to an existing dataset (a new caption model's output, an
-embedding, a quality score) is refused; the only path is rewriting everything." A state
+Adding a field to an existing dataset (a new caption model's output, an embedding, a
+quality score) must not mean rewriting everything. A state
 saved before the change resumes after it, since a stream reads rows, not columns.
 """
 

@@ -2,9 +2,9 @@
 shard, the bytes gone from every file, and a delete killed half-way leaving the dataset as
 it was.
 
-Issue 34: "`Dataset.delete` on a field dataset: TypeError: delete applies to a single-store
-dataset ... write a new dataset with the samples to keep" -- a deletion request (GDPR, a
-takedown, a contaminated benchmark sample) could not be honoured without a rewrite.
+A deletion request (GDPR, a takedown, a contaminated benchmark sample) on a dataset of
+named fields must be honoured in place, not refused ("delete applies to a single-store
+dataset ... write a new dataset with the samples to keep") and left to a rewrite.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""Documents of any length (issue 35): a ragged sample longer than a record (1 MiB) spans
+"""Documents of any length: a ragged sample longer than a record (1 MiB) spans
 several records of its store, and every reader sees one sample: indexing, the loader's
 ragged batches, packing in both row orders, deletes and appends."""
 

@@ -79,9 +79,9 @@ def test_concat_shuffle_epoch_holds_every_token_once(ds):
 
 
 def test_shuffled_rows_have_epochs_of_distinct_rows_from_across_the_epoch(ds):
-    # Issue 35: packed SHUFFLE had no epochs (epoch_iter raised), a row crossed into the
-    # next epoch, and a batch held a handful of consecutive documents. Without mode= a
-    # packed loader reads documents without replacement (it drew them IID).
+    # Packed SHUFFLE has epochs (epoch_iter works), no row crosses into the next epoch, and
+    # a batch draws from across the epoch, not a handful of consecutive documents. Without
+    # mode= a packed loader reads documents without replacement, not IID.
     pack = zrecord.Pack(seq_len=50, eos=EOS, bos=BOS)
     total = sum(len(virtual(i, bos=True)) for i in range(400))
     with zrecord.DataLoader(ds, batch_size=4, pack=pack, seed=3, num_workers=2) as dl:
@@ -167,8 +167,8 @@ def test_mixture_weights_count_tokens(tmp_path):
 
 
 def test_every_batch_of_a_mixture_holds_its_share(tmp_path):
-    # Issue 35: a mixture's packed rows were cut in order, so a 32-row batch of a 0.7/0.3
-    # mixture held anywhere from 0 to 32 rows of one source; now 22 or 23, in every batch.
+    # Every 32-row batch of a 0.7/0.3 mixture holds 22 or 23 rows of the first source; rows
+    # cut in order would give anywhere from 0 to 32.
     a = write(tmp_path / "a", 600, salt=1)
     b = write(tmp_path / "b", 600, salt=2)
     mix = zrecord.Mixture([a, b], weights=[0.7, 0.3], seed=4)
@@ -185,7 +185,7 @@ def test_every_batch_of_a_mixture_holds_its_share(tmp_path):
 
 
 def test_row_indexes_are_kept_in_a_directory(ds, tmp_path):
-    # Issue 35: each epoch's row index of shuffled rows is kept where the next loader (a
+    # Each epoch's row index of shuffled rows is kept where the next loader (a
     # rank, a worker process, a later run) reads it instead of every document's length.
     rows = tmp_path / "rows"
 

@@ -1,4 +1,4 @@
-"""Finite passes for evaluation (issue 35): DataLoader(..., passes=1) reads every sample, or
+"""Finite passes for evaluation: DataLoader(..., passes=1) reads every sample, or
 every packed document, once in order, pads the last batch and stops, on every rank."""
 
 import numpy as np

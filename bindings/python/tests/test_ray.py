@@ -206,8 +206,8 @@ def test_a_failed_conversion_commits_nothing_and_a_rerun_uploads_only_the_rest(c
 
 
 def test_an_append_to_an_object_store_dataset_lands_once_beside_its_readers(cluster, s3, tmp_path):
-    """Issue 34: `Datasink("s3://...")` into a pushed dataset said "a dataset is already
-    there (remote.json); write to a new prefix". With mode="append" the samples land, each
+    """`Datasink("s3://...")` into a pushed dataset appends rather than refusing ("a dataset
+    is already there (remote.json)"). With mode="append" the samples land, each
     once although two workers die, and a reader opened before keeps what it opened."""
     from ray.data._internal.savemode import SaveMode
 
@@ -272,7 +272,7 @@ def test_tasks_whose_columns_disagree_are_refused_naming_them(cluster, tmp_path)
 
 
 def test_a_parquet_file_keeps_its_types_through_ray_both_ways(cluster, tmp_path):
-    # Issue 34: string and binary columns came back as uint8 arrays.
+    # String and binary columns come back as str and bytes, not uint8 arrays.
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -302,8 +302,8 @@ def test_a_parquet_file_keeps_its_types_through_ray_both_ways(cluster, tmp_path)
 
 
 def test_write_uses_every_cpu_for_a_few_small_files(cluster, tmp_path):
-    # Issue 36: read_parquet of 8 small files gave one block, so write_datasink ran one write
-    # task (one core, one shard) and override_num_blocks did not change it.
+    # read_parquet of 8 small files gives one block; the sink must still run a write task per
+    # CPU, not one (one core, one shard), whatever override_num_blocks says.
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -326,7 +326,7 @@ def test_write_uses_every_cpu_for_a_few_small_files(cluster, tmp_path):
 
 
 def test_the_sink_reports_the_bytes_its_tasks_write(cluster, s3, tmp_path):
-    # Issue 36: push counted bytes but the sink had no progress at all.
+    # The sink reports progress in bytes, as push does.
     reports = []
     dest = f"s3://{BUCKET}/progress-{time.monotonic_ns()}.zr"
     written = zray.write(source(), dest, tasks=4, storage_options=s3, progress=lambda d, t: reports.append((d, t)))
@@ -343,8 +343,8 @@ def test_the_sink_reports_the_bytes_its_tasks_write(cluster, s3, tmp_path):
 
 
 def test_a_retried_write_task_is_counted_once():
-    # Issue 36 (noticed): the sink's progress added a retried task's bytes to those of the
-    # attempt Ray abandoned; only each task's latest attempt counts now.
+    # A retried task's bytes must not add to those of the attempt Ray abandoned: only each
+    # task's latest attempt counts in the sink's progress.
     counts = zray._Counts()
     counts.add(0, "first", 100)
     counts.add(1, "a", 50)

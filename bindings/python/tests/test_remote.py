@@ -237,8 +237,8 @@ class _SlowDown(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_slowdown_burst_waits_as_long_as_the_server_asks(s3, local, pushed):
-    # Issue 36: a 503 SlowDown's Retry-After was ignored (object_store drops the header);
-    # the retries came back after 50 ms and were throttled again. Through a real S3 client
+    # A 503 SlowDown's Retry-After must be honoured (object_store drops the header), or
+    # retries come back after 50 ms and are throttled again. Through a real S3 client
     # stack (the S3 builder, its signing, reqwest) to the S3 server behind a proxy.
     host, port = s3["aws_endpoint"].split("//")[1].split(":")
     _Flaky.target = (host, int(port))  # where _relay forwards to
@@ -301,13 +301,13 @@ def outage(s3):
 
 
 def test_an_outage_longer_than_the_old_retries_is_ridden_out(s3, local, pushed, outage):
-    """Issue 36: with the endpoint down 3 s mid-epoch the loader raised "StoreIOError ...
-    error sending request" (six attempts gave up after about 1.5 s). Requests are now retried
+    """An endpoint down for seconds mid-epoch must not end the epoch ("StoreIOError ...
+    error sending request" when six attempts gave up after about 1.5 s). Requests are retried
     for up to two minutes (the retry_deadline storage option), and every batch is the one
     an undisturbed run reads."""
     options, handler = outage
     far = zrecord.Dataset(pushed, storage_options=options)
-    handler.down_until = time.monotonic() + 10.0  # as the issue asks; nothing of the samples is cached yet
+    handler.down_until = time.monotonic() + 10.0  # ten seconds down; nothing of the samples is cached yet
     assert_same_batches(far, local, seed=9)
     assert time.monotonic() >= handler.down_until, "the batches came through the outage"
     assert far.remote_stats()["retries"] >= 1
@@ -390,8 +390,8 @@ def test_a_low_open_file_limit_does_not_fail_far_reads(s3, tmp_path, hard):
 def test_the_readme_example_runs_as_printed(s3, local, tmp_path):
     """The README's "Datasets in object storage" block, against this server, read top to
     bottom: after the README's quick start (whose store it pushes), its printed endpoint
-    swapped for the test server's, credentials from AWS_* variables. (Issue 36: the block
-    pushed "train_ds", which the README never writes; this test made one of its own.)"""
+    swapped for the test server's, credentials from AWS_* variables. (The block must push a
+    store the README writes, so this test makes none of its own.)"""
     import re
 
     from test_readme import quick_start
@@ -621,10 +621,10 @@ def test_samples_deleted_in_an_object_store_leave_every_object(s3, tmp_path):
 
 
 def test_messages_say_what_is_wrong_and_what_to_do(s3, local, pushed, monkeypatch):
-    """Issue 36, item 4: each of these said something else (a missing bucket was "remote.json
-    is missing"; no aws_allow_http was "builder error"; no credentials was "resolve_deny:
-    denied destination"; a rewritten object said to open the dataset again, which fails; a
-    push into a missing bucket was the server's XML)."""
+    """Each of these says what is wrong and what to do, not what a layer below saw (a missing
+    bucket is not "remote.json is missing"; no aws_allow_http not "builder error"; no
+    credentials not "resolve_deny: denied destination"; a rewritten object does not say to
+    open the dataset again, which fails; a push into a missing bucket is not the server's XML)."""
     with pytest.raises(FileNotFoundError, match='the bucket "no-such-bucket" does not exist'):
         zrecord.Dataset("s3://no-such-bucket/datasets/train", storage_options=s3)
     with pytest.raises(zrecord.StoreIOError, match='the bucket "no-such-bucket" does not exist .*: create it'):

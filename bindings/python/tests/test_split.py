@@ -1,4 +1,4 @@
-"""zrecord.split (issue 35): disjoint, reproducible train/validation splits by reference,
+"""zrecord.split: disjoint, reproducible train/validation splits by reference,
 read by indexing, the DataLoader (samples, packed, finite passes) and resumed only on
 themselves."""
 

@@ -1,9 +1,8 @@
 """Bytes and string fields, and writes from Arrow, pandas and Hugging Face datasets.
 
-Reproductions from issue 34 ("types are lost"): a caption column and an encoded-image
-column came back as uint8 arrays, and `Dataset.write` refused a list of bytes ("dtype
-|S41927 is not a numeric dtype"), a list of str and a pyarrow Table ("cannot store dtype
-object"). The Parquet round trip through Ray is in test_ray.py.
+Types are kept: a caption column and an encoded-image column come back as str and bytes,
+not uint8 arrays, and `Dataset.write` takes a list of bytes (not "dtype |S41927 is not a
+numeric dtype"), a list of str and a pyarrow Table (not "cannot store dtype object"). The Parquet round trip through Ray is in test_ray.py.
 """
 
 import json
@@ -162,7 +161,7 @@ def test_dtype_casts_and_refuses_values_that_do_not_fit(tmp_path):
                        dtype={"tokens": "uint16", "label": np.uint8})
     assert [f.dtype.str for f in ds.fields] == ["<u2", "|u1"]
     assert ds[2]["tokens"].tolist() == docs[2].tolist()
-    # Issue 35: the refusal names the sample, from a list of documents, a (values, offsets)
+    # The refusal names the sample, from a list of documents, a (values, offsets)
     # pair and a fixed array alike.
     with pytest.raises(ValueError, match="field 'tokens': sample 2: value 70000 does not fit uint16"):
         Dataset.write(tmp_path / "big", {"tokens": [np.array([1]), np.array([2]), np.array([1, 70000])]},
@@ -222,7 +221,7 @@ def test_typed_fields_and_the_card_travel_through_push_and_pull(tmp_path, s3):
     far = Dataset(url, storage_options=s3)
     assert far[17]["caption"] == captions[17] and far[199]["image"] == images[199]
     assert far.metadata == {"classes": ["a", "b"], "license": "CC0"}
-    # Issue 34: there was no Python pull.
+    # Python pulls a pushed dataset back, with progress.
     seen = []
     files = zrecord.pull(url, tmp_path / "back", storage_options=s3, progress=lambda d, t: seen.append((d, t)))
     assert files > 0 and seen and seen[-1][0] == seen[-1][1]
@@ -237,7 +236,7 @@ def test_typed_fields_and_the_card_travel_through_push_and_pull(tmp_path, s3):
 
 
 def test_empty_documents_follow_one_rule(tmp_path):
-    # Issue 35: Dataset.write aborted on an empty document while zr convert skipped them.
+    # Dataset.write follows zr convert's rule for empty documents: refused, or left out.
     docs = [np.array([1, 2]), np.array([], dtype=np.int64), np.array([3]), np.array([], dtype=np.int64)]
     with pytest.raises(ValueError, match=r"sample 1 is empty.*skip_empty=True"):
         Dataset.write(tmp_path / "refused", {"tokens": docs, "id": np.arange(4)})

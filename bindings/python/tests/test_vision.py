@@ -1,4 +1,4 @@
-"""Image fields and the loader's image pipelines (issue 37): decoded pixels equal Pillow's
+"""Image fields and the loader's image pipelines: decoded pixels equal Pillow's
 (PNG, WebP and JPEG exactly), crops and flips are the same on any
 world size, worker count and resume, and a bad image is a typed error naming the field
 and record, or is skipped."""
@@ -128,8 +128,8 @@ def batches(ds, rank, world, workers, steps, state=None):
 
 
 def test_crops_are_the_same_on_any_world_size_worker_count_and_resume(ds):
-    # Issue 37 item 3: augmentation seeded per worker changes with the worker count and
-    # world size in every peer; here it is keyed by (seed, step, sample, field).
+    # Augmentation seeded per worker changes with the worker count and world size (as in
+    # every peer); here it is keyed by (seed, step, sample, field), so it does not.
     whole, _ = batches(ds, 0, 1, 4, 12)
     per_rank = [batches(ds, r, 4, 2, 12)[0] for r in range(4)]
     for step in range(12):
