@@ -11,7 +11,7 @@
 //! changed file is a miss (the range is fetched again), never wrong bytes. A torn last entry
 //! is ignored.
 //!
-//! Over budget, ranges go in the order the memory cache uses ([`super::file::Cache`]): the
+//! Over budget, ranges go in the order the memory cache uses ([`super::cache::Cache`]): the
 //! one the loader's plan needs furthest ahead first; ranges found on disk at open, whose
 //! records this run has not named, go before those. A dropped range's blocks are given
 //! back to the file system (`FALLOC_FL_PUNCH_HOLE`). The budget counts record data;

@@ -13,6 +13,8 @@
 //! Async code lives here only: the futures run on one small tokio runtime of this crate
 //! ([`runtime`]); callers block on them from their own threads (the loader's workers, rayon).
 
+pub mod cache;
+pub mod dir;
 pub mod disk;
 pub mod file;
 mod gate;
@@ -22,6 +24,8 @@ mod per_process;
 mod permits;
 pub mod plan;
 pub mod push;
+pub mod sending;
+mod spans;
 mod throttle;
 pub mod traffic;
 

@@ -4,7 +4,7 @@
 //! than the dataset each record is a request of its own, and a task, a boxed future and
 //! a shared waker list per record cost more CPU than the bytes (a 10% cache at memory
 //! speed read 0.3x of a whole cache's samples/s). Now one task sends all the ranges a
-//! batch's announcement makes ([`super::file::sending_together`]; a read that misses sends
+//! batch's announcement makes ([`super::sending::sending_together`]; a read that misses sends
 //! its own at once) and fills each range's slot as its answer comes; a reader takes a slot that is filled without touching the runtime, and only a
 //! reader that arrives early sleeps, on the slot's condition variable.
 

@@ -364,7 +364,7 @@ pub fn read_listed_manifest(remote: &Remote, listing: &Objects) -> Result<Vec<u8
         return Ok(bytes);
     }
     let name = zrecord_core::dataset::MANIFEST_FILE;
-    super::file::RemoteDir::new(remote, listing, "").read_whole(name)?.ok_or_else(|| {
+    super::dir::RemoteDir::new(remote, listing, "").read_whole(name)?.ok_or_else(|| {
         IoError::new(IoErrorKind::NotFound, format!("open {}", remote.shown(name)), "the listing names no manifest")
     })
 }
@@ -491,7 +491,7 @@ pub fn fetch_object(
         object.stored_at(rel),
         object.clone(),
         false,
-        super::file::Cache::new(PART as u64 * 2),
+        super::cache::Cache::new(PART as u64 * 2),
         0,
     );
     let mut buf = vec![0u8; PART.min(object.stored as usize).max(1)];
