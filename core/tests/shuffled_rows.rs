@@ -233,7 +233,7 @@ proptest! {
     }
 }
 
-/// Issue 35: a mixture's rows were sequential, so a global batch of a 0.7/0.3 mixture held
+/// A mixture's rows were sequential, so a global batch of a 0.7/0.3 mixture held
 /// anywhere from none to all of its rows from one source. Shuffled rows give each batch 22
 /// or 23 of 32 rows from the 0.7 source, and every rank's slice mixes them too.
 #[test]
@@ -261,7 +261,7 @@ fn every_batch_of_a_mixture_holds_its_share() {
     assert!((0.62..0.78).contains(&share), "rank 0 read {share:.3} of its rows from the 0.7 source");
 }
 
-/// Issue 35: sequential packing put a handful of documents in a 32-row batch (median 4 at
+/// Sequential packing put a handful of documents in a 32-row batch (median 4 at
 /// L=256) where nanoGPT's random windows over the same tokens draw about 33. Shuffled rows
 /// draw as many as the windows do, within a loose bound here (`make bench` holds 0.8x).
 #[test]
@@ -410,7 +410,7 @@ proptest! {
     }
 }
 
-/// Issue 35: a saved row index spares the next planner reading every length (here 20,000
+/// A saved row index spares the next planner reading every length (here 20,000
 /// of them) and plans the same rows; a saved index of other documents under the same key
 /// (a dataset rewritten in place) is caught by its spot checks and rebuilt.
 #[test]

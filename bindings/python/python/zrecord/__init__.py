@@ -40,7 +40,8 @@ Public names:
 from ._zrecord import DEFAULT_MIN_SAVINGS, MAX_RECORD_LEN, MAX_RECORDS, Zrecord, __version__
 from ._world import RanksDisagreeError, load_state, resolve_world, save_state
 from .dataloader import DataLoader, Mixture
-from .dataset import CODECS, Dataset, Field, split
+from ._write import CODECS
+from .dataset import Dataset, Field, split
 from .text import tokenize
 from .pack import Pack
 from . import vision

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _zrecord
 from ._progress import Progress
-from .dataset import WRITE_CHUNK_BYTES, Dataset, _named_fields
+from ._write import WRITE_CHUNK_BYTES, _named_fields
+from .dataset import Dataset
 
 __all__ = ["write_part", "commit_parts"]
 

@@ -37,7 +37,8 @@ import pyarrow as pa
 from . import _zrecord
 from ._columns import block as _block
 from ._progress import Progress, reporter
-from .dataset import WRITE_CHUNK_BYTES, Dataset, _check_codec
+from ._write import WRITE_CHUNK_BYTES, _check_codec
+from .dataset import Dataset
 from .errors import StoreIOError
 
 try:
