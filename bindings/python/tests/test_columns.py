@@ -97,6 +97,34 @@ def test_a_wrong_column_is_refused_and_leaves_the_dataset_as_it_was(tmp_path):
         Dataset.drop_field(path, "label")
 
 
+def test_scalar_columns_come_from_iterators_and_lists_of_numbers(tmp_path):
+    path = tmp_path / "ds"
+    written(path, n=700)
+    # A generator of Python floats, read in blocks: a fixed field of shape ().
+    ds = Dataset.add_field(path, "q", (float(x) / 7 for x in range(700)), chunk_bytes=512)
+    field = {f.name: f for f in ds.fields}["q"]
+    assert field.shape == () and field.dtype == np.float64
+    np.testing.assert_array_equal(ds[np.arange(700)]["q"], np.arange(700) / 7)
+    # numpy scalars keep their dtype, and dtype= casts as for arrays.
+    ds = Dataset.add_field(path, "small", (np.uint8(i % 200) for i in range(700)))
+    assert ds[np.arange(3)]["small"].dtype == np.uint8
+    ds = Dataset.add_field(path, "cast", iter(range(700)), dtype="int16")
+    assert ds[699]["cast"] == 699 and ds[np.arange(2)]["cast"].dtype == np.int16
+    ds.close()
+    # Dataset.write takes lists and iterators of numbers beside other fields.
+    other = Dataset.write(tmp_path / "w", {"label": [1, 2, 3], "score": iter([0.5, 1.5, np.float64(2.5)]),
+                                           "ok": [True, False, True]})
+    np.testing.assert_array_equal(other[np.arange(3)]["score"], [0.5, 1.5, 2.5])
+    assert other[np.arange(3)]["label"].dtype == np.int64 and other[1]["ok"] == False  # noqa: E712
+    other.close()
+    # A fraction after integers would be cut: refused, naming the field and sample.
+    with pytest.raises(ValueError, match=r"field 'n': sample 2: value 0.5 does not fit int64"):
+        Dataset.write(tmp_path / "bad", {"n": iter([1, 2, 0.5])})
+    with pytest.raises(TypeError, match=r"field 'm': sample 1 is ndarray, but sample 0 made it a scalar field"):
+        Dataset.write(tmp_path / "bad2", {"m": [1.0, np.arange(3)]})
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "bad2").exists()
+
+
 def test_an_added_field_takes_the_dataset_layout_and_loaderx_reads_it(tmp_path):
     path = tmp_path / "ds"
     written(path, n=120, shard_records=50, layout="sparse")

@@ -170,12 +170,15 @@ def _value_kind(item: Any) -> str:
         return "bytes"
     if isinstance(item, str):
         return "string"
+    if isinstance(item, (bool, int, float, np.generic)) or (isinstance(item, np.ndarray) and item.ndim == 0):
+        return "scalar"
     return "ragged"
 
 
 class _Items:
-    """A variable-length field as a list or iterator of samples: 1-D arrays (a tokenizer's
-    output), ``bytes`` or ``str``; the first sample says which."""
+    """A field as a list or iterator of samples: 1-D arrays (a tokenizer's output), ``bytes``
+    or ``str`` (variable-length fields), or numbers (Python or numpy scalars, 0-d arrays: a
+    fixed field of shape ``()``); the first sample says which."""
 
     def __init__(self, name: str, items: Iterable, dtype: "np.dtype | None") -> None:
         self.name = name
@@ -188,8 +191,10 @@ class _Items:
         self.kind = _value_kind(first)
         self.cast_to = dtype
         self.count = 0
-        if self.kind == "ragged":
+        if self.kind in ("ragged", "scalar"):
             sample = np.asarray(first)
+            if self.kind == "scalar" and sample.dtype.kind not in "biuf":
+                raise TypeError(f"field {name!r}: sample 0 is a {sample.dtype} scalar; a field holds numbers")
             self.dtype = sample.dtype if dtype is None else dtype
         else:
             if dtype is not None:
@@ -199,7 +204,8 @@ class _Items:
         self.done = False
 
     def spec(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype.str, "shape": []}
+        kind = "fixed" if self.kind == "scalar" else self.kind
+        return {"name": self.name, "kind": kind, "dtype": self.dtype.str, "shape": []}
 
     def __len__(self) -> int:
         if self.length is None:
@@ -229,6 +235,13 @@ class _Items:
                 item = item.encode("utf-8")
             except UnicodeEncodeError as e:
                 raise ValueError(f"field {self.name!r}: sample {k} is not valid text ({e.reason})") from None
+        if kind == "scalar":
+            # Each number as the first one's dtype (or dtype=), refused if that changes it
+            # (a fraction after integers, a value out of range).
+            value = np.asarray(item).reshape(1)
+            if value.dtype.kind not in "biuf":
+                raise TypeError(f"field {self.name!r}: sample {k} is a {value.dtype} scalar; a field holds numbers")
+            return cast(self.name, value, self.dtype, lambda _: k)
         if kind != "ragged":
             return np.frombuffer(item, dtype=np.uint8)
         array = np.asarray(item)
@@ -360,6 +373,10 @@ class _DictBlocks(Blocks):
                 return
             columns = []
             for s in sources:
+                if isinstance(s, _Items) and s.kind == "scalar":
+                    got = pulled[s.name]
+                    columns.append(np.ascontiguousarray(np.concatenate(got) if got else np.empty(0, s.dtype)))
+                    continue
                 if isinstance(s, _Items):
                     got = pulled[s.name]
                     offsets = np.zeros(len(got) + 1, dtype=np.int64)
