@@ -313,7 +313,7 @@ impl PyDatasetWriter {
     /// dtype (numpy's `dtype.str`; "|u1" for bytes and string), shape (fixed only) and
     /// codec.
     #[new]
-    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None, skip_empty = false, mode = "append"))]
+    #[pyo3(signature = (path, fields, *, shard_records = None, min_savings = None, layout = None, skip_empty = false, mode = "append", lock_wait = 0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -324,12 +324,16 @@ impl PyDatasetWriter {
         layout: Option<&str>,
         skip_empty: bool,
         mode: &str,
+        lock_wait: f64,
     ) -> PyResult<Self> {
         let defs = fields.iter().map(|item| field_of(&item)).collect::<PyResult<Vec<_>>>()?;
         let mode = WriteMode::from_name(mode).ok_or_else(|| {
             PyValueError::new_err(format!("mode must be \"create\", \"append\" or \"overwrite\", not {mode:?}"))
         })?;
-        let options = WriteOptions { skip_empty, mode, ..write_options(shard_records, min_savings, layout)? };
+        let lock_wait = std::time::Duration::try_from_secs_f64(lock_wait)
+            .map_err(|_| PyValueError::new_err(format!("timeout must be a number of seconds >= 0, got {lock_wait}")))?;
+        let options =
+            WriteOptions { skip_empty, mode, lock_wait, ..write_options(shard_records, min_savings, layout)? };
         let writer = call(py, move || DatasetWriter::open(path, defs, options))?;
         let ragged = writer.fields().iter().map(Field::is_ragged).collect();
         let itemsizes = writer.fields().iter().map(|f| f.itemsize().unwrap_or(1) as usize).collect();

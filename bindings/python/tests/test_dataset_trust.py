@@ -261,3 +261,54 @@ print(deletes)
         out, err = deleter.communicate(timeout=300)
     assert deleter.returncode == 0, err
     assert int(out) > 5, "the deletes ran beside the copies"
+
+
+APPENDER = """
+import sys, numpy as np, zrecord
+path, k = sys.argv[1], int(sys.argv[2])
+for j in range(4):
+    label = np.arange(50, dtype=np.int64) + 1000 * (4 * k + j)
+    zrecord.Dataset.write(path, {"label": label, "caption": [f"c{i}" for i in label]}, mode="append").close()
+"""
+
+
+def test_appenders_side_by_side_take_turns_and_every_row_lands_once(tmp_path):
+    path = tmp_path / "ds"
+    first = np.arange(10, dtype=np.int64) - 100
+    Dataset.write(path, {"label": first, "caption": [f"c{i}" for i in first]}).close()
+    procs = [subprocess.Popen([sys.executable, "-c", APPENDER, str(path), str(k)], stderr=subprocess.PIPE)
+             for k in range(3)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()
+    ds = Dataset(path)
+    labels = ds[np.arange(len(ds))]["label"]
+    want = np.concatenate([first] + [np.arange(50) + 1000 * b for b in range(12)])
+    np.testing.assert_array_equal(np.sort(labels), np.sort(want))
+    # Each write's rows are together, in order: one append never interleaves another's.
+    for b in range(12):
+        at = int(np.flatnonzero(labels == 1000 * b)[0])
+        np.testing.assert_array_equal(labels[at:at + 50], np.arange(50) + 1000 * b)
+    assert ds[0]["caption"] == "c-100" and zrecord.verify(path).ok
+    ds.close()
+
+
+def test_a_write_that_waits_too_long_for_the_lock_says_so(tmp_path):
+    path = tmp_path / "ds"
+    Dataset.write(path, {"label": np.arange(10)}).close()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(30)"), str(path / ".zrecord-write.lock")], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        start = time.monotonic()
+        with pytest.raises(zrecord.LockedError, match=r"for the 1.5 s this write waited; wait longer \(timeout=\)"):
+            Dataset.write(path, {"label": np.arange(5)}, mode="append", timeout=1.5)
+        assert 1.4 < time.monotonic() - start < 10
+        with pytest.raises(zrecord.LockedError, match="another writer is adding to"):
+            Dataset.write(path, {"label": np.arange(5)}, mode="append", timeout=0)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert len(Dataset(path)) == 10, "nothing of the refused writes landed"
+

@@ -26,6 +26,12 @@ pub struct WriteOptions {
     /// what `zr convert`, parts and Ray's sink do; Python's `Dataset.write` asks for
     /// [`WriteMode::Create`] unless told otherwise).
     pub mode: WriteMode,
+    /// How long a write waits for the dataset's writer lock while another write holds it
+    /// (appenders side by side take turns; each write's rows land whole, once). Past it
+    /// the write fails with [`Error::Locked`](zrecord_core::error::Error::Locked), saying
+    /// how long it waited. Default zero: fail at once (Python's `Dataset.write` waits 60
+    /// s unless told otherwise).
+    pub lock_wait: std::time::Duration,
 }
 
 /// What a write does when its path already holds a dataset of named fields.
@@ -66,6 +72,7 @@ impl Default for WriteOptions {
             shard_records: u64::from(MAX_RECORDS),
             min_savings: zrecord_core::DEFAULT_MIN_SAVINGS,
             layout: FileLayout::Dense,
+            lock_wait: std::time::Duration::ZERO,
             skip_empty: false,
             mode: WriteMode::Append,
         }

@@ -99,12 +99,7 @@ impl DatasetWriter {
                 path.display()
             ))));
         }
-        let created = !path.exists();
-        std::fs::create_dir_all(&path).map_err(io_at(&path, "create"))?;
-        let lock_path = path.join(WRITE_LOCK_FILE);
-        let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? else {
-            return Err(bad(Error::Locked(format!("another writer is adding to {}", path.display()))));
-        };
+        let (lock, created) = wait_for_lock(&path, options.lock_wait)?;
         let manifest_path = path.join(MANIFEST_FILE);
         let mut replaced = Vec::new();
         let manifest = if manifest_path.exists() {
@@ -470,6 +465,60 @@ impl DatasetWriter {
 
     /// Drops every staged sample and removes the new shard folders.
     pub fn discard(self) {}
+}
+
+/// Takes the writer lock of the dataset at `path` (creating the folder if needed), waiting
+/// up to `wait` while another writer holds it. Returns the lock and whether this call
+/// made the folder (a writer that fails removes only a folder it made). A lock file taken
+/// after its folder was removed (the writer before, which had made it, failed) is no one's
+/// lock: the folder is made again and the lock taken there.
+fn wait_for_lock(path: &Path, wait: std::time::Duration) -> Result<(File, bool), DatasetError> {
+    let start = std::time::Instant::now();
+    let lock_path = path.join(WRITE_LOCK_FILE);
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        let created = !path.exists();
+        std::fs::create_dir_all(path).map_err(io_at(path, "create"))?;
+        if let Some(lock) = crate::lock::try_exclusive(&lock_path).map_err(io_at(&lock_path, "lock"))? {
+            if still_there(&lock, &lock_path) {
+                return Ok((lock, created));
+            }
+            continue;
+        }
+        let waited = start.elapsed();
+        if waited >= wait {
+            let what = match wait.is_zero() {
+                true => format!("another writer is adding to {}", path.display()),
+                false => format!(
+                    "another writer has been adding to {} for the {:.1} s this write waited; wait longer (timeout=) \
+                     or find the writer that holds {}",
+                    path.display(),
+                    waited.as_secs_f64(),
+                    lock_path.display()
+                ),
+            };
+            return Err(DatasetError::at(path, None, Error::Locked(what)));
+        }
+        std::thread::sleep(pause.min(wait - waited));
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+    }
+}
+
+/// True when `lock` is the file at `path` now (not one unlinked with its folder).
+fn still_there(lock: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (lock.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = lock;
+        path.exists()
+    }
 }
 
 impl Drop for DatasetWriter {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from ._columns import _backing_mmap
 from ._columns import release as _release
 from ._progress import Progress, reporter
 from ._zrecord import MAX_RECORD_LEN, Zrecord
+from .errors import LockedError
 
 if TYPE_CHECKING:
     from .dataset import Dataset
@@ -53,6 +55,7 @@ def write(
     dtype: "Mapping[str, Any] | None" = None,
     skip_empty: bool = False,
     mode: "str | None" = None,
+    timeout: float = 60.0,
 ) -> "Dataset":
     """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
     dict of named fields, a dataset of those fields.
@@ -78,6 +81,10 @@ def write(
     ``"overwrite"`` replaces it whole, of any fields, at the commit: a reader sees the
     old dataset or the new one, never a mix. Nothing is visible until the whole write is
     committed; a write that fails or is interrupted leaves the dataset as it was.
+    Writers of one dataset take turns: a write waits up to ``timeout`` seconds (default
+    60) while another holds the dataset's writer lock, so appenders side by side (a
+    process pool, a Slurm array) each land their rows whole, once; past it the write
+    raises ``LockedError`` saying how long it waited. ``timeout=0`` fails at once.
 
     A 1-D array becomes a dataset of scalars (the usual label set). The array is read
     in blocks of at most ``chunk_bytes``, so an ``np.load(..., mmap_mode="r")`` array is
@@ -135,7 +142,7 @@ def write(
     """
     return _write_dataset(
         cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records=shard_records, layout=layout,
-        metadata=metadata, dtype=dtype, skip_empty=skip_empty, mode=mode,
+        metadata=metadata, dtype=dtype, skip_empty=skip_empty, mode=mode, timeout=timeout,
     )
 
 
@@ -190,7 +197,7 @@ def drop_field(cls, path: PathLike, name: str, *, storage_options: "dict[str, st
 
 
 def _write_dataset(cls, path, array, codec, chunk_bytes, progress, min_savings, *, shard_records, layout, metadata,
-                   dtype, skip_empty, mode):
+                   dtype, skip_empty, mode, timeout):
     """``Dataset.write``'s work: a dict of named fields to the native writer, a single array
     to a loaderx store."""
     if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
@@ -201,7 +208,7 @@ def _write_dataset(cls, path, array, codec, chunk_bytes, progress, min_savings, 
         card = None if metadata is None else _metadata_json(metadata)
         return _write_fields(
             cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records, layout, card, dtype,
-            skip_empty, mode or "create",
+            skip_empty, mode or "create", timeout,
         )
     if mode == "overwrite":
         raise ValueError(
@@ -336,7 +343,7 @@ _WRITE_MODES = ("create", "append", "overwrite")
 
 
 def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, shard_records, layout=None,
-                  metadata=None, dtype=None, skip_empty=False, mode="append"):
+                  metadata=None, dtype=None, skip_empty=False, mode="append", timeout=0.0):
     """``Dataset.write(path, {name: samples, ...})`` (or a DataFrame, Arrow, a Hugging Face
     dataset): blocks of columns by the rule in ``_columns``, handed to the native writer,
     which owns the fields' rules, the shards and the commit."""
@@ -349,10 +356,29 @@ def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, sh
             codecs[spec["name"]] = "raw"
     specs = [dict(spec, codec=codecs[spec["name"]]) for spec in source.specs]
     total = source.total
-    writer = _zrecord._DatasetWriter(
-        Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout,
-        skip_empty=bool(skip_empty), mode=mode,
-    )
+    timeout = float(timeout)
+    if not timeout >= 0.0:
+        raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout}")
+    deadline = time.monotonic() + timeout
+    while True:
+        # The native writer waits for the lock; a second at a time, so that Ctrl-C (which
+        # Python handles between calls) stops a long wait.
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            writer = _zrecord._DatasetWriter(
+                Path(path), specs, shard_records=shard_records, min_savings=min_savings, layout=layout,
+                skip_empty=bool(skip_empty), mode=mode, lock_wait=min(left, 1.0),
+            )
+            break
+        except LockedError:
+            if left > 1.0:
+                continue
+            if timeout <= 1.0:
+                raise
+            raise LockedError(
+                f"{path}: another writer has been adding to the dataset for the {timeout:.1f} s this write waited; "
+                "wait longer (timeout=) or find the other writer"
+            ) from None
     if metadata is not None:
         writer.set_metadata(metadata)
     _drive(writer, source, total, progress, "write", writer.write)
