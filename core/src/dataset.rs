@@ -475,14 +475,24 @@ impl Manifest {
     /// resumes on another.
     pub fn identity<E>(
         &self,
+        generation: impl FnMut(usize, usize) -> Result<u64, E>,
+    ) -> Result<crate::stream::DatasetId, E> {
+        self.identity_of_first(self.shards.len(), generation)
+    }
+
+    /// [`Manifest::identity`] of the dataset as it was when it listed only its first
+    /// `shards` shards (what an append records before it adds its own).
+    pub fn identity_of_first<E>(
+        &self,
+        shards: usize,
         mut generation: impl FnMut(usize, usize) -> Result<u64, E>,
     ) -> Result<crate::stream::DatasetId, E> {
-        let length = self.len();
+        let length = self.shards[..shards].iter().map(|s| s.records).sum();
         if let Some(rows) = self.rows {
             return Ok(crate::stream::DatasetId { length, generation: rows });
         }
-        let mut generations = Vec::with_capacity(self.shards.len() * self.fields.len());
-        for s in 0..self.shards.len() {
+        let mut generations = Vec::with_capacity(shards * self.fields.len());
+        for s in 0..shards {
             for f in 0..self.fields.len() {
                 generations.push(generation(s, f)?);
             }

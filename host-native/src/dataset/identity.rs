@@ -71,10 +71,9 @@ fn store_generation(dir: &Path, field: &str) -> Result<u64, DatasetError> {
 /// The identity the dataset at `path` had when its manifest listed only the first `listed`
 /// of `manifest`'s shards (as [`Dataset::id`] computes it then).
 pub(super) fn prefix_identity(path: &Path, manifest: &Manifest, listed: usize) -> Result<DatasetId, DatasetError> {
-    let prefix = Manifest { shards: manifest.shards[..listed].to_vec(), ..manifest.clone() };
-    prefix.identity(|s, f| {
-        let dir = path.join(&prefix.shards[s].dir).join(&prefix.fields[f].name);
-        store_generation(&dir, &prefix.fields[f].name)
+    manifest.identity_of_first(listed, |s, f| {
+        let dir = path.join(&manifest.shards[s].dir).join(&manifest.fields[f].name);
+        store_generation(&dir, &manifest.fields[f].name)
     })
 }
 
