@@ -587,6 +587,12 @@ impl Pipeline {
         self.loader.epoch_of(step)
     }
 
+    /// Whether a running job looks for appended rows before global batch `step`
+    /// (`Loader::takes_growth_at`).
+    fn takes_growth_at(&self, step: u64) -> bool {
+        self.loader.takes_growth_at(step)
+    }
+
     /// Stop and join every thread, then let go of the stores. Idempotent; returns once no
     /// thread is left.
     fn close(&self, py: Python<'_>) {

@@ -9,7 +9,13 @@
 //!   their numbers, and an epoch of the new era is the permutation of the new length keyed
 //!   by `(seed, epoch)`, as in a stream over the grown dataset from the start.
 //! - SEQUENTIAL: at the end of the running pass over `0..N`.
-//! - IID: at the resumed position (draws have no passes).
+//! - IID: at the end of the running stretch of `N` draws (draws have no passes, so the
+//!   stream counts them in stretches of the length it reads, as SEQUENTIAL does).
+//!
+//! So the new rows join at a place that depends only on the positions, never on when a job
+//! was restarted: a running reader that looks for appended rows before each global batch in
+//! which a pass ends ([`passes_end_within`]) and resumes there reads the same stream as one
+//! restarted from any state saved on the way.
 //!
 //! Each stretch of one length is an [`Era`]; a stream over a dataset that never grew has one,
 //! from position 0. A saved state lists the eras when there are several, so a job resumed
@@ -55,11 +61,7 @@ pub(super) fn grow(eras: &[Era], mode: Mode, global_batch: u64, p: u64, length: 
     let mut out = eras.to_vec();
     let last = *eras.last().expect("a stream over one dataset has an era");
     let from = p.max(last.position);
-    let pass = match mode {
-        Mode::Shuffle => (last.length / global_batch) * global_batch,
-        Mode::Sequential => last.length,
-        Mode::Iid => 1,
-    };
+    let pass = pass_of(&last, mode, global_batch);
     let passes = (from - last.position).div_ceil(pass);
     let epoch = if mode == Mode::Shuffle { last.epoch + passes } else { 0 };
     let era = Era { position: last.position + passes * pass, epoch, length };
@@ -68,6 +70,34 @@ pub(super) fn grow(eras: &[Era], mode: Mode, global_batch: u64, p: u64, length: 
     }
     out.push(era);
     out
+}
+
+/// The positions a pass of `era` takes: an epoch's whole global batches in SHUFFLE, the
+/// length in the other modes (0 when a SHUFFLE epoch holds no global batch).
+fn pass_of(era: &Era, mode: Mode, global_batch: u64) -> u64 {
+    match mode {
+        Mode::Shuffle => (era.length / global_batch) * global_batch,
+        Mode::Sequential | Mode::Iid => era.length,
+    }
+}
+
+/// Whether a pass of the last era ends (or the last era begins, the stream's start
+/// included) within the global batch at positions `p..p + global_batch`: where [`grow`]
+/// would start an era for a caller at `p`, and at no position before it. A running reader that resumes on
+/// a grown dataset at exactly these batches reads what a restarted one reads.
+pub(super) fn passes_end_within(eras: &[Era], mode: Mode, global_batch: u64, p: u64) -> bool {
+    let last = *eras.last().expect("a stream over one dataset has an era");
+    let pass = pass_of(&last, mode, global_batch);
+    let end = p.saturating_add(global_batch);
+    if last.position >= p {
+        return last.position < end;
+    }
+    if pass == 0 {
+        return false;
+    }
+    // The first boundary at or after p.
+    let next = last.position + (p - last.position).div_ceil(pass).saturating_mul(pass);
+    next < end
 }
 
 /// Checks eras read from a saved state: the first at 0, each starting where a pass of the
@@ -118,12 +148,43 @@ mod tests {
         assert_eq!(grow(&one, Mode::Shuffle, 32, 0, 150), [Era { position: 0, epoch: 0, length: 150 }]);
         // SEQUENTIAL: the pass over 0..100 that position 130 is in ends at 200.
         assert_eq!(grow(&one, Mode::Sequential, 32, 130, 150)[1], Era { position: 200, epoch: 0, length: 150 });
-        // IID: at once.
-        assert_eq!(grow(&one, Mode::Iid, 32, 130, 150)[1], Era { position: 130, epoch: 0, length: 150 });
+        // IID: where the running stretch of 100 draws ends.
+        assert_eq!(grow(&one, Mode::Iid, 32, 130, 150)[1], Era { position: 200, epoch: 0, length: 150 });
         // Grown again before the second era began: the newer length takes its place.
         let two = grow(&one, Mode::Shuffle, 32, 128, 150);
         assert_eq!(grow(&two, Mode::Shuffle, 32, 160, 400)[1], Era { position: 192, epoch: 2, length: 400 });
         assert_eq!(check(&grow(&two, Mode::Shuffle, 32, 160, 400), Mode::Shuffle, 32, 400), Ok(()));
+    }
+
+    #[test]
+    fn a_reader_looks_for_growth_exactly_where_an_era_could_start() {
+        let one = [Era { position: 0, epoch: 0, length: 100 }];
+        for mode in [Mode::Shuffle, Mode::Sequential, Mode::Iid] {
+            for g in [1u64, 7, 32, 100, 130] {
+                if mode == Mode::Shuffle && g > 100 {
+                    continue; // a stream refuses a SHUFFLE epoch of no global batch
+                }
+                for step in 0..40u64 {
+                    let p = step * g;
+                    let looks = passes_end_within(&one, mode, g, p);
+                    // An era grown at p starts within this batch exactly when the reader looks.
+                    let era = grow(&one, mode, g, p, 150);
+                    let new = era.last().unwrap();
+                    let starts_here = new.length == 150 && new.position >= p && new.position < p + g;
+                    assert_eq!(looks, starts_here, "{mode:?} g={g} step={step}");
+                    // A state saved at any earlier step since the last look grows the
+                    // stream exactly as resuming here does.
+                    if looks {
+                        for before in (0..step).rev() {
+                            if passes_end_within(&one, mode, g, before * g) {
+                                break;
+                            }
+                            assert_eq!(grow(&one, mode, g, before * g, 150), era, "{mode:?} g={g} saved {before}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

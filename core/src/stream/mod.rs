@@ -350,6 +350,21 @@ impl Stream {
         &self.eras
     }
 
+    /// Whether a reader that keeps running should look for rows appended to its dataset
+    /// before global batch `step`: a pass of the samples it reads ends within that batch
+    /// (`eras.rs`), so [`Stream::resumed`] on a grown dataset at this step starts the new
+    /// rows' era within it, just where a job restarted from any state saved since the last
+    /// such batch would start it. Looking here and only here, an uninterrupted run and a
+    /// restarted one read the same samples. Never for a mixture (its states do not follow
+    /// appends).
+    pub fn takes_growth_at(&self, step: u64) -> bool {
+        let Source::Single { mode, .. } = self.source else { return false };
+        match step.checked_mul(self.global_batch) {
+            Some(p) => eras::passes_end_within(&self.eras, mode, self.global_batch, p),
+            None => false,
+        }
+    }
+
     fn shuffled(&self) -> Option<DatasetId> {
         match &self.source {
             Source::Single { dataset, mode: Mode::Shuffle } => Some(*dataset),

@@ -755,6 +755,15 @@ impl Loader {
         self.stream.steps_in_epoch_of(self.step())
     }
 
+    /// Whether a job that keeps running should look for rows appended to its dataset
+    /// before global batch `step`, and resume there on the grown dataset if it grew
+    /// ([`Stream::takes_growth_at`]): so that it reads what a job restarted from any state
+    /// it saved reads. Never for a packed loader, a finite pass or a mixture, whose states
+    /// do not follow appends.
+    pub fn takes_growth_at(&self, step: u64) -> bool {
+        self.packing.is_none() && self.pass.is_none() && self.stream.takes_growth_at(step)
+    }
+
     /// `(epoch, step within it)` of global batch `step` (SHUFFLE over one dataset, packed
     /// in shuffled rows or not); `None` for endless streams, sequential packed rows among
     /// them (their epochs are the documents').

@@ -26,7 +26,7 @@ from ._epochs import Epochs
 from .dataset import Dataset
 from .pack import Pack
 from .sampler import Sampler, check_seed
-from ._world import RanksDisagreeError, check_ranks_agree, resolve_world
+from ._world import RanksDisagreeError, _gather, check_ranks_agree, resolve_world
 
 __all__ = ["DataLoader", "Mixture", "resolve_world"]
 
@@ -403,6 +403,8 @@ class DataLoader(Epochs):
         self._agreement: Optional[Tuple[Optional[Exception]]] = None
         self._mixture = mixture
         self._named = named
+        # (dataset, pipeline spec) of a loader that takes rows appended while it runs.
+        self._follow: Optional[Tuple[Dataset, dict]] = None
         common = dict(
             batch_size=batch_size,
             mode=self.mode,
@@ -431,6 +433,11 @@ class DataLoader(Epochs):
                 **common,
             )
             self._make: Callable[[Optional[str]], Any] = lambda text: _Pipeline(**spec, state=text)
+            # One whole dataset of named fields, read in epochs or passes that never end:
+            # rows appended under the run join where a restarted run would take them.
+            if (not mixture and pack is None and passes is None and dataset.is_multi_field
+                    and getattr(dataset, "_split", None) is None):
+                self._follow = (dataset, spec)
         else:
             if mixture:
                 sources = [[d.store, l.store] for d, l in dataset.sources]
@@ -486,9 +493,43 @@ class DataLoader(Epochs):
             self._agreement = (self._check_ranks(),)
         if self._agreement[0] is not None:
             raise self._agreement[0]
+        if self._follow is not None and self._pipeline.takes_growth_at(self._pipeline.step):
+            self._take_appends()
         batch = self._pipeline.next()  # the transform, if any, already ran on a worker
         self._returned = True
         return batch
+
+    def _take_appends(self) -> None:
+        """Before a batch in which a pass ends: when rows were appended to the dataset since
+        this loader opened it, go on over the grown dataset from here, as a loader resumed
+        here from ``state_dict()`` would (the core's ``Stream::resumed`` decides what is
+        read: the pass in flight finishes, the new rows join after it). Any other change
+        (a delete, an overwrite) is not followed: this loader reads on over the rows it
+        opened, and a restart is refused. Every rank looks at the same step; with several
+        ranks they go on over the grown dataset only when all saw the same one (through
+        torch.distributed or JAX), else all look again at the next pass's end."""
+        dataset, spec = self._follow  # type: ignore[misc]
+        before = spec["datasets"][0].id
+        try:
+            fresh = dataset._open_native()
+            seen = fresh.id
+        except Exception:  # opened mid-change, or the bucket is away: look again next time
+            fresh, seen = None, before
+        if self.world_size > 1:
+            texts = _gather(json.dumps(list(seen)))
+            if texts is None or len(set(texts)) > 1:
+                return
+        if seen == before or fresh is None:
+            return
+        grown = dict(spec, datasets=[fresh])
+        try:
+            pipeline = _Pipeline(**grown, state=self._pipeline.state())
+        except ValueError:
+            return  # not grown by appends: the state would be refused, so read on
+        old, self._pipeline = self._pipeline, pipeline
+        self._follow = (dataset, grown)
+        self._make = lambda text: _Pipeline(**grown, state=text)
+        old.close()
 
     def _check_ranks(self) -> Optional[Exception]:
         if not self.check_ranks or self.world_size < 2:
