@@ -493,7 +493,10 @@ class DataLoader(Epochs):
             self._agreement = (self._check_ranks(),)
         if self._agreement[0] is not None:
             raise self._agreement[0]
-        if self._follow is not None and self._pipeline.takes_growth_at(self._pipeline.step):
+        # Not before this loader's first batch: it was just given the dataset as its caller
+        # opened it, which is what a run started now reads (and a second open of a bucket
+        # would cost every manifest and store header again).
+        if self._returned and self._follow is not None and self._pipeline.takes_growth_at(self._pipeline.step):
             self._take_appends()
         batch = self._pipeline.next()  # the transform, if any, already ran on a worker
         self._returned = True
