@@ -457,26 +457,37 @@ impl Host for Native {
                 format!("copied {src} to {dst}: {files} files")
             }
             (false, true) => self.push(src, dst)?,
+            // One listing read is one state: pulled into a scratch folder (dense files),
+            // then pushed, so the copy is of that state whatever writers do meanwhile.
             (true, true) => {
-                return Err(Failure::new(
-                    src.to_owned(),
-                    "copy from one object store location to another: pull it, then push it",
-                ))
+                let to = Remote::open(dst, &[]).map_err(|e| Failure::at(dst.to_owned(), Error::Io(e)))?;
+                let there =
+                    zrecord::remote::push::read_listing(&to).map_err(|e| Failure::at(dst.to_owned(), Error::Io(e)))?;
+                if there.is_some() {
+                    return Err(Failure::new(
+                        dst.to_owned(),
+                        "holds a dataset or store already; a copy writes a new location",
+                    ));
+                }
+                let scratch = std::env::temp_dir().join(format!("zrecord-copy-{}", zrecord::dataset::write_tag()));
+                let shown = scratch.display().to_string();
+                let copied = self.pull(src, &shown).and_then(|files| self.push(&shown, dst).map(|_| files));
+                let _ = std::fs::remove_dir_all(&scratch);
+                format!("copied {src} to {dst}: {} files", copied?)
             }
         };
         Ok(format!("{line} in {:.2} s", started.elapsed().as_secs_f64()))
     }
 
     fn compact_dataset(&mut self, dataset: &str, target_rows: u64) -> Result<String, Failure> {
-        if is_url(dataset) {
-            return Err(Failure::new(
-                dataset.to_owned(),
-                "zr compact works on a local dataset: pull it, compact it and push it again",
-            ));
-        }
         let started = std::time::Instant::now();
-        let done = zrecord::dataset::compact_shards(dataset, target_rows, &mut |d, t| self.progress("compact", d, t))
-            .map_err(failure)?;
+        let done = if is_url(dataset) {
+            let remote = Remote::open(dataset, &[]).map_err(|e| Failure::at(dataset.to_owned(), Error::Io(e)))?;
+            zrecord::dataset::compact_remote(&remote, target_rows, &mut |d, t| self.progress("compact", d, t))
+        } else {
+            zrecord::dataset::compact_shards(dataset, target_rows, &mut |d, t| self.progress("compact", d, t))
+        }
+        .map_err(failure)?;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         Ok(format!(
             "compacted {dataset}: {} shards -> {} (at most {target_rows} samples each), {} samples copied ({:.1} MB) \
@@ -490,12 +501,25 @@ impl Host for Native {
 
     fn leftovers(&mut self, dataset: &str, remove: bool) -> Result<Vec<(String, u64)>, Failure> {
         if is_url(dataset) {
-            // A bucket's objects are named by its listing; nothing outside it is read.
-            return if remove {
-                Err(Failure::new(dataset.to_owned(), "zr clean works on a local dataset"))
-            } else {
-                Ok(Vec::new())
-            };
+            let remote = Remote::open(dataset, &[]).map_err(|e| Failure::at(dataset.to_owned(), Error::Io(e)))?;
+            let age = zrecord::dataset::LEFTOVER_AGE;
+            let found = match remove {
+                true => zrecord::dataset::remove_remote_leftovers(&remote, age),
+                false => zrecord::dataset::remote_leftovers(&remote),
+            }
+            .map_err(failure)?;
+            if remove {
+                // No lock keeps a change in flight out of a bucket: its uploads are young.
+                let young = zrecord::dataset::remote_leftovers(&remote).map_err(failure)?;
+                if !young.is_empty() {
+                    let _ = self.out(&format!(
+                        "kept {} unlisted objects written within the last {} hours: they may be a change in flight\n",
+                        young.len(),
+                        age.as_secs() / 3600
+                    ));
+                }
+            }
+            return Ok(found.into_iter().map(|l| (remote.shown(&l.name), l.size)).collect());
         }
         let path = Path::new(dataset);
         let found = if remove {
@@ -512,6 +536,17 @@ impl Host for Native {
         }
         .map_err(failure)?;
         Ok(found.into_iter().map(|(p, size)| (p.display().to_string(), size)).collect())
+    }
+
+    fn inline_manifest(&mut self, dir: &str) -> Result<Option<Vec<u8>>, Failure> {
+        if !is_url(dir) {
+            return Ok(None);
+        }
+        let (_, listing, rel) = self.remote_at(dir).map_err(|e| Failure::at(dir.to_owned(), e))?;
+        Ok(match (rel.is_empty(), &listing.manifest) {
+            (true, Some(manifest)) => Some(manifest.to_string().into_bytes()),
+            _ => None,
+        })
     }
 
     fn export_fields(&mut self, dataset: &str, output: &str, npz: bool, verify: Verify) -> Result<u64, Failure> {

@@ -13,9 +13,10 @@
 //!
 //! Shards holding samples longer than a record (`long`) are left as they are.
 
+use std::ops::Range;
 use std::path::Path;
 
-use zrecord_core::dataset::{shard_dir, ShardEntry};
+use zrecord_core::dataset::{shard_dir, Manifest, ShardEntry};
 use zrecord_core::error::Error;
 
 use super::delete::{copy_records, first_layout, open_read};
@@ -39,7 +40,7 @@ pub struct Compacted {
 /// Runs of neighbouring shards to merge: each a range of shard positions whose shards hold
 /// fewer than `target_rows` samples together (at most `target_rows`), have no long samples,
 /// and number two or more.
-fn runs(records: &[(u64, bool)], target_rows: u64) -> Vec<std::ops::Range<usize>> {
+fn runs(records: &[(u64, bool)], target_rows: u64) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut s = 0;
     while s < records.len() {
@@ -62,6 +63,24 @@ fn runs(records: &[(u64, bool)], target_rows: u64) -> Vec<std::ops::Range<usize>
     out
 }
 
+/// Runs of `manifest`'s shards to merge into shards of at most `target_rows` samples
+/// ([`runs`] over its shards), after checking `target_rows`; `at` names the dataset in the
+/// error.
+pub(super) fn plan(at: &Path, manifest: &Manifest, target_rows: u64) -> Result<Vec<Range<usize>>, DatasetError> {
+    if target_rows == 0 || target_rows > u64::from(zrecord_core::format::MAX_RECORDS) {
+        return Err(DatasetError::at(
+            at,
+            None,
+            Error::InvalidArgument(format!(
+                "target_rows must be in 1..={}, got {target_rows}",
+                zrecord_core::format::MAX_RECORDS
+            )),
+        ));
+    }
+    let shape: Vec<(u64, bool)> = manifest.shards.iter().map(|s| (s.records, !s.long.is_empty())).collect();
+    Ok(runs(&shape, target_rows))
+}
+
 /// Merges runs of neighbouring small shards of the local dataset at `path` into shards of
 /// at most `target_rows` samples each (see the module docs). `progress(done, total)`
 /// counts records copied. Values, row order and the dataset's identity stay.
@@ -71,30 +90,35 @@ pub fn compact_shards(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Compacted, DatasetError> {
     let path = path.as_ref();
-    if target_rows == 0 || target_rows > u64::from(zrecord_core::format::MAX_RECORDS) {
-        return Err(DatasetError::at(
-            path,
-            None,
-            Error::InvalidArgument(format!(
-                "target_rows must be in 1..={}, got {target_rows}",
-                zrecord_core::format::MAX_RECORDS
-            )),
-        ));
-    }
     let (_lock, manifest) = lock_existing(path)?;
-    let shape: Vec<(u64, bool)> = manifest.shards.iter().map(|s| (s.records, !s.long.is_empty())).collect();
-    let merge = runs(&shape, target_rows);
-    let shards_before = manifest.shards.len();
+    let merge = plan(path, &manifest, target_rows)?;
     if merge.is_empty() {
-        return Ok(Compacted { shards_before, shards_after: shards_before, samples_copied: 0, bytes_copied: 0 });
+        let shards = manifest.shards.len();
+        return Ok(Compacted { shards_before: shards, shards_after: shards, samples_copied: 0, bytes_copied: 0 });
     }
-    let store_layout = first_layout(path, &manifest)?;
-    let options = WriteOptions { layout: store_layout, ..WriteOptions::default() };
-    let writes = FieldWrite::all(path, &manifest, &options)?;
-    let samples: u64 = merge.iter().flat_map(|r| &manifest.shards[r.clone()]).map(|s| s.records).sum();
-    let total = samples * writes.len() as u64;
     // The identity before, kept: sample i stays sample i.
     let identity = super::identity::prefix_identity(path, &manifest, manifest.shards.len())?;
+    let (done, _) = merge_runs(path, &manifest, &merge, identity.generation, progress)?;
+    Ok(done)
+}
+
+/// Copies each run of `merge` (shard positions of `manifest`, the dataset at `path`, whose
+/// writer lock the caller holds) into one new shard and publishes the manifest with the
+/// new shards in the runs' places and `rows` as its row identity; then removes the old
+/// shards. Returns what it did and the manifest published.
+pub(super) fn merge_runs(
+    path: &Path,
+    manifest: &Manifest,
+    merge: &[Range<usize>],
+    rows: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Compacted, Manifest), DatasetError> {
+    let shards_before = manifest.shards.len();
+    let store_layout = first_layout(path, manifest)?;
+    let options = WriteOptions { layout: store_layout, ..WriteOptions::default() };
+    let writes = FieldWrite::all(path, manifest, &options)?;
+    let samples: u64 = merge.iter().flat_map(|r| &manifest.shards[r.clone()]).map(|s| s.records).sum();
+    let total = samples * writes.len() as u64;
 
     let mut done = 0u64;
     let mut bytes = 0u64;
@@ -103,7 +127,7 @@ pub fn compact_shards(
     let mut made = Vec::new();
     let mut merged = Vec::with_capacity(merge.len());
     let result = (|| {
-        for run in &merge {
+        for run in merge {
             let name = shard_dir(after.next_shard);
             after.next_shard += 1;
             let dir = path.join(&name);
@@ -131,20 +155,22 @@ pub fn compact_shards(
         for (run, entry) in merged.iter().rev() {
             after.shards.splice(run.clone(), [entry.clone()]);
         }
-        after.rows = Some(identity.generation);
+        after.rows = Some(rows);
         publish_then(path, &after)
     })();
     // Published but not synced: an error, the merged shards kept (they are listed) and the
     // old ones left for the next change to remove.
     settle(result, &made)?;
     // Listed no more: a folder a failure here leaves is removed by the next change.
-    for run in &merge {
+    for run in merge {
         for old in &manifest.shards[run.clone()] {
             let _ = std::fs::remove_dir_all(path.join(&old.dir));
         }
     }
     progress(total, total);
-    Ok(Compacted { shards_before, shards_after: after.shards.len(), samples_copied: samples, bytes_copied: bytes })
+    let done =
+        Compacted { shards_before, shards_after: after.shards.len(), samples_copied: samples, bytes_copied: bytes };
+    Ok((done, after))
 }
 
 #[cfg(test)]

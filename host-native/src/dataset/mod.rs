@@ -31,7 +31,9 @@
 //!   ([`delete_samples`]); `compact.rs` small shards merged ([`compact_shards`]); `copy.rs`
 //!   a consistent copy ([`copy_dataset`]); `remote_edit.rs` samples deleted and fields
 //!   dropped or added in an object store ([`delete_remote`], [`drop_field_remote`],
-//!   [`FieldAdder::open_remote`]); `concat.rs` one dataset of several ([`concat`]);
+//!   [`FieldAdder::open_remote`]); `remote_compact.rs` small shards merged in an object
+//!   store ([`compact_remote`]); `remote_leftovers.rs` objects of interrupted changes in
+//!   an object store, listed and removed ([`remote_leftovers`]); `concat.rs` one dataset of several ([`concat`]);
 //!   `layout.rs` a dataset's stores made dense or sparse ([`set_layout`]).
 //! - Imports: `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
 //!   `tokens.rs` a flat token file into documents ([`import_tokens`]); `text.rs` text into
@@ -61,7 +63,9 @@ mod open;
 mod options;
 mod parts;
 mod read_ahead;
+mod remote_compact;
 mod remote_edit;
+mod remote_leftovers;
 mod report;
 mod saved_parts;
 mod shard;
@@ -96,7 +100,9 @@ pub(crate) use open::read_meta_file;
 pub use open::{open_store, DatasetOptions, RemoteOptions};
 pub use options::{WriteMode, WriteOptions};
 pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, Part};
+pub use remote_compact::compact_remote;
 pub use remote_edit::{delete_remote, drop_field_remote};
+pub use remote_leftovers::{remote_leftovers, remove_remote_leftovers, Leftover, LEFTOVER_AGE};
 pub use report::{DatasetStats, StoreReport};
 pub use saved_parts::{commit_saved, save_part, CommittedParts, PartsAt, SAVED_PARTS};
 pub use text::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};

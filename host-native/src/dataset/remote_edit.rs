@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use zrecord_core::dataset::{Field, Manifest, MANIFEST_FILE};
+use zrecord_core::dataset::{Field, Manifest, ShardEntry, MANIFEST_FILE};
 use zrecord_core::error::{Error, IoError, IoErrorKind};
 
 use super::delete::{delete_samples, sorted_in_range, Deleted};
@@ -173,6 +173,31 @@ pub(super) fn replace(
     Ok(())
 }
 
+/// Uploads the shard `entry` of the local dataset at `local` under a name of this change's
+/// (`DIR-TAG`, never one a listing names), adds its objects to `objects` and their names to
+/// `uploaded`, and returns its entry as the new listing names it. On failure deletes every
+/// object in `uploaded` (this change's uploads so far).
+pub(super) fn upload_shard(
+    remote: &Remote,
+    local: &Path,
+    entry: &ShardEntry,
+    tag: &str,
+    objects: &mut BTreeMap<String, Object>,
+    uploaded: &mut Vec<String>,
+) -> Result<ShardEntry, DatasetError> {
+    let name = format!("{}-{tag}", entry.dir);
+    let up = match upload_tree(&local.join(&entry.dir), remote, &name, &mut |_, _| {}) {
+        Ok(up) => up,
+        Err(e) => {
+            discard_uploads(remote, uploaded);
+            return Err(DatasetError::at(Path::new(remote.url()), None, Error::Io(e)));
+        }
+    };
+    uploaded.extend(up.objects.keys().cloned());
+    objects.extend(up.objects);
+    Ok(ShardEntry { dir: name, records: entry.records, long: entry.long.clone() })
+}
+
 /// A scratch folder removed when dropped.
 pub(super) struct Scratch(PathBuf);
 
@@ -253,18 +278,7 @@ pub fn delete_remote(
             continue;
         }
         let copy = copies.next().expect("the local delete keeps one shard per touched shard with samples left");
-        let name = format!("{}-{tag}", copy.dir);
-        let up = upload_tree(&scratch.0.join(&copy.dir), remote, &name, &mut |_, _| {});
-        let up = match up {
-            Ok(up) => up,
-            Err(e) => {
-                discard_uploads(remote, &uploaded);
-                return Err(fail(e));
-            }
-        };
-        uploaded.extend(up.objects.keys().cloned());
-        objects.extend(up.objects);
-        shards.push(zrecord_core::dataset::ShardEntry { dir: name, records: copy.records, long: copy.long.clone() });
+        shards.push(upload_shard(remote, scratch.path(), copy, &tag, &mut objects, &mut uploaded)?);
     }
     changed.shards = shards;
     changed.next_shard = after.next_shard.max(manifest.next_shard);

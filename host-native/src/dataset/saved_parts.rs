@@ -177,7 +177,7 @@ fn local_parts(dest: &Path) -> Result<Vec<Part>, DatasetError> {
 }
 
 /// Every part saved at `remote`, in task order.
-fn remote_parts(remote: &Remote) -> Result<Vec<Part>, DatasetError> {
+pub(super) fn remote_parts(remote: &Remote) -> Result<Vec<Part>, DatasetError> {
     let at = Path::new(remote.url());
     let fail = |e: IoError| DatasetError::at(at, None, Error::Io(e));
     let folder = remote.child(SAVED_PARTS);

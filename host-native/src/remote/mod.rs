@@ -398,6 +398,29 @@ impl Remote {
         }))
     }
 
+    /// Every object under this prefix, at any depth: its name relative to the prefix
+    /// (`/`-separated), its size, and when it was last written. One listing request per
+    /// thousand objects (the store's page), each retried as a read is.
+    pub fn list_all(&self) -> Result<Vec<Stored>, IoError> {
+        use futures::TryStreamExt;
+        let what = format!("list {}", self.url);
+        let objects: Vec<object_store::ObjectMeta> = self.block(self.retrying(&what, || {
+            let (client, prefix) = (self.store.clone(), self.prefix.clone());
+            async move { client.list(Some(&prefix)).try_collect().await }
+        }))?;
+        let base: Vec<_> = self.prefix.parts().collect();
+        Ok(objects
+            .into_iter()
+            .filter_map(|meta| {
+                let parts: Vec<_> = meta.location.parts().collect();
+                let rel = parts.get(base.len()..)?.iter().map(|p| p.as_ref()).collect::<Vec<&str>>().join("/");
+                let modified = std::time::SystemTime::UNIX_EPOCH
+                    + Duration::from_millis(u64::try_from(meta.last_modified.timestamp_millis()).unwrap_or(0));
+                Some(Stored { name: rel, size: meta.size, modified })
+            })
+            .collect())
+    }
+
     pub(crate) fn client(&self) -> &Arc<dyn ObjectStore> {
         &self.store
     }
@@ -467,6 +490,17 @@ impl Remote {
     pub(crate) fn block<T>(&self, fut: impl std::future::Future<Output = T>) -> T {
         runtime().block_on(fut)
     }
+}
+
+/// An object found by [`Remote::list_all`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// Its name under the listed prefix, `/`-separated.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last written, as the store says.
+    pub modified: std::time::SystemTime,
 }
 
 /// A wait drawn between half and all of `wait`.

@@ -40,6 +40,9 @@ pub(super) fn manifest<H: Host>(host: &mut H, dir: &str) -> Result<Option<Manife
         return Ok(None);
     }
     let path = join(dir, MANIFEST_FILE);
+    if let Some(bytes) = host.inline_manifest(dir)? {
+        return Manifest::from_json(&bytes).map(Some).map_err(|e| Failure::new(host.shown(&path), e.to_string()));
+    }
     if host.kind(&path) != PathKind::File {
         return Ok(None);
     }
@@ -315,10 +318,10 @@ fn leftover_lines<H: Host>(host: &mut H, dir: &str) -> Result<(), Failure> {
     let bytes: u64 = found.iter().map(|(_, b)| b).sum();
     let mut out = Out { host, closed: false };
     for (path, size) in &found {
-        out.line(&format!("leftover: {path} ({size} bytes), not in {MANIFEST_FILE}"));
+        out.line(&format!("leftover: {path} ({size} bytes), not listed in the dataset's {MANIFEST_FILE}"));
     }
     out.line(&format!(
-        "{} leftovers of interrupted writes ({bytes} bytes); the next write removes them, or `zr clean {shown}`",
+        "{} leftovers of interrupted writes ({bytes} bytes); `zr clean {shown}` removes them",
         found.len()
     ));
     Ok(())

@@ -146,6 +146,15 @@ pub trait Host {
         Err(Failure::new(self.shown(dataset), NO_FIELDS_IO))
     }
 
+    /// The manifest of the dataset at `dir` when the host holds it other than as the file
+    /// `dir/dataset.json` (an object store's listing of version 2 carries it inline, and
+    /// every change to a dataset in a bucket writes one), as the manifest's JSON bytes.
+    /// `None`: read the file. Hosts without such datasets keep the default.
+    fn inline_manifest(&mut self, dir: &str) -> Result<Option<Vec<u8>>, Failure> {
+        let _ = dir;
+        Ok(None)
+    }
+
     /// What interrupted writes left in the dataset directory `dataset`: folders and files
     /// its manifest does not name, each with its size in bytes (as the path the user
     /// would type). With `remove`, they are removed under the dataset's writer lock first
