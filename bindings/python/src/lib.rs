@@ -86,6 +86,7 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::save_part, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::commit_saved, m)?)?;
     m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::write_remote, m)?)?;
     m.add_function(wrap_pyfunction!(remote::remote_listed, m)?)?;
     m.add_function(wrap_pyfunction!(remote::traffic_total, m)?)?;
     Ok(())

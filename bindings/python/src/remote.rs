@@ -128,3 +128,32 @@ pub fn pull(
     reporter.finish()?;
     Ok(files)
 }
+
+/// `Dataset.write(url, ...)`'s upload: the committed local dataset at `local` written into
+/// the object store at `dest` by `mode` ("create", "append" or "overwrite"; the host's
+/// [`zrecord::dataset::write_remote`]). Returns the number of samples written.
+#[pyfunction]
+#[pyo3(name = "_write_remote", signature = (local, dest, mode, storage_options = None))]
+pub fn write_remote(
+    py: Python<'_>,
+    local: std::path::PathBuf,
+    dest: String,
+    mode: &str,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<u64> {
+    let Some(mode) = zrecord::dataset::WriteMode::from_name(mode) else {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "mode must be \"create\", \"append\" or \"overwrite\", not {mode:?}"
+        )));
+    };
+    let opts = options(storage_options);
+    crate::dataset::call(py, move || {
+        let remote = zrecord::remote::Remote::open(&dest, &opts).map_err(|e| zrecord::DatasetError {
+            path: std::path::PathBuf::from(&dest),
+            field: None,
+            source: zrecord::Error::Io(e),
+            metadata: false,
+        })?;
+        zrecord::dataset::write_remote(&local, &remote, mode)
+    })
+}

@@ -33,7 +33,8 @@
 //!   dropped or added in an object store ([`delete_remote`], [`drop_field_remote`],
 //!   [`FieldAdder::open_remote`]); `remote_compact.rs` small shards merged in an object
 //!   store ([`compact_remote`]); `remote_leftovers.rs` objects of interrupted changes in
-//!   an object store, listed and removed ([`remote_leftovers`]); `concat.rs` one dataset of several ([`concat`]);
+//!   an object store, listed and removed ([`remote_leftovers`]); `remote_write.rs` a dataset
+//!   written into an object store by one process ([`write_remote`]); `concat.rs` one dataset of several ([`concat`]);
 //!   `layout.rs` a dataset's stores made dense or sparse ([`set_layout`]).
 //! - Imports: `convert.rs` NumPy files in and out ([`import_npy`], [`export_npy`]);
 //!   `tokens.rs` a flat token file into documents ([`import_tokens`]); `text.rs` text into
@@ -66,6 +67,7 @@ mod read_ahead;
 mod remote_compact;
 mod remote_edit;
 mod remote_leftovers;
+mod remote_write;
 mod report;
 mod saved_parts;
 mod shard;
@@ -103,6 +105,7 @@ pub use parts::{commit_local, commit_remote, finish_part, part_dir, write_tag, P
 pub use remote_compact::compact_remote;
 pub use remote_edit::{delete_remote, drop_field_remote};
 pub use remote_leftovers::{remote_leftovers, remove_remote_leftovers, Leftover, LEFTOVER_AGE};
+pub use remote_write::write_remote;
 pub use report::{DatasetStats, StoreReport};
 pub use saved_parts::{commit_saved, save_part, CommittedParts, PartsAt, SAVED_PARTS};
 pub use text::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};

@@ -13,9 +13,12 @@
 //! - **Object store.** A task writes its part in a local scratch folder and uploads each of
 //!   its shards as `shard-TASK` (`shard-TASK.J` past its first): [`upload_tree`] skips the
 //!   objects already there with the same bytes, so a retried task, or the re-run of a
-//!   failed conversion, sends only what changed. The commit writes `dataset.json`, then
-//!   `remote.json` listing every part's objects, created only if no listing is there: until
-//!   then the prefix is not a dataset (docs/format.md, "remote.json").
+//!   failed conversion, sends only what changed. The commit writes `remote.json` listing
+//!   every part's objects with the manifest inside it (listing version 2), created only if
+//!   no listing is there: until then the prefix is not a dataset (docs/format.md,
+//!   "remote.json"). No `dataset.json` object goes up beside it: two writers creating the
+//!   dataset at once would both write it, and the loser's would replace the one the
+//!   winner's listing names.
 //! - **Appending in an object store.** Each write has a random tag, and its parts' shards
 //!   go up as `shard-TASK-TAG`, so they never meet the dataset's shards or another write's.
 //!   The commit then replaces the listing alone with one that holds the grown manifest
@@ -34,8 +37,8 @@ use super::identity::{fold_rows, remote_identity, store_generations};
 use super::manifest_io::describe;
 use super::remote_edit::{inline_listing, parse_current};
 use super::{Dataset, DatasetError, DatasetWriter, WriteOptions};
-use crate::remote::objects::{Object, Objects, LISTING_VERSION};
-use crate::remote::push::{put_small, read_listing, try_put_listing, upload_tree};
+use crate::remote::objects::Object;
+use crate::remote::push::{read_listing, try_put_listing, upload_tree};
 use crate::remote::Remote;
 
 /// Commits that lose the race for the listing to another writer's this many times in a
@@ -234,8 +237,8 @@ pub fn commit_local(dest: &Path, parts: &[Part], options: WriteOptions) -> Resul
     Ok(dataset)
 }
 
-/// Commits `parts`, uploaded to `remote`, as one dataset: a new one (`dataset.json`, then
-/// the listing, created only if the prefix holds no dataset yet), or, with `append`, added
+/// Commits `parts`, uploaded to `remote`, as one dataset: a new one (a listing holding the
+/// manifest, created only if the prefix holds no dataset yet), or, with `append`, added
 /// to the dataset there when there is one (its fields must be the parts'): the listing
 /// replaced by one holding the grown manifest, conditionally, again after another writer's
 /// commit came first. Returns the number of samples committed.
@@ -254,12 +257,12 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
     for _ in 0..COMMIT_ATTEMPTS {
         let previous = read_listing(remote).map_err(fail)?;
         let Some(previous) = previous else {
-            // A new dataset: its manifest as dataset.json, then a version 1 listing.
+            // A new dataset: the manifest inside the listing (version 2). A dataset.json
+            // object beside it would be overwritten by a second writer creating the
+            // dataset at the same moment, under the first one's listing.
             let mut manifest = Manifest::new(fields.clone()).map_err(|e| DatasetError::at(at, None, e))?;
-            let mut objects = grow(at, &mut manifest, &sorted)?;
-            let entry = put_small(remote, MANIFEST_FILE, manifest.to_json().into_bytes()).map_err(fail)?;
-            objects.insert(MANIFEST_FILE.to_owned(), entry);
-            let listing = Objects { version: LISTING_VERSION, kind: "dataset".into(), objects, manifest: None };
+            let objects = grow(at, &mut manifest, &sorted)?;
+            let listing = inline_listing(at, &manifest, objects)?;
             if try_put_listing(remote, &listing, None).map_err(fail)? {
                 return Ok(added);
             }
@@ -317,7 +320,11 @@ pub fn commit_remote(remote: &Remote, parts: &[Part], append: bool) -> Result<u6
 
 /// Adds the parts' shards to `manifest` (their names must be new to it), folds their
 /// stores into its row identity, and returns their objects.
-fn grow(at: &Path, manifest: &mut Manifest, parts: &[&Part]) -> Result<BTreeMap<String, Object>, DatasetError> {
+pub(super) fn grow(
+    at: &Path,
+    manifest: &mut Manifest,
+    parts: &[&Part],
+) -> Result<BTreeMap<String, Object>, DatasetError> {
     let mut objects = BTreeMap::new();
     for p in parts {
         if let Some(shard) = p.shards.iter().find(|s| manifest.shards.iter().any(|t| t.dir == s.dir)) {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -56,6 +57,7 @@ def write(
     skip_empty: bool = False,
     mode: "str | None" = None,
     timeout: float = 60.0,
+    storage_options: "dict[str, str] | None" = None,
 ) -> "Dataset":
     """Persist ``array`` as a dataset, one record per slice along axis 0; or, given a
     dict of named fields, a dataset of those fields.
@@ -99,8 +101,18 @@ def write(
     fails or is interrupted (an exception, ``KeyboardInterrupt``, a crash) adds none of
     them: running it again does not duplicate part of the first attempt.
 
+    ``path`` may be a URL (``s3://``, ``gs://``, ``az://``, with ``storage_options``) for
+    named fields: the samples are written into a temporary folder, uploaded under names
+    of this write, and committed by a new listing, as a part of ``zrecord.ray``'s or
+    ``write_part``'s write is. ``"create"`` refuses a prefix that holds a dataset,
+    ``"append"`` adds to it (another writer's commit coming first is read and the listing
+    put again), ``"overwrite"`` replaces it whole (a reader sees the old dataset or the
+    new one; the old objects are deleted after). A failed write deletes its uploads. A
+    bucket has no writer lock, so ``timeout`` does not apply; ``metadata`` is not written
+    by URL yet (write locally with it and ``zrecord.push``).
+
     Args:
-        path: destination directory (created if missing).
+        path: destination directory (created if missing), or a URL (named fields).
         array: samples stacked along axis 0.
         codec: "flate" (compressed; records that do not shrink by ``min_savings`` are
             stored raw), "raw", or "zstd" (compressed the same way, faster to read, but
@@ -140,10 +152,47 @@ def write(
             would be lost; store each field as its own dataset, or pass
             ``array.view(np.void)`` or ``array.view(np.uint8)`` to keep the bytes).
     """
+    if isinstance(path, str) and _zrecord._is_url(path):
+        return _write_remote(
+            cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records=shard_records, layout=layout,
+            metadata=metadata, dtype=dtype, skip_empty=skip_empty, mode=mode, storage_options=storage_options,
+        )
+    if storage_options is not None:
+        raise ValueError(
+            f"storage_options apply to a URL (s3://, gs://, az://, https://), not to the local path {path}"
+        )
     return _write_dataset(
         cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records=shard_records, layout=layout,
         metadata=metadata, dtype=dtype, skip_empty=skip_empty, mode=mode, timeout=timeout,
     )
+
+
+def _write_remote(cls, url, array, codec, chunk_bytes, progress, min_savings, *, shard_records, layout, metadata,
+                  dtype, skip_empty, mode, storage_options):
+    """``Dataset.write`` to a URL: the samples written into a temporary local dataset by the
+    usual writer, then uploaded and committed by the host's one rule for a bucket."""
+    if mode is not None and mode not in _WRITE_MODES:
+        raise ValueError(f'mode must be "create", "append" or "overwrite", not {mode!r}')
+    if not _named_fields(array):
+        raise TypeError(
+            "a single array (the loaderx layout) is written to a local folder; to put it in an object store, "
+            "write it locally and zrecord.push it, or pass a dict of named fields"
+        )
+    if metadata is not None:
+        raise TypeError(
+            f"metadata is not written to {url} by URL yet: write the dataset locally with it, then zrecord.push"
+        )
+    scratch = Path(tempfile.mkdtemp(prefix="zrecord-write-"))
+    try:
+        local = scratch / "part"
+        _write_fields(
+            cls, local, array, codec, chunk_bytes, progress, min_savings, shard_records, layout, None, dtype,
+            skip_empty, "create", 0.0, reopen=False,
+        )
+        _zrecord._write_remote(str(local), url, mode or "create", storage_options)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return cls(url, storage_options=storage_options)
 
 
 def add_field(
@@ -343,7 +392,7 @@ _WRITE_MODES = ("create", "append", "overwrite")
 
 
 def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, shard_records, layout=None,
-                  metadata=None, dtype=None, skip_empty=False, mode="append", timeout=0.0):
+                  metadata=None, dtype=None, skip_empty=False, mode="append", timeout=0.0, reopen=True):
     """``Dataset.write(path, {name: samples, ...})`` (or a DataFrame, Arrow, a Hugging Face
     dataset): blocks of columns by the rule in ``_columns``, handed to the native writer,
     which owns the fields' rules, the shards and the commit."""
@@ -385,7 +434,7 @@ def _write_fields(cls, path, data, codec, chunk_bytes, progress, min_savings, sh
     if writer.skipped:
         warnings.warn(f"{path}: {writer.skipped} samples with an empty ragged field left out (skip_empty=True)",
                       stacklevel=3)
-    return cls(path)
+    return cls(path) if reopen else None
 
 
 def _drive(target, source, total, progress, what: str, put) -> None:
