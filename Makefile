@@ -78,8 +78,13 @@ setup-python: $(VENV)/.stamp
 build:
 	$(CARGO) build --release -p zrecord-cli --bin zr
 
-# The Python extension, built from source by maturin through pip.
+# The Python extension, built from source by maturin through pip. The wheel carries the
+# viewer's page for `zr view` when `make view` has built it (`make test` builds it first):
+# copied into the package, where the wheel's `zr` finds it (a pip user has no source tree).
+VIEWER_IN_PACKAGE := bindings/python/python/zrecord/_viewer
 python: $(VENV)/.stamp-core
+	@rm -rf $(VIEWER_IN_PACKAGE)
+	@if [ -f target/view/index.html ]; then cp -r target/view $(VIEWER_IN_PACKAGE); fi
 	@if [ -f bindings/python/pyproject.toml ]; then \
 	  $(PIP) install -q ./bindings/python; \
 	fi
@@ -129,7 +134,7 @@ test-py: test-start $(VENV)/.stamp-core build python
 
 -include host-wasm/wasm.mk
 
-test: test-start setup lint test-rust test-nostd test-python bench-smoke $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
+test: test-start setup lint $(if $(wildcard host-wasm/wasm.mk),view,) test-rust test-nostd test-python bench-smoke $(if $(wildcard host-wasm/wasm.mk),wasm-test,)
 	@if [ -s $(ZRECORD_SKIP_LOG) ]; then \
 	  echo "NOT RUN here ($$(wc -l < $(ZRECORD_SKIP_LOG)) tests; each says why):"; sed 's/^/  /' $(ZRECORD_SKIP_LOG); \
 	else echo "every test ran: nothing was skipped"; fi

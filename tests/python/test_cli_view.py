@@ -112,3 +112,33 @@ def test_a_url_is_handed_to_the_page(zr, site):
     finally:
         p.terminate()
         assert p.wait(timeout=10) == 0
+
+
+def test_the_wheels_zr_serves_the_page_the_wheel_carries(tmp_path, dataset):
+    """`zr view` from `pip install zrecord`: the page is in the package (``zrecord/_viewer``),
+    found without --site, $ZR_VIEW_SITE or a source tree (before, the wheel's zr looked
+    only in the tree it was built from: "no viewer page in .../target/view")."""
+    import os
+    import sys
+    from pathlib import Path
+
+    import zrecord._cli
+
+    site = zrecord._cli.viewer_site()
+    assert site is not None, "the installed package carries no viewer page"
+    assert Path(site).parent == Path(zrecord.__file__).parent
+    for name in ("index.html", "worker.js"):
+        assert (Path(site) / name).is_file()
+    script = Path(sys.executable).parent / "zr"  # the wheel's console script
+    env = {k: v for k, v in os.environ.items() if k != "ZR_VIEW_SITE"}
+    p = subprocess.Popen([str(script), "view", str(dataset)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=tmp_path, env=env)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("zr view: http://127.0.0.1:"), (line, p.stderr.read() if p.poll() is not None else "")
+        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+        status, _, body = request(port, "GET", "/index.html")
+        assert status == 200 and body == (Path(site) / "index.html").read_bytes()
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=30)
