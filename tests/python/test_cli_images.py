@@ -1,6 +1,7 @@
-"""`zr convert DIR OUT --images`: an ImageFolder tree becomes an image
-field and a label field, every image and label in place, the class names in the dataset
-card; a file that is not an image fails the conversion naming the file, leaving nothing."""
+"""`zr convert DIR OUT --images`: an ImageFolder tree becomes an image field, a label
+field and each file's path, every image and label in place, in torchvision's order (class
+sub-folders included), the class names in the dataset card; a file that is not an image
+fails the conversion naming the file, leaving nothing."""
 
 import io
 import subprocess
@@ -40,7 +41,7 @@ def test_zr_convert_images_takes_an_image_folder(zr, tmp_path):
     p = run(zr, "convert", str(tmp_path / "tree"), str(tmp_path / "out"), "--images", "--shard-records", "8")
     assert p.returncode == 0, p.stderr
     ds = zrecord.Dataset(tmp_path / "out")
-    assert [(f.name, f.kind) for f in ds.fields] == [("image", "image"), ("label", "fixed")]
+    assert [(f.name, f.kind) for f in ds.fields] == [("image", "image"), ("label", "fixed"), ("path", "string")]
     assert ds.metadata == {"classes": ["cat", "dog", "fish"]}
     assert len(ds) == len(expect) == 21
     for i, (data, label) in enumerate(expect):
@@ -58,6 +59,49 @@ def test_zr_convert_images_takes_an_image_folder(zr, tmp_path):
     assert p.returncode != 0 and "ImageFolder" in p.stderr, p.stderr
     p = run(zr, "convert", str(tmp_path / "tree"), str(tmp_path / "bad"), "--images", "--megatron")
     assert p.returncode == 2 and "--images reads an ImageFolder tree" in p.stderr, p.stderr
+
+
+def torchvision_order(root, extensions=(".jpg", ".jpeg", ".png", ".webp")):
+    """torchvision.datasets.ImageFolder's samples (its make_dataset): classes in name order,
+    then sorted(os.walk(class folder, followlinks=True)), each folder's files sorted."""
+    import os
+
+    out = []
+    for label, cls in enumerate(sorted(e.name for e in os.scandir(root) if e.is_dir())):
+        for folder, _, names in sorted(os.walk(os.path.join(root, cls), followlinks=True)):
+            for name in sorted(names):
+                if name.lower().endswith(extensions):
+                    out.append((os.path.relpath(os.path.join(folder, name), root), label))
+    return out
+
+
+def test_images_in_a_class_folders_sub_folders_are_taken_in_torchvisions_order(zr, tmp_path):
+    """Images below a class folder were left out without a word (torchvision's ImageFolder
+    walks them: 3 images against 2). Now each is a sample, in the order torchvision gives,
+    which compares folder paths as strings ("cat/x-y" before "cat/x/z"), with its path."""
+    rng = np.random.default_rng(3)
+    root = tmp_path / "tree"
+    names = ["cat/01.jpg", "cat/x/00.jpg", "cat/x/z/00.png", "cat/x-y/00.png", "cat/x-y/10.JPG", "dog/a.webp",
+             "dog/deep/er/b.jpg"]
+    for k, name in enumerate(names):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        fmt = {"jpg": "JPEG", "png": "PNG", "webp": "WEBP"}[name.rsplit(".", 1)[1].lower()]
+        out = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, (8 + k, 9, 3), dtype=np.uint8)).save(out, format=fmt)
+        (root / name).write_bytes(out.getvalue())
+    (root / "cat" / "x" / "notes.txt").write_text("not an image")
+    want = torchvision_order(root)
+    assert len(want) == len(names)
+    p = run(zr, "convert", str(root), str(tmp_path / "out"), "--images")
+    assert p.returncode == 0, p.stderr
+    ds = zrecord.Dataset(tmp_path / "out")
+    got = [(ds[i]["path"], int(ds[i]["label"])) for i in range(len(ds))]
+    assert got == want
+    for i, (path, _) in enumerate(want):
+        assert ds[i]["image"] == (root / path).read_bytes(), path
+    # The same from Python.
+    again = zrecord.vision.convert(root, tmp_path / "py")
+    assert [again[i]["path"] for i in range(len(again))] == [p for p, _ in want]
 
 
 def test_zr_convert_images_takes_webdataset_shards(zr, tmp_path):

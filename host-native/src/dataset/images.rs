@@ -2,9 +2,14 @@
 //! WebDataset tar shards ([`import_webdataset`]).
 //!
 //! `DIR` holds a folder per class; every `.jpg`, `.jpeg`, `.png` and `.webp` file in a class
-//! folder (any case, name order) becomes a sample of two fields: `image` (an image field:
-//! the file's bytes as they are, its header checked) and `label` (`<i8`, the class's place
-//! in the sorted class names). The class names go into the dataset card as `classes`.
+//! folder or any folder below it (any case) becomes a sample of three fields: `image` (an
+//! image field: the file's bytes as they are, its header checked), `label` (`<i8`, the
+//! class's place in the sorted class names) and `path` (a string: the file's path under
+//! `DIR`, `/`-separated, so that a sample a decode error names leads back to its file).
+//! The order is torchvision's `ImageFolder`'s, so sample `i` is its sample `i`: classes in
+//! name order; within a class the folders it holds (itself included, links followed) in the
+//! order of their paths as strings, and each folder's files in name order. The class names
+//! go into the dataset card as `classes`.
 //! Files are read a block at a time, the block's files in parallel on rayon's pool, while
 //! the writer stages the block before; nothing is published before the commit (the `zr`
 //! front end also stages the output beside its final name). A file that is not an image
@@ -33,14 +38,38 @@ pub struct ImageFolder {
     pub files: Vec<(PathBuf, usize)>,
 }
 
+/// The entries of folder `dir`, in name order.
+fn entries(dir: &Path) -> Result<Vec<PathBuf>, DatasetError> {
+    let mut paths: Vec<PathBuf> =
+        std::fs::read_dir(dir).map_err(io_at(dir, "read"))?.filter_map(Result::ok).map(|e| e.path()).collect();
+    paths.sort();
+    Ok(paths)
+}
+
+/// Links followed deeper than this are taken for a cycle.
+const MAX_DEPTH: usize = 64;
+
+/// `dir` and every folder below it (links followed), each with its files in name order, in
+/// the order of the folders' paths compared as strings (what Python's `sorted(os.walk(d))`
+/// gives, which torchvision's ImageFolder walks; `Path`'s own order compares components).
+fn walk(dir: &Path) -> Result<Vec<(PathBuf, Vec<PathBuf>)>, DatasetError> {
+    let mut folders = Vec::new();
+    let mut todo = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((folder, depth)) = todo.pop() {
+        if depth > MAX_DEPTH {
+            let why = format!("folders nest more than {MAX_DEPTH} deep (a link that loops?)");
+            return Err(DatasetError::at(&folder, None, Error::InvalidArgument(why)));
+        }
+        let (subs, files): (Vec<PathBuf>, Vec<PathBuf>) = entries(&folder)?.into_iter().partition(|p| p.is_dir());
+        todo.extend(subs.into_iter().map(|s| (s, depth + 1)));
+        folders.push((folder, files));
+    }
+    folders.sort_by(|a, b| a.0.as_os_str().as_encoded_bytes().cmp(b.0.as_os_str().as_encoded_bytes()));
+    Ok(folders)
+}
+
 /// The classes and images of the ImageFolder tree `root`.
 pub fn image_folder(root: &Path) -> Result<ImageFolder, DatasetError> {
-    let entries = |dir: &Path| -> Result<Vec<PathBuf>, DatasetError> {
-        let mut paths: Vec<PathBuf> =
-            std::fs::read_dir(dir).map_err(io_at(dir, "read"))?.filter_map(Result::ok).map(|e| e.path()).collect();
-        paths.sort();
-        Ok(paths)
-    };
     let mut classes = Vec::new();
     let mut files = Vec::new();
     for dir in entries(root)?.into_iter().filter(|p| p.is_dir()) {
@@ -48,10 +77,12 @@ pub fn image_folder(root: &Path) -> Result<ImageFolder, DatasetError> {
             DatasetError::at(&dir, None, Error::InvalidArgument("a class folder's name is not UTF-8".into()))
         })?;
         let class = classes.len();
-        for file in entries(&dir)? {
-            let ext = file.extension().and_then(|x| x.to_str()).map(str::to_ascii_lowercase);
-            if file.is_file() && ext.is_some_and(|x| EXTENSIONS.contains(&x.as_str())) {
-                files.push((file, class));
+        for (_, folder_files) in walk(&dir)? {
+            for file in folder_files {
+                let ext = file.extension().and_then(|x| x.to_str()).map(str::to_ascii_lowercase);
+                if file.is_file() && ext.is_some_and(|x| EXTENSIONS.contains(&x.as_str())) {
+                    files.push((file, class));
+                }
             }
         }
         classes.push(name);
@@ -73,7 +104,11 @@ pub fn import_image_folder(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Imported, DatasetError> {
     let ImageFolder { classes, files } = image_folder(input)?;
-    let fields = vec![Field::image("image", Codec::Raw), Field::fixed("label", "<i8", &[], Codec::Raw)];
+    let fields = vec![
+        Field::image("image", Codec::Raw),
+        Field::fixed("label", "<i8", &[], Codec::Raw),
+        Field::string("path", Codec::Raw),
+    ];
     let mut writer = DatasetWriter::open(output, fields, options.write)?;
     let card = serde_json::json!({ "classes": classes });
     writer.set_metadata(&card.to_string())?;
@@ -107,12 +142,31 @@ pub fn import_image_folder(
             offsets.push(values.len() as u64);
         }
         let labels: Vec<u8> = block.iter().flat_map(|&(_, class)| (class as i64).to_le_bytes()).collect();
-        writer.write(&[Column::Ragged { values: &values, offsets: &offsets }, Column::Fixed(&labels)])?;
+        let mut names = Vec::new();
+        let mut name_offsets = vec![0u64];
+        for (path, _) in block {
+            names.extend_from_slice(relative_name(input, path)?.as_bytes());
+            name_offsets.push(names.len() as u64);
+        }
+        writer.write(&[
+            Column::Ragged { values: &values, offsets: &offsets },
+            Column::Fixed(&labels),
+            Column::Ragged { values: &names, offsets: &name_offsets },
+        ])?;
         done = end;
         progress(done as u64, total);
     }
     let dataset = writer.commit()?;
     Ok(Imported { samples: total, dataset })
+}
+
+/// `file`'s path under `root`, `/`-separated (the `path` field).
+fn relative_name(root: &Path, file: &Path) -> Result<String, DatasetError> {
+    let rel = file.strip_prefix(root).unwrap_or(file);
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    parts
+        .map(|p| p.join("/"))
+        .ok_or_else(|| DatasetError::at(file, None, Error::InvalidArgument("the file's name is not UTF-8".into())))
 }
 
 /// The tar files of a WebDataset: `input` itself, or a directory's `.tar` files in name

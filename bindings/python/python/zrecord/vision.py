@@ -152,8 +152,10 @@ def convert(source: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike
             shard_records: Optional[int] = None, progress: Any = False):
     """An ImageFolder tree (a folder of images per class) or WebDataset tar shards (a
     ``.tar`` or a directory of them) into the dataset ``out``, in Rust on every core, as
-    ``zr convert SOURCE OUT --images`` does: ImageFolder gives ``image`` and ``label`` (the
-    class's place among the sorted names, which go into the dataset card as ``classes``);
+    ``zr convert SOURCE OUT --images`` does: ImageFolder gives ``image``, ``label`` (the
+    class's place among the sorted names, which go into the dataset card as ``classes``)
+    and ``path`` (the file's path under the tree), images in sub-folders of a class
+    included, in torchvision's ``ImageFolder`` order;
     WebDataset members ``.jpg``/``.png``/``.webp`` give ``image``, ``.cls`` ``label``,
     ``.txt`` ``text`` and any other extension a bytes field of its name. Files are kept as
     they are, their headers checked; nothing is visible in ``out`` until every sample is
