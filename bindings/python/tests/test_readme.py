@@ -39,6 +39,22 @@ def test_readme_quick_start(tmp_path):
     assert "(256, 3, 16, 16) (256,)" in out.stdout
 
 
+def test_readme_object_storage_block_runs_as_printed(tmp_path):
+    """The README's object-storage block after the quick start, as printed: it starts the
+    S3-compatible server it reads from and names its credentials (it used to assume a server
+    on port 9000 and credentials in the environment: "no credentials were found")."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Datasets in object storage", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AWS_")}
+    code = quick_start() + "\n" + blocks[0]
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    assert "'requests':" in out.stdout, out.stdout
+
+
 def test_python_guide_after_the_quick_start(tmp_path):
     code = quick_start() + "\n" + python_guide()
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
