@@ -144,6 +144,11 @@ def _gather_jax(text: str) -> Optional[List[str]]:
     return [bytes(row[: int(n)]).decode() for row, n in zip(rows, lengths)]
 
 
+def _runtime_up() -> bool:
+    """Whether a runtime ``_gather`` goes through (torch.distributed or JAX) is up."""
+    return _torch_world() is not None or _jax_world() is not None
+
+
 def _gather(text: str) -> Optional[List[str]]:
     """Every process's ``text`` in rank order, through whichever runtime is up; None when
     neither is."""

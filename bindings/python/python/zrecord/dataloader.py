@@ -26,7 +26,7 @@ from ._epochs import Epochs
 from .dataset import Dataset
 from .pack import Pack
 from .sampler import Sampler, check_seed
-from ._world import RanksDisagreeError, _gather, check_ranks_agree, resolve_world
+from ._world import RanksDisagreeError, _gather, _runtime_up, check_ranks_agree, resolve_world
 
 __all__ = ["DataLoader", "Mixture", "resolve_world"]
 
@@ -511,6 +511,8 @@ class DataLoader(Epochs):
         opened, and a restart is refused. Every rank looks at the same step; with several
         ranks they go on over the grown dataset only when all saw the same one (through
         torch.distributed or JAX), else all look again at the next pass's end."""
+        if self.world_size > 1 and not _runtime_up():
+            return  # the ranks could not agree on what they saw: not worth a manifest read
         dataset, spec = self._follow  # type: ignore[misc]
         before = spec["datasets"][0].id
         try:
