@@ -51,6 +51,7 @@ mod blocks;
 mod eras;
 mod jump;
 mod mixture;
+mod mode;
 pub mod pack;
 pub mod pass;
 mod permutation;
@@ -67,11 +68,10 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 pub use blocks::{BlockOrder, Blocks, EpochShuffle};
 pub use eras::Era;
 pub use mixture::Mixture;
+pub use mode::Mode;
 pub use permutation::Permutation;
 
 pub use state::{PackedState, StateError, StreamState, STATE_VERSION, STATE_VERSION_BLOCKS, STATE_VERSION_ERAS};
-
-use crate::sampler::Mode;
 
 /// Stream positions (in samples) must stay below this (2^62), so that mixture pick counts
 /// are exact in 128-bit arithmetic. At a billion samples a second that is 146 years.

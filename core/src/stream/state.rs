@@ -17,8 +17,7 @@ use alloc::vec::Vec;
 
 use super::eras::{self, Era};
 use super::pack::{self, PackCursor, PackMode, PackSpec};
-use super::{Blocks, DatasetId, Mixture, Stream};
-use crate::sampler::Mode;
+use super::{Blocks, DatasetId, Mixture, Mode, Stream};
 
 /// The state layout this crate writes for a stream over data that never grew under it.
 pub const STATE_VERSION: u32 = 1;
