@@ -49,5 +49,7 @@ pub use codec::{Codec, CodecPolicy, DEFAULT_MIN_SAVINGS};
 pub use engine::{Batch, Options, Sealing, Stats, Store, Verify, Writer};
 pub use error::{ChecksumFailure, DecodeError, Error, FormatError, IoError, IoErrorKind, Result};
 pub use format::{Header, RecordLoc, MAX_RECORDS, MAX_RECORD_LEN};
-pub use sampler::{Mode, Sampler};
-pub use stream::{DatasetId, Mixture, Permutation, Schedule, Shard, StateError, Stream, StreamError, StreamState};
+pub use sampler::Sampler;
+pub use stream::{
+    DatasetId, Mixture, Mode, Permutation, Schedule, Shard, StateError, Stream, StreamError, StreamState,
+};

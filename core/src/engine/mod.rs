@@ -17,7 +17,14 @@
 //! - `open`: creating a store durably, finishing an interrupted delete before anything
 //!   reads the table (the replay half of **Delete**), publishing a header to readers, and
 //!   **Durability** (`sync`, and the poisoned writer after a failed sync).
-//! - `read`: table lookups, `lengths`, `gather`, `gather_var`, `read`, and **Stats**.
+//! - `lookup`: table lookups (`entry`, `locate`), `lengths`, and **Stats**: what the table
+//!   says, without a record's bytes.
+//! - `record`: one record decoded and checked (`read_record`, which every read ends in),
+//!   and the one-record reads `read`, `read_into`, `read_piece`, `read_verified`.
+//! - `read`: the gathers (`gather`, `gather_var`, `gather_stores`): many records into one
+//!   destination in one parallel pass.
+//! - `read_ahead`: what the host is told before a read (`will_read`, `is_cold`, a cold
+//!   gather's announcements).
 //! - `append`: **Append**: compress, place, write payloads, entries, sync, header, publish.
 //! - `delete`: **Delete**: the swap plan, and its commit through the journal whose bytes
 //!   [`crate::format::journal`] encodes.
@@ -38,8 +45,11 @@ mod append;
 mod compact;
 mod delete;
 mod layout;
+mod lookup;
 mod open;
 mod read;
+mod read_ahead;
+mod record;
 mod sums;
 mod table;
 mod warm;

@@ -25,7 +25,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::sampler::Mode;
+use super::Mode;
 
 /// A stretch of a stream over one dataset during which the dataset had one length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

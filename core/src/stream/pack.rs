@@ -29,7 +29,7 @@ use alloc::vec::Vec;
 
 use super::row_index::RowIndexKey;
 use super::rows::ShuffledRows;
-use super::{Mixture, Permutation, Shard, StateError, Stream};
+use super::{Mixture, Permutation, Shard, Stream};
 
 /// How documents are laid into rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -644,21 +644,6 @@ fn check_spec(spec: &PackSpec, rows: u32) -> Result<(), PackError> {
             spec.window,
             spec.seq_len
         )));
-    }
-    Ok(())
-}
-
-/// Checks a saved packing spec against the loader's.
-pub(super) fn check_saved(saved: &PackSpec, now: &PackSpec) -> Result<(), StateError> {
-    if saved != now {
-        let mut current = describe(now);
-        if (PackSpec { shuffle_rows: now.shuffle_rows, ..*saved }) == *now {
-            // Only the row order differs: most likely a state saved before rows were
-            // shuffled by default, resumed by a loader that now shuffles them.
-            let order = if saved.shuffle_rows { "shuffled" } else { "sequential" };
-            current.push_str(&alloc::format!("; Pack(row_order=\"{order}\") resumes this state"));
-        }
-        return Err(StateError::Pack { saved: describe(saved), current });
     }
     Ok(())
 }

@@ -10,8 +10,7 @@
 
 use alloc::string::ToString;
 
-use super::{Stream, StreamError};
-use crate::Mode;
+use super::{Mode, Stream, StreamError};
 
 /// One finite pass over a stream ([`FinitePass::new`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

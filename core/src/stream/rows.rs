@@ -34,8 +34,7 @@ use alloc::vec::Vec;
 use super::pack::{Doc, DocLengths, PackError, PackSpec, Piece, Placed, Plan};
 use super::row_index::RowIndexKey;
 use super::shares::RowShares;
-use super::{DatasetId, Permutation, Stream};
-use crate::sampler::Mode;
+use super::{DatasetId, Mode, Permutation, Stream};
 
 /// Positions between two running counts the index keeps.
 pub const STRIDE: u64 = 16;

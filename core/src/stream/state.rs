@@ -17,8 +17,7 @@ use alloc::vec::Vec;
 
 use super::eras::{self, Era};
 use super::pack::{self, PackCursor, PackMode, PackSpec};
-use super::{Blocks, DatasetId, Mixture, Stream};
-use crate::sampler::Mode;
+use super::{Blocks, DatasetId, Mixture, Mode, Stream};
 
 /// The state layout this crate writes for a stream over data that never grew under it.
 pub const STATE_VERSION: u32 = 1;
@@ -311,6 +310,21 @@ fn blocks_name(blocks: Option<Blocks>) -> String {
     }
 }
 
+/// Checks a saved packing spec against the loader's.
+fn check_saved_spec(saved: &PackSpec, now: &PackSpec) -> Result<(), StateError> {
+    if saved != now {
+        let mut current = pack::describe(now);
+        if (PackSpec { shuffle_rows: now.shuffle_rows, ..*saved }) == *now {
+            // Only the row order differs: most likely a state saved before rows were
+            // shuffled by default, resumed by a loader that now shuffles them.
+            let order = if saved.shuffle_rows { "shuffled" } else { "sequential" };
+            current.push_str(&format!("; Pack(row_order=\"{order}\") resumes this state"));
+        }
+        return Err(StateError::Pack { saved: pack::describe(saved), current });
+    }
+    Ok(())
+}
+
 /// Whether this crate reads state layout `version`.
 fn known_version(version: u64) -> bool {
     [STATE_VERSION, STATE_VERSION_ERAS, STATE_VERSION_BLOCKS].iter().any(|&v| u64::from(v) == version)
@@ -470,7 +484,7 @@ impl StreamState {
             return Err(StateError::Packing { saved: "a loader of samples", current: "packed rows" });
         };
         self.check_with(docs, rows)?;
-        pack::check_saved(&saved.spec, spec)?;
+        check_saved_spec(&saved.spec, spec)?;
         Ok((self.step, saved.cursor.clone()))
     }
 
