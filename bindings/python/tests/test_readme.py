@@ -52,7 +52,7 @@ def test_readme_object_storage_block_runs_as_printed(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                          env=env)
     assert out.returncode == 0, out.stderr
-    assert "'requests':" in out.stdout, out.stdout
+    assert "'requests':" in out.stdout and "'retries': 0" in out.stdout, out.stdout
 
 
 def test_python_guide_after_the_quick_start(tmp_path):

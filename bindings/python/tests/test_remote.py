@@ -387,29 +387,6 @@ def test_a_low_open_file_limit_does_not_fail_far_reads(s3, tmp_path, hard):
         assert soft == 256 and most <= 128, (soft, most)
 
 
-def test_the_readme_example_runs_as_printed(s3, local, tmp_path):
-    """The README's "Datasets in object storage" block, against this server, read top to
-    bottom: after the README's quick start (whose store it pushes), its printed endpoint
-    swapped for the test server's, credentials from AWS_* variables. (The block must push a
-    store the README writes, so this test makes none of its own.)"""
-    import re
-
-    from test_readme import quick_start
-
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    section = readme.split("## Datasets in object storage\n", 1)[1].split("\n## ", 1)[0]
-    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert "http://127.0.0.1:9000" in block
-    block = quick_start() + "\n" + block.replace("http://127.0.0.1:9000", s3["aws_endpoint"])
-    s3_client(s3).create_bucket(Bucket="bucket")
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_REGION": "us-east-1"}
-    p = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                       env=env)
-    assert p.returncode == 0, p.stderr
-    assert "'requests':" in p.stdout and "'retries': 0" in p.stdout, p.stdout
-
-
 def test_zr_pushes_pulls_and_reads_urls(s3, local, tmp_path):
     """`zr push`, `zr inspect|verify|export URL` and `zr pull`, with the endpoint and
     credentials in AWS_* variables; the pulled copy is the dataset, and a pushed loaderx
