@@ -12,42 +12,16 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use zrecord::{
-    Codec, Column, DatasetError, DatasetOptions, DatasetWriter, Field, OpenOptions, WriteMode, WriteOptions,
-};
+use zrecord::{Codec, Column, DatasetOptions, DatasetWriter, Field, OpenOptions, WriteMode, WriteOptions};
 
 use crate::buffers::{self, indices};
-use crate::error;
-use crate::pool::on_pool;
+use crate::pool::call;
 use crate::store::{codec_named, verify_named, Zrecord};
 
-/// A dataset error as the exception of its code, with `path` and `field` attributes.
-pub fn to_py(py: Python<'_>, e: DatasetError) -> PyErr {
-    let path = e.path.display().to_string();
-    let field = e.field.clone();
-    let record = e.record();
-    let message = e.to_string();
-    let err = if e.metadata && matches!(e.source, zrecord::Error::Format(_)) {
-        error::metadata_error(py, message)
-    } else {
-        error::to_py_with_message(py, e.source, message)
-    };
-    let value = err.value(py);
-    // ValueError (invalid argument) instances take attributes as well.
-    let _ = value.setattr("path", path);
-    let _ = value.setattr("field", field);
-    let _ = value.setattr("record", record);
-    err
-}
+pub mod error;
+pub mod report;
 
-/// Runs a dataset call without the GIL, on the loader's rayon pool in forked children.
-pub(crate) fn call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, DatasetError> + Send) -> PyResult<T> {
-    match py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_pool(f)))) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(to_py(py, e)),
-        Err(payload) => Err(error::panicked(py, payload)),
-    }
-}
+use error::{at_url, to_py};
 
 fn field_dict<'py>(py: Python<'py>, f: &Field) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -67,7 +41,7 @@ pub struct PyDataset {
 
 impl PyDataset {
     pub fn handle(&self, py: Python<'_>) -> PyResult<Arc<zrecord::Dataset>> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| error::closed(py))
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| crate::error::closed(py))
     }
 }
 
@@ -123,7 +97,7 @@ impl PyDataset {
         let ds = self.handle(py)?;
         let s = call(py, move || ds.stats())?;
         let d = PyDict::new(py);
-        crate::tools::store_sums_into(&d, &s)?;
+        report::store_sums_into(&d, &s)?;
         Ok(d)
     }
 
@@ -363,7 +337,7 @@ impl PyDatasetWriter {
             regions.push(read_column(&column, f, ragged, self.itemsizes.get(f).copied().unwrap_or(1))?);
         }
         let cols: Vec<Column<'_>> = regions.iter().map(|(r, o)| column_of(r, o)).collect();
-        let writer = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
+        let writer = self.inner.as_mut().ok_or_else(|| crate::error::closed(py))?;
         let written = call(py, || writer.write(&cols))?;
         self.skipped = writer.skipped();
         Ok(written)
@@ -377,13 +351,13 @@ impl PyDatasetWriter {
 
     /// The dataset card the commit writes (JSON text of an object; replaces the old card).
     fn set_metadata(&mut self, py: Python<'_>, json: &str) -> PyResult<()> {
-        let writer = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
+        let writer = self.inner.as_mut().ok_or_else(|| crate::error::closed(py))?;
         writer.set_metadata(json).map_err(|e| to_py(py, e))
     }
 
     /// Publishes everything written; the writer is done.
     fn commit(&mut self, py: Python<'_>) -> PyResult<()> {
-        let writer = self.inner.take().ok_or_else(|| error::closed(py))?;
+        let writer = self.inner.take().ok_or_else(|| crate::error::closed(py))?;
         call(py, move || writer.commit().map(drop))
     }
 
@@ -640,20 +614,20 @@ impl PyFieldAdder {
 
     /// Samples the dataset holds (what the field must hold).
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.inner.as_ref().ok_or_else(|| error::closed(py))?.len() as usize)
+        Ok(self.inner.as_ref().ok_or_else(|| crate::error::closed(py))?.len() as usize)
     }
 
     /// Stages the next samples (a column as `_DatasetWriter.write` takes one).
     fn write(&mut self, py: Python<'_>, column: &Bound<'_, PyAny>) -> PyResult<u64> {
         let (region, offsets) = read_column(column, 0, self.ragged, self.itemsize)?;
         let col = column_of(&region, &offsets);
-        let adder = self.inner.as_mut().ok_or_else(|| error::closed(py))?;
+        let adder = self.inner.as_mut().ok_or_else(|| crate::error::closed(py))?;
         call(py, move || adder.write(col))
     }
 
     /// Publishes the field; the adder is done.
     fn commit(&mut self, py: Python<'_>) -> PyResult<()> {
-        let adder = self.inner.take().ok_or_else(|| error::closed(py))?;
+        let adder = self.inner.take().ok_or_else(|| crate::error::closed(py))?;
         call(py, move || adder.commit().map(drop))
     }
 
@@ -791,9 +765,4 @@ pub fn drop_field(
             zrecord::drop_field(&path, &name).map(drop)
         }
     })
-}
-
-/// A failure to open the location `url`, as a dataset error naming it.
-fn at_url(url: &str, e: zrecord::IoError) -> DatasetError {
-    DatasetError { path: PathBuf::from(url), field: None, source: zrecord::Error::Io(e), metadata: false }
 }
