@@ -6,8 +6,8 @@
 //!
 //! Module map, mirroring the Rust crates:
 //! - [`store`]: `Zrecord`, one open store (zrecord's `Zrecord`).
-//! - [`dataset`]: `_Dataset` and `_DatasetWriter`, named fields over shards (zrecord's
-//!   `dataset`).
+//! - [`dataset`]: `_Dataset`, `_DatasetWriter` and `_FieldAdder`, named fields over shards,
+//!   and the dataset's changes (zrecord's `dataset`, file for file).
 //! - [`sampler`]: `Sampler`, the endless index generator (zrecord-core's `sampler`).
 //! - [`loader`]: `_Pipeline`, the DataLoader's threads (the `zrecord` crate's `Loader`), for
 //!   zrecord datasets and, through a fetch callback, for any other `__getitems__` dataset.
@@ -54,20 +54,20 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Zrecord>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<dataset::PyDataset>()?;
-    m.add_class::<dataset::PyDatasetWriter>()?;
-    m.add_class::<dataset::PyFieldAdder>()?;
+    m.add_class::<dataset::write::PyDatasetWriter>()?;
+    m.add_class::<dataset::columns::PyFieldAdder>()?;
     m.add_function(wrap_pyfunction!(zr_main, m)?)?;
     m.add_function(wrap_pyfunction!(text::tokenize_files, m)?)?;
     m.add_class::<text::PyTextWriter>()?;
     m.add_function(wrap_pyfunction!(vision::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(vision::render_image, m)?)?;
     m.add_function(wrap_pyfunction!(vision::convert_images, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::drop_field, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::delete_samples, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::compact_shards, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::copy_dataset, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::concat, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::open_dataset_store, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::columns::drop_field, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::delete::delete_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::compact::compact_shards, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::copy::copy_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::concat::concat, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::open::open_dataset_store, m)?)?;
     m.add_class::<loader::Pipeline>()?;
     m.add_function(wrap_pyfunction!(loader::check_mixture_weights, m)?)?;
     m.add_function(wrap_pyfunction!(tools::inspect, m)?)?;
@@ -78,13 +78,13 @@ fn _zrecord(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::find_datasets, m)?)?;
     m.add_function(wrap_pyfunction!(remote::push, m)?)?;
     m.add_function(wrap_pyfunction!(remote::pull, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::part_dir, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::finish_part, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::write_tag, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::set_layout, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::commit_parts, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::save_part, m)?)?;
-    m.add_function(wrap_pyfunction!(dataset::commit_saved, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::parts::part_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::parts::finish_part, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::parts::write_tag, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::layout::set_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::parts::commit_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::saved_parts::save_part, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::saved_parts::commit_saved, m)?)?;
     m.add_function(wrap_pyfunction!(remote::is_url, m)?)?;
     m.add_function(wrap_pyfunction!(remote::write_remote, m)?)?;
     m.add_function(wrap_pyfunction!(remote::remote_listed, m)?)?;

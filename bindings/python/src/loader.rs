@@ -86,7 +86,7 @@ fn to_py(py: Python<'_>, e: LoaderError) -> PyErr {
 fn plain_to_py(py: Python<'_>, e: LoaderError) -> PyErr {
     match e {
         LoaderError::Store(e) => error::to_py(py, e),
-        LoaderError::Dataset(e) => crate::dataset::to_py(py, e),
+        LoaderError::Dataset(e) => crate::dataset::error::to_py(py, e),
         LoaderError::Stopped { code: Some(code), message, .. } => error::zrecord_error(py, code, message),
         LoaderError::Stream(_) | LoaderError::State(_) | LoaderError::Changed(_) | LoaderError::Sources(_) => {
             PyValueError::new_err(e.to_string())

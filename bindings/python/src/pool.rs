@@ -7,14 +7,17 @@
 //! module runs inside a pool of that process's own, built on first use (tokenizers solves
 //! the same problem by turning its pool off in forked children).
 //!
-//! [`store_call`] is the one way the bindings reach a store: it releases the GIL, picks the
-//! pool, and turns a panic into a `ZrecordError` instead of pyo3's `PanicException`.
+//! [`store_call`] is the one way the bindings reach a store, and [`call`] a dataset: each
+//! releases the GIL, picks the pool, and turns a panic into a `ZrecordError` instead of
+//! pyo3's `PanicException`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, OnceLock};
 
 use pyo3::prelude::*;
+use zrecord::DatasetError;
 
+use crate::dataset::error::to_py;
 use crate::error;
 
 static PARENT_PID: OnceLock<u32> = OnceLock::new();
@@ -77,6 +80,15 @@ pub fn store_call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, zrecord
     }
 }
 
+/// Runs a dataset call without the GIL, on the loader's rayon pool in forked children.
+pub(crate) fn call<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, DatasetError> + Send) -> PyResult<T> {
+    match py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| on_pool(f)))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_py(py, e)),
+        Err(payload) => Err(error::panicked(py, payload)),
+    }
+}
+
 /// [`store_call`] for reads of the store at `path`: a record that fails its checksum or
 /// decode is raised with `path`, `field` (None: a store alone has no field name) and
 /// `record` attributes and the store named in the message, as a dataset's reads raise it.
@@ -88,7 +100,7 @@ pub fn read_call<T: Send>(
     match py.detach(|| catch_unwind(AssertUnwindSafe(|| on_pool(f)))) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e @ (zrecord::Error::Checksum { .. } | zrecord::Error::Decode { .. }))) => {
-            Err(crate::dataset::to_py(py, zrecord::DatasetError { path, field: None, source: e, metadata: false }))
+            Err(to_py(py, zrecord::DatasetError { path, field: None, source: e, metadata: false }))
         }
         Ok(Err(e)) => Err(error::to_py(py, e)),
         Err(payload) => Err(error::panicked(py, payload)),

@@ -147,7 +147,7 @@ pub fn write_remote(
         )));
     };
     let opts = options(storage_options);
-    crate::dataset::call(py, move || {
+    crate::pool::call(py, move || {
         let remote = zrecord::remote::Remote::open(&dest, &opts).map_err(|e| zrecord::DatasetError {
             path: std::path::PathBuf::from(&dest),
             field: None,

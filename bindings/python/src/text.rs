@@ -11,7 +11,8 @@ use pyo3::prelude::*;
 use zrecord::dataset::{import_text, load_tokenizer, text_inputs, TextImport, TextImported, TextWriter, Tokenizer};
 use zrecord::{Codec, WriteOptions};
 
-use crate::dataset::{call, to_py};
+use crate::dataset::error::to_py;
+use crate::pool::call;
 
 fn import_options(
     text_field: String,

@@ -17,8 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use zrecord::Schema;
 
-use crate::dataset::call;
-use crate::pool::store_call;
+use crate::dataset::report::store_sums_into;
+use crate::pool::{call, store_call};
 use crate::progress::Progress;
 
 /// What a tool was pointed at.
@@ -181,17 +181,6 @@ pub fn stats<'py>(
         }
     }
     Ok(d)
-}
-
-/// A dataset's stores' usage summed, with the keys of a store's `stats()`: what
-/// `Dataset.stats()` returns, and `zrecord.stats` beside the dataset's counts.
-pub(crate) fn store_sums_into(d: &Bound<'_, PyDict>, s: &zrecord::dataset::DatasetStats) -> PyResult<()> {
-    d.set_item("records", s.records)?;
-    d.set_item("live_bytes", s.live_bytes)?;
-    d.set_item("chunk_bytes", s.chunk_bytes)?;
-    d.set_item("reclaimable", s.reclaimable)?;
-    d.set_item("unchecked", s.unchecked)?;
-    Ok(())
 }
 
 fn verification_dict<'py>(

@@ -118,7 +118,7 @@ pub fn convert_images(
     }
     let mut reporter = crate::progress::Progress::new(progress);
     let bar = &mut reporter;
-    let done = crate::dataset::call(py, move || match webdataset_shards(&input)? {
+    let done = crate::pool::call(py, move || match webdataset_shards(&input)? {
         Some(tars) => import_webdataset(&tars, &output, &options, &mut |d, t| bar.report(d, t)),
         None => import_image_folder(&input, &output, &options, &mut |d, t| bar.report(d, t)),
     })?;

@@ -18,7 +18,7 @@
 //!
 //! The files: `cli.rs` running a command ([`run`]: the exit codes, what is printed, the
 //! one-line [`Failure`]); `command.rs` the command line's grammar ([`Command`], its parsing,
-//! [`USAGE`], path roles and notes); `host.rs` the [`Host`] trait and the types it passes;
+//! [`USAGE`], path roles and notes, a file each under `command/`); `host.rs` the [`Host`] trait and the types it passes;
 //! `dataset.rs` the commands on a dataset of named fields.
 
 use alloc::format;
