@@ -104,6 +104,15 @@ def test_objects_of_interrupted_changes_in_a_bucket_are_listed_and_young_ones_ke
     assert "removed 0 leftovers" in p.stdout and "kept 1 unlisted objects" in p.stdout, p.stdout
     assert stray in bucket_objects(s3, "upkeep/leftovers/")
     assert len(Dataset(url, storage_options=s3)) == 80
+    # Told that nothing is in flight, it removes it, and only it.
+    listed = set(bucket_objects(s3, "upkeep/leftovers/")) - {stray}
+    p = run("clean", url, "--older-than", 0)
+    assert "removed 1 leftovers of interrupted writes (100 bytes)" in p.stdout, p.stdout
+    assert set(bucket_objects(s3, "upkeep/leftovers/")) == listed
+    assert "leftover" not in run("verify", url).stdout
+    assert len(Dataset(url, storage_options=s3)) == 80
+    p = run("clean", url, "--older-than", "soon", ok=False)
+    assert p.returncode == 2 and "--older-than takes a number of seconds" in p.stderr, p.stderr
 
 
 def test_zr_copy_from_one_prefix_to_another_copies_the_dataset(s3, tmp_path):

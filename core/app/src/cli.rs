@@ -326,14 +326,14 @@ fn execute<H: Host, P: Parallel>(host: &mut H, par: &P, cmd: Command) -> Result<
             let after = s.len();
             Out { host, closed: false }.line(&format!("deleted {} records; {} remain", before - after, after));
         }
-        Command::Clean { dataset: dir } => {
+        Command::Clean { dataset: dir, older_than } => {
             if dataset::manifest(host, &dir)?.is_none() {
                 return Err(Failure::new(
                     host.shown(&dir),
                     "is not a dataset of named fields (no dataset.json): clean works on a dataset",
                 ));
             }
-            let removed = host.leftovers(&dir, true)?;
+            let removed = host.leftovers(&dir, true, older_than)?;
             let bytes: u64 = removed.iter().map(|(_, b)| b).sum();
             let mut out = Out { host, closed: false };
             for (path, size) in &removed {

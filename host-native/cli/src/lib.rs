@@ -499,10 +499,15 @@ impl Host for Native {
         ))
     }
 
-    fn leftovers(&mut self, dataset: &str, remove: bool) -> Result<Vec<(String, u64)>, Failure> {
+    fn leftovers(
+        &mut self,
+        dataset: &str,
+        remove: bool,
+        older_than: Option<u64>,
+    ) -> Result<Vec<(String, u64)>, Failure> {
         if is_url(dataset) {
             let remote = Remote::open(dataset, &[]).map_err(|e| Failure::at(dataset.to_owned(), Error::Io(e)))?;
-            let age = zrecord::dataset::LEFTOVER_AGE;
+            let age = older_than.map_or(zrecord::dataset::LEFTOVER_AGE, std::time::Duration::from_secs);
             let found = match remove {
                 true => zrecord::dataset::remove_remote_leftovers(&remote, age),
                 false => zrecord::dataset::remote_leftovers(&remote),
@@ -513,9 +518,10 @@ impl Host for Native {
                 let young = zrecord::dataset::remote_leftovers(&remote).map_err(failure)?;
                 if !young.is_empty() {
                     let _ = self.out(&format!(
-                        "kept {} unlisted objects written within the last {} hours: they may be a change in flight\n",
+                        "kept {} unlisted objects written within the last {} s: they may be a change in flight \
+                         (--older-than SECONDS to say otherwise)\n",
                         young.len(),
-                        age.as_secs() / 3600
+                        age.as_secs()
                     ));
                 }
             }

@@ -310,7 +310,7 @@ pub(super) fn read_indices<H: Host>(host: &mut H, path: &str) -> Result<Vec<u64>
 
 /// Prints the leftovers of interrupted writes in `dir` ([`Host::leftovers`]), if any.
 fn leftover_lines<H: Host>(host: &mut H, dir: &str) -> Result<(), Failure> {
-    let found = host.leftovers(dir, false)?;
+    let found = host.leftovers(dir, false, None)?;
     if found.is_empty() {
         return Ok(());
     }

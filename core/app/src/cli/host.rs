@@ -158,9 +158,16 @@ pub trait Host {
     /// What interrupted writes left in the dataset directory `dataset`: folders and files
     /// its manifest does not name, each with its size in bytes (as the path the user
     /// would type). With `remove`, they are removed under the dataset's writer lock first
-    /// (`clean`). Hosts that cannot list a directory keep the default: none, and `clean`
-    /// says it cannot.
-    fn leftovers(&mut self, dataset: &str, remove: bool) -> Result<Vec<(String, u64)>, Failure> {
+    /// (`clean`); `older_than` is `clean --older-than` (used where there is no lock: an
+    /// object store). Hosts that cannot list a directory keep the default: none, and
+    /// `clean` says it cannot.
+    fn leftovers(
+        &mut self,
+        dataset: &str,
+        remove: bool,
+        older_than: Option<u64>,
+    ) -> Result<Vec<(String, u64)>, Failure> {
+        let _ = older_than;
         if remove {
             return Err(Failure::new(self.shown(dataset), NO_FIELDS_IO));
         }

@@ -119,7 +119,7 @@ impl Command {
             Command::Delete { store, .. } | Command::Compact { store, .. } | Command::Layout { store, .. } => {
                 alloc::vec![(store.as_str(), Role::StoreWrite)]
             }
-            Command::Clean { dataset } => alloc::vec![(dataset.as_str(), Role::StoreWrite)],
+            Command::Clean { dataset, .. } => alloc::vec![(dataset.as_str(), Role::StoreWrite)],
             // Copied by the native host only (a sandbox has no second dataset writer).
             Command::Copy { .. } => Vec::new(),
             Command::Convert { input, output, .. } => {
@@ -177,7 +177,7 @@ impl Command {
                 }
             }
             Command::Compact { store, .. } | Command::Layout { store, .. } => *store = f(store, Role::StoreWrite),
-            Command::Clean { dataset } => *dataset = f(dataset, Role::StoreWrite),
+            Command::Clean { dataset, .. } => *dataset = f(dataset, Role::StoreWrite),
             Command::Copy { .. } => {}
             Command::Convert { input, output, .. } => {
                 *input = f(input, Role::InputFile);

@@ -35,6 +35,7 @@ impl<'a> Line<'a> {
             "export" => &["verify"],
             "delete" => &["from-file"],
             "compact" => &["target-rows"],
+            "clean" => &["older-than"],
             "view" => &["port", "site", "tokenizer", "index"],
             _ => &[],
         };

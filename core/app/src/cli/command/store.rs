@@ -49,7 +49,14 @@ pub(super) fn parse(mut line: Line<'_>) -> Result<Command, UsageError> {
         }
         "clean" => {
             line.want(1, "DATASET")?;
-            Command::Clean { dataset: line.pos.remove(0) }
+            let older_than = match line.flag("older-than") {
+                Some(n) => Some(
+                    n.parse::<u64>()
+                        .map_err(|_| usage(format!("--older-than takes a number of seconds, not {n:?}")))?,
+                ),
+                None => None,
+            };
+            Command::Clean { dataset: line.pos.remove(0), older_than }
         }
         "layout" => {
             line.want(2, "STORE dense|sparse")?;
@@ -110,7 +117,11 @@ pub(super) fn to_args(command: &Command) -> Vec<String> {
             }
             v
         }
-        Command::Clean { dataset } => alloc::vec![s("clean"), s(dataset)],
+        Command::Clean { dataset, older_than } => {
+            let mut v = alloc::vec![s("clean"), s(dataset)];
+            v.extend(older_than.map(|n| format!("--older-than={n}")));
+            v
+        }
         Command::Layout { store, layout } => alloc::vec![s("layout"), s(store), s(layout.name())],
         Command::Delete { store, indices, from_file, force } => {
             let mut v = alloc::vec![s("delete"), s(store)];

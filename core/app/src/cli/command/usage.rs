@@ -27,8 +27,11 @@ usage:
                                 merge neighbouring small shards into shards of at most N
                                 samples (default 1048576); values, order and the identity
                                 a saved loader state names stay
-  zr clean DATASET              remove the folders an interrupted write left (the ones
-                                dataset.json does not name; verify and inspect list them)
+  zr clean DATASET|URL [--older-than SECONDS]
+                                remove the folders an interrupted write left (the ones
+                                dataset.json does not name; verify and inspect list them);
+                                by URL the unlisted objects written at least SECONDS ago
+                                (default a day: a younger one may be a write in flight)
   zr copy DATASET|URL OUT|URL   copy a dataset as one consistent state, even while others
                                 append, delete or compact it (cp -r and rsync are safe
                                 only on a dataset no one changes); files written dense

@@ -55,10 +55,13 @@ pub enum Command {
         /// Change a store that is a field of a dataset all the same.
         force: bool,
     },
-    /// `clean DATASET`: remove what interrupted writes left.
+    /// `clean DATASET [--older-than SECONDS]`: remove what interrupted writes left.
     Clean {
-        /// Dataset directory.
+        /// Dataset directory or URL.
         dataset: String,
+        /// By URL, the least age in seconds of an unlisted object it removes (the host's
+        /// default when `None`); a local dataset's writer lock makes age irrelevant.
+        older_than: Option<u64>,
     },
     /// `copy SRC DST`: a dataset copied as one state (native host).
     Copy {
