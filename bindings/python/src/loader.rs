@@ -12,6 +12,13 @@
 //! A dataset that is not zrecord's (anything with `__getitems__`) is read by the same
 //! loader ([`zrecord::Loader::fetching`]): its workers call a Python function ([`PyFetch`])
 //! with each batch's indices, holding the GIL only for that call.
+//!
+//! Which arguments a pipeline accepts is the host's rule ([`zrecord::loader::LoaderSpec`],
+//! checked by [`zrecord::Loader::from_spec`]), so `_Pipeline(...)` only turns its Python
+//! values into that spec (`loader/args.rs`) and lays out the loader's buffers as numpy
+//! arrays.
+
+mod args;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -20,25 +27,13 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use zrecord::{
-    Blocks, BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, PackMode,
-    PackOptions, RaggedField, RowIndexes, Source, Stream, StreamError, StreamState, Transform, Warm,
-};
+use zrecord::loader::{LoaderSpec, Reads};
+use zrecord::{BufferPool, Fetch, Loader, LoaderBatch, LoaderError, Mixture, RaggedField, Transform};
 
 use crate::batch::pooled_array;
 use crate::dataset::PyDataset;
 use crate::error;
 use crate::pool::loader_pool;
-use crate::sampler::mode_from;
-use crate::store::Zrecord;
-
-/// How Python sees one field of a batch.
-struct View {
-    /// numpy dtype of one element.
-    dtype: Py<PyAny>,
-    /// `(batch_size, *sample_shape)`.
-    shape: Py<PyTuple>,
-}
 
 /// A Python function `fetch(indices) -> tuple` that reads a batch of a dataset that is not
 /// zrecord's, called on the loader's worker threads with the GIL taken for the call only.
@@ -50,6 +45,14 @@ impl Fetch for PyFetch {
         let result: PyResult<Py<PyAny>> = Python::attach(|py| self.0.call1(py, (PyArray1::from_slice(py, indices),)));
         Box::new(result)
     }
+}
+
+/// How Python sees one field of a batch.
+struct View {
+    /// numpy dtype of one element.
+    dtype: Py<PyAny>,
+    /// `(batch_size, *sample_shape)`.
+    shape: Py<PyTuple>,
 }
 
 impl View {
@@ -69,43 +72,6 @@ fn shaped(py: Python<'_>, batch_size: usize, shape: &Bound<'_, PyAny>) -> PyResu
     Ok(PyTuple::new(py, dims)?.unbind())
 }
 
-/// A loader error as the Python exception users expect, with `path`, `field` and
-/// `record` attributes when it happened in a store (a stopped loader's too).
-fn to_py(py: Python<'_>, e: LoaderError) -> PyErr {
-    let place = e.place();
-    let err = plain_to_py(py, e);
-    if let Some(place) = place {
-        let value = err.value(py);
-        let _ = value.setattr("path", place.path.display().to_string());
-        let _ = value.setattr("field", place.field);
-        let _ = value.setattr("record", place.record);
-    }
-    err
-}
-
-fn plain_to_py(py: Python<'_>, e: LoaderError) -> PyErr {
-    match e {
-        LoaderError::Store(e) => error::to_py(py, e),
-        LoaderError::Dataset(e) => crate::dataset::to_py(py, e),
-        LoaderError::Stopped { code: Some(code), message, .. } => error::zrecord_error(py, code, message),
-        LoaderError::Stream(_) | LoaderError::State(_) | LoaderError::Changed(_) | LoaderError::Sources(_) => {
-            PyValueError::new_err(e.to_string())
-        }
-        LoaderError::Spawn(_) | LoaderError::Forked => PyRuntimeError::new_err(e.to_string()),
-        other => error::zrecord_error(py, error::INTERNAL, other.to_string()),
-    }
-}
-
-/// The threads behind `zrecord.DataLoader` (internal).
-#[pyclass(module = "zrecord", name = "_Pipeline", frozen)]
-pub struct Pipeline {
-    loader: Loader,
-    /// How a batch becomes the dict `next()` returns; shared with the worker-side transform.
-    layout: Arc<Layout>,
-    /// [`LoaderBatch::valid`] of the last batch returned.
-    valid: std::sync::atomic::AtomicUsize,
-}
-
 /// How the buffers of a batch become Python's dict of arrays.
 struct Layout {
     /// Where batch arrays give their memory back ([`BatchBuffer`]).
@@ -121,25 +87,69 @@ struct Layout {
     packed: Option<Vec<String>>,
 }
 
-/// A Python function `transform(batch) -> object` run by the loader's workers on each
-/// batch dict (with the GIL taken for the call); its result, or the exception it raised,
-/// is what [`Pipeline::next`] returns or raises.
-struct PyTransform {
-    func: Py<PyAny>,
-    layout: Arc<Layout>,
-}
-
-impl Transform for PyTransform {
-    fn transform(&self, batch: LoaderBatch) -> Box<dyn Any + Send> {
-        let result: PyResult<Py<PyAny>> = Python::attach(|py| {
-            let object = self.layout.object(py, batch)?;
-            self.func.call1(py, (object,))
-        });
-        Box::new(result)
-    }
-}
-
 impl Layout {
+    /// A fetching loader's: its batches are what the fetch returned.
+    fn fetched(loader: &Loader) -> Layout {
+        Layout { buffers: loader.buffers(), views: Vec::new(), mixture: false, named: None, packed: None }
+    }
+
+    /// loaderx's form: one view per field, of `dtypes` and `shapes` (checked one per field).
+    fn stores(py: Python<'_>, loader: &Loader, dtypes: Vec<Py<PyAny>>, shapes: &Bound<'_, PyList>) -> PyResult<Layout> {
+        let per_rank = loader.batch_size();
+        let views = dtypes
+            .into_iter()
+            .zip(shapes.iter())
+            .map(|(dtype, shape)| Ok(View { dtype, shape: shaped(py, per_rank, &shape)? }))
+            .collect::<PyResult<Vec<_>>>()?;
+        let mixture = loader.stream().mixture_sources().is_some();
+        Ok(Layout { buffers: loader.buffers(), views, mixture, named: None, packed: None })
+    }
+
+    /// Datasets of named fields, laid out as the first one's fields are.
+    fn named(
+        py: Python<'_>,
+        loader: &Loader,
+        dataset: &PyRef<'_, PyDataset>,
+        pads: Option<&Bound<'_, PyDict>>,
+        images: &[(String, zrecord::image::crop::Pipeline)],
+    ) -> PyResult<Layout> {
+        let (views, named) = named_views(py, dataset, loader.batch_size(), pads, images)?;
+        let mixture = loader.stream().mixture_sources().is_some();
+        Ok(Layout { buffers: loader.buffers(), views, mixture, named, packed: None })
+    }
+
+    /// A packed loader's `(rows, seq_len)` arrays of the token field `field` of `dataset`:
+    /// the tokens, segment ids and positions (and each token's source, for a mixture).
+    fn packed(
+        py: Python<'_>,
+        loader: &Loader,
+        dataset: &PyRef<'_, PyDataset>,
+        field: String,
+        seq_len: usize,
+    ) -> PyResult<Layout> {
+        let mixture = loader.stream().mixture_sources().is_some();
+        let handle = dataset.handle(py)?;
+        let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
+        let token_dtype = handle
+            .fields()
+            .iter()
+            .find(|f| f.name == field)
+            .map(|f| f.dtype.clone())
+            .ok_or_else(|| PyValueError::new_err(format!("no field {field:?}")))?;
+        let shape = PyTuple::new(py, [loader.batch_size(), seq_len])?.unbind();
+        let mut keys = vec![field, "segment_ids".to_owned(), "positions".to_owned()];
+        let mut dtypes = vec![token_dtype.as_str(), "<i4", "<i4"];
+        if mixture {
+            keys.push("source".into());
+            dtypes.push("<i4");
+        }
+        let views = dtypes
+            .iter()
+            .map(|d| Ok(View { dtype: numpy_dtype.call1((*d,))?.unbind(), shape: shape.clone_ref(py) }))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Layout { buffers: loader.buffers(), views, mixture: false, named: None, packed: Some(keys) })
+    }
+
     /// The batch as a dict of arrays ("source" last for a mixture), or for a fetching
     /// loader whatever its fetch returned (or raised).
     fn object<'py>(&self, py: Python<'py>, batch: LoaderBatch) -> PyResult<Bound<'py, PyAny>> {
@@ -221,108 +231,103 @@ struct Named {
     strings: Vec<bool>,
 }
 
-impl Pipeline {
-    /// A packed loader (`pack`: field, seq_len, mode, bos, eos, pad, window) over the
-    /// documents of `built`, `global` rows per global batch.
-    #[allow(clippy::too_many_arguments)]
-    fn packed(
-        py: Python<'_>,
-        pack: &Bound<'_, PyDict>,
-        datasets: &[PyRef<'_, PyDataset>],
-        built: Vec<Source>,
-        ids: Vec<DatasetId>,
-        weights: Option<Vec<f64>>,
-        mode: zrecord::Mode,
-        seed: u64,
-        global: u64,
-        options: LoaderOptions,
-        state: Option<&str>,
-        transform: Option<Py<PyAny>>,
-    ) -> PyResult<Self> {
-        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
-            pack.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("pack needs {key:?}")))
-        };
-        let mode_name: String = get("mode")?.extract()?;
-        let spec = PackOptions {
-            field: get("field")?.extract()?,
-            seq_len: get("seq_len")?.extract()?,
-            mode: PackMode::from_name(&mode_name).ok_or_else(|| {
-                PyValueError::new_err(format!("pack mode must be \"concat\" or \"best_fit\", not {mode_name:?}"))
-            })?,
-            bos: get("bos")?.extract()?,
-            eos: get("eos")?.extract()?,
-            pad: get("pad")?.extract()?,
-            window: get("window")?.extract()?,
-            shuffle_rows: match pack.get_item("row_order")? {
-                None => None,
-                Some(v) => match v.extract::<Option<String>>()?.as_deref() {
-                    None => None,
-                    Some("shuffled") => Some(true),
-                    Some("sequential") => Some(false),
-                    Some(other) => {
-                        return Err(PyValueError::new_err(format!(
-                            "pack row_order must be \"shuffled\" or \"sequential\", not {other:?}"
-                        )))
-                    }
-                },
-            },
-            row_indexes: match pack.get_item("index_dir")? {
-                None => RowIndexes::Default,
-                Some(v) if v.is_none() => RowIndexes::Default,
-                Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => match v.extract::<bool>()? {
-                    false => RowIndexes::Off,
-                    true => {
-                        return Err(PyValueError::new_err(
-                            "pack index_dir is a directory, None (the default cache) or False (none)",
-                        ))
-                    }
-                },
-                Some(v) => RowIndexes::In(v.extract::<std::path::PathBuf>()?),
-            },
-            keep_order: match pack.get_item("keep_order")? {
-                Some(v) if !v.is_none() => v.extract()?,
-                _ => zrecord_core::stream::rows::KEEP_DOCS,
-            },
-        };
-        let mixture = weights.is_some();
-        let docs = match weights {
-            None => Stream::new(ids[0], mode, seed, 1),
-            Some(weights) => Mixture::new(ids, weights).and_then(|m| Stream::mixture(m, seed, 1)),
+/// The views of a dataset's fixed fields, each field's dtype and the batch keys.
+fn named_views(
+    py: Python<'_>,
+    dataset: &PyRef<'_, PyDataset>,
+    per_rank: usize,
+    pads: Option<&Bound<'_, PyDict>>,
+    images: &[(String, zrecord::image::crop::Pipeline)],
+) -> PyResult<(Vec<View>, Option<Named>)> {
+    let handle = dataset.handle(py)?;
+    let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
+    let (mut views, mut dtypes, mut keys, mut strings) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for f in handle.fields() {
+        let dtype = numpy_dtype.call1((f.dtype.as_str(),))?.unbind();
+        keys.push(f.name.clone());
+        strings.push(f.kind == zrecord::FieldKind::String);
+        if let Some((_, pipeline)) = images.iter().find(|(name, _)| *name == f.name) {
+            // Decoded images: one (batch, h, w, 3) or (batch, 3, h, w) block.
+            let dtype = match pipeline.dtype {
+                zrecord::image::crop::Dtype::U8 => numpy_dtype.call1(("|u1",))?,
+                zrecord::image::crop::Dtype::F32 => numpy_dtype.call1(("<f4",))?,
+            };
+            let shape = PyTuple::new(py, pipeline.shape())?;
+            views.push(View { dtype: dtype.clone().unbind(), shape: shaped(py, per_rank, shape.as_any())? });
+            dtypes.push(dtype.unbind());
+            continue;
+        } else if f.kind == zrecord::FieldKind::String {
+            // A list of str: no offsets beside it.
+        } else if f.is_ragged() {
+            let padded = pads.is_some_and(|p| p.contains(f.name.as_str()).unwrap_or(false));
+            keys.push(format!("{}{}", f.name, if padded { "_lengths" } else { "_offsets" }));
+        } else {
+            let shape = PyTuple::new(py, &f.shape)?;
+            views.push(View { dtype: dtype.clone_ref(py), shape: shaped(py, per_rank, shape.as_any())? });
         }
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let field = spec.field.clone();
-        let seq_len = spec.seq_len as usize;
-        let loader = match state {
-            None => py.detach(|| Loader::packed(docs, global, built, spec, options)),
-            Some(text) => {
-                let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                py.detach(|| Loader::resume_packed(docs, global, built, spec, options, &state))
-            }
-        }
-        .map_err(|e| to_py(py, e))?;
-        let handle = datasets[0].handle(py)?;
-        let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
-        let token_dtype = handle
-            .fields()
-            .iter()
-            .find(|f| f.name == field)
-            .map(|f| f.dtype.clone())
-            .ok_or_else(|| PyValueError::new_err(format!("no field {field:?}")))?;
-        let shape = PyTuple::new(py, [loader.batch_size(), seq_len])?.unbind();
-        let mut keys = vec![field, "segment_ids".to_owned(), "positions".to_owned()];
-        let mut dtypes = vec![token_dtype.as_str(), "<i4", "<i4"];
-        if mixture {
-            keys.push("source".into());
-            dtypes.push("<i4");
-        }
-        let views = dtypes
-            .iter()
-            .map(|d| Ok(View { dtype: numpy_dtype.call1((*d,))?.unbind(), shape: shape.clone_ref(py) }))
-            .collect::<PyResult<Vec<_>>>()?;
-        let layout = Layout { buffers: loader.buffers(), views, mixture: false, named: None, packed: Some(keys) };
-        Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
+        dtypes.push(dtype);
     }
+    Ok((views, Some(Named { dtypes, keys, strings })))
+}
 
+/// A loader error as the Python exception users expect, with `path`, `field` and
+/// `record` attributes when it happened in a store (a stopped loader's too).
+fn to_py(py: Python<'_>, e: LoaderError) -> PyErr {
+    let place = e.place();
+    let err = plain_to_py(py, e);
+    if let Some(place) = place {
+        let value = err.value(py);
+        let _ = value.setattr("path", place.path.display().to_string());
+        let _ = value.setattr("field", place.field);
+        let _ = value.setattr("record", place.record);
+    }
+    err
+}
+
+fn plain_to_py(py: Python<'_>, e: LoaderError) -> PyErr {
+    match e {
+        LoaderError::Store(e) => error::to_py(py, e),
+        LoaderError::Dataset(e) => crate::dataset::to_py(py, e),
+        LoaderError::Stopped { code: Some(code), message, .. } => error::zrecord_error(py, code, message),
+        LoaderError::Stream(_)
+        | LoaderError::State(_)
+        | LoaderError::Changed(_)
+        | LoaderError::Sources(_)
+        | LoaderError::Argument(_) => PyValueError::new_err(e.to_string()),
+        LoaderError::Spawn(_) | LoaderError::Forked => PyRuntimeError::new_err(e.to_string()),
+        other => error::zrecord_error(py, error::INTERNAL, other.to_string()),
+    }
+}
+
+/// The threads behind `zrecord.DataLoader` (internal).
+#[pyclass(module = "zrecord", name = "_Pipeline", frozen)]
+pub struct Pipeline {
+    loader: Loader,
+    /// How a batch becomes the dict `next()` returns; shared with the worker-side transform.
+    layout: Arc<Layout>,
+    /// [`LoaderBatch::valid`] of the last batch returned.
+    valid: std::sync::atomic::AtomicUsize,
+}
+
+/// A Python function `transform(batch) -> object` run by the loader's workers on each
+/// batch dict (with the GIL taken for the call); its result, or the exception it raised,
+/// is what [`Pipeline::next`] returns or raises.
+struct PyTransform {
+    func: Py<PyAny>,
+    layout: Arc<Layout>,
+}
+
+impl Transform for PyTransform {
+    fn transform(&self, batch: LoaderBatch) -> Box<dyn Any + Send> {
+        let result: PyResult<Py<PyAny>> = Python::attach(|py| {
+            let object = self.layout.object(py, batch)?;
+            self.func.call1(py, (object,))
+        });
+        Box::new(result)
+    }
+}
+
+impl Pipeline {
     /// The pipeline over `loader`, with `transform` run on its workers when given.
     fn finish(loader: Loader, layout: Layout, transform: Option<Py<PyAny>>) -> Result<Self, LoaderError> {
         let layout = Arc::new(layout);
@@ -375,136 +380,42 @@ impl Pipeline {
         images: Option<&Bound<'_, PyDict>>,
         blocks: Option<(i64, i64)>,
     ) -> PyResult<Self> {
-        let blocks = match blocks {
-            None => None,
-            Some((records, window)) => match (u64::try_from(records), u64::try_from(window)) {
-                (Ok(r), Ok(w)) => Some(Blocks::new(r, w).map_err(stream_error)?),
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "shuffle_block and shuffle_window must be positive, got {records} and {window}"
-                    )))
-                }
-            },
+        let images = args::images(images)?;
+        // What is read: a fetch, else datasets of named fields, else stores (the arguments
+        // of the others are not read).
+        let (reads, pack) = match (fetch, &datasets) {
+            (Some(fetch), _) => (Reads::Fetch { fetch: Arc::new(PyFetch(fetch)), length }, None),
+            (None, Some(datasets)) => (args::datasets(py, datasets, pads, images.clone())?, pack),
+            (None, None) => (args::stores(py, sources, &itemsizes, &dtypes, shapes)?, pack),
         };
-        // A stream in blocks when asked for; its refusal (not SHUFFLE over one dataset) as is.
-        let blocked = |stream: Stream| match blocks {
-            None => Ok(stream),
-            Some(b) => stream.with_blocks(b),
-        };
-        let images = images
-            .map(|d| {
-                d.iter()
-                    .map(|(name, spec)| Ok((name.extract::<String>()?, crate::vision::pipeline_of(&spec)?)))
-                    .collect::<PyResult<Vec<_>>>()
-            })
-            .transpose()?
-            .unwrap_or_default();
-        let num_workers =
-            usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
-        let batch_size = u64::try_from(batch_size)
-            .ok()
-            .filter(|&b| b >= 1)
-            .ok_or_else(|| PyValueError::new_err("batch_size must be >= 1"))?;
-        let world_size = u64::try_from(world_size)
-            .ok()
-            .filter(|&w| w >= 1)
-            .ok_or_else(|| PyValueError::new_err(format!("world_size must be >= 1, got {world_size}")))?;
-        let rank = u64::try_from(rank)
-            .ok()
-            .filter(|&r| r < world_size)
-            .ok_or_else(|| PyValueError::new_err(format!("rank must be in 0..{world_size}, got {rank}")))?;
-        let global = batch_size.checked_mul(world_size).ok_or_else(|| {
-            PyValueError::new_err(format!("batch_size * world_size ({batch_size} * {world_size}) is too large"))
-        })?;
-        let mode = mode_from(mode)?;
-        let options = LoaderOptions {
+        let pack = pack.map(args::pack).transpose()?;
+        let packed = pack.as_ref().map(|p| (p.field.clone(), p.seq_len as usize));
+        let fetching = matches!(reads, Reads::Fetch { .. });
+        let spec = LoaderSpec {
+            batch_size,
+            mode,
+            seed,
+            weights,
             rank,
             world_size,
             num_workers,
-            prefetch: usize::try_from(prefetch_size).unwrap_or(0).max(1),
-            pool: loader_pool,
-            warm: match warm {
-                None => Warm::Auto,
-                Some(true) => Warm::Always,
-                Some(false) => Warm::Never,
-            },
-            on_error: match on_error {
-                "raise" => OnError::Raise,
-                "skip" => OnError::Skip,
-                other => {
-                    return Err(PyValueError::new_err(format!("on_error must be \"raise\" or \"skip\", not {other:?}")))
-                }
-            },
+            prefetch_size,
+            warm,
+            on_error: on_error.to_owned(),
             passes,
+            blocks,
+            pool: loader_pool,
+            state: state.map(str::to_owned),
+            reads,
+            pack,
         };
-        if let Some(fetch) = fetch {
-            let length = length.ok_or_else(|| PyValueError::new_err("fetch needs the dataset's length"))?;
-            let stream = Stream::new(DatasetId { length, generation: 0 }, mode, seed, global)
-                .and_then(blocked)
-                .map_err(stream_error)?;
-            let fetch: Arc<dyn Fetch> = Arc::new(PyFetch(fetch));
-            let loader = match state {
-                None => Loader::fetching(stream, fetch, options),
-                Some(text) => {
-                    let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                    Loader::resume_fetching(stream, fetch, options, &state)
-                }
-            }
-            .map_err(|e| to_py(py, e))?;
-            let layout =
-                Layout { buffers: loader.buffers(), views: Vec::new(), mixture: false, named: None, packed: None };
-            return Self::finish(loader, layout, transform).map_err(|e| to_py(py, e));
-        }
-        let built = match &datasets {
-            Some(datasets) => dataset_sources(py, datasets, pads, &images)?,
-            None => store_sources(py, sources, &itemsizes, &dtypes, shapes)?,
+        let loader = py.detach(|| Loader::from_spec(spec)).map_err(|e| to_py(py, e))?;
+        let layout = match (&datasets, packed) {
+            _ if fetching => Layout::fetched(&loader),
+            (Some(datasets), Some((field, seq_len))) => Layout::packed(py, &loader, &datasets[0], field, seq_len)?,
+            (Some(datasets), None) => Layout::named(py, &loader, &datasets[0], pads, &images)?,
+            (None, _) => Layout::stores(py, &loader, dtypes, shapes)?,
         };
-        let ids: Vec<_> = built.iter().map(Source::id).collect();
-        if let Some(pack) = pack {
-            if blocks.is_some() {
-                return Err(PyValueError::new_err(
-                    "shuffle_block orders samples; a packed loader orders documents (pack's row_order shuffles rows)",
-                ));
-            }
-            let datasets =
-                datasets.as_ref().ok_or_else(|| PyValueError::new_err("pack reads a Dataset of named fields"))?;
-            return Self::packed(
-                py, pack, datasets, built, ids, weights, mode, seed, global, options, state, transform,
-            );
-        }
-        let stream = match weights {
-            None => {
-                let [id] = ids[..] else {
-                    return Err(PyValueError::new_err("more than one source needs mixture weights"));
-                };
-                Stream::new(id, mode, seed, global)
-            }
-            Some(weights) => Mixture::new(ids, weights).and_then(|m| Stream::mixture(m, seed, global)),
-        }
-        .and_then(blocked)
-        .map_err(stream_error)?;
-        let mixture = stream.mixture_sources().is_some();
-        let loader = match state {
-            None => py.detach(|| Loader::new(stream, built, options)),
-            Some(text) => {
-                let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                py.detach(|| Loader::resume(stream, built, options, &state))
-            }
-        }
-        .map_err(|e| to_py(py, e))?;
-        let per_rank = loader.batch_size();
-        let (views, named) = match &datasets {
-            None => {
-                let views = dtypes
-                    .into_iter()
-                    .zip(shapes.iter())
-                    .map(|(dtype, shape)| Ok(View { dtype, shape: shaped(py, per_rank, &shape)? }))
-                    .collect::<PyResult<Vec<_>>>()?;
-                (views, None)
-            }
-            Some(datasets) => named_views(py, &datasets[0], per_rank, pads, &images)?,
-        };
-        let layout = Layout { buffers: loader.buffers(), views, mixture, named, packed: None };
         Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
     }
 
@@ -647,112 +558,10 @@ pub fn check_mixture_weights(weights: Vec<f64>) -> PyResult<()> {
     Mixture::check_weights(&weights).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// The loaderx form: one list of stores per source, one store per field.
-fn store_sources(
-    py: Python<'_>,
-    sources: &Bound<'_, PyList>,
-    itemsizes: &[usize],
-    dtypes: &[Py<PyAny>],
-    shapes: &Bound<'_, PyList>,
-) -> PyResult<Vec<Source>> {
-    if itemsizes.len() != dtypes.len() || itemsizes.len() != shapes.len() {
-        return Err(PyValueError::new_err("one itemsize, dtype and shape per field"));
-    }
-    let mut built = Vec::with_capacity(sources.len());
-    for source in sources.iter() {
-        let stores: Vec<Bound<'_, Zrecord>> = source.extract()?;
-        if stores.len() != itemsizes.len() {
-            return Err(PyValueError::new_err("every source needs one store per field"));
-        }
-        // loaderx's pair is named as its batches are: "data" and "label".
-        let names: Vec<String> = match stores.len() {
-            2 => vec!["data".into(), "label".into()],
-            n => (0..n).map(|i| format!("field{i}")).collect(),
-        };
-        let mut fields = Vec::with_capacity(stores.len());
-        for ((store, &size), name) in stores.iter().zip(itemsizes).zip(names) {
-            fields.push((name, store.get().handle(py)?, size));
-        }
-        built.push(py.detach(|| Source::named(fields)).map_err(|e| to_py(py, e))?);
-    }
-    Ok(built)
-}
-
-/// Datasets of named fields, one source each, with `pads` (field name -> one element's
-/// bytes) and `images` (field name -> pipeline) applied to every source.
-fn dataset_sources(
-    py: Python<'_>,
-    datasets: &[PyRef<'_, PyDataset>],
-    pads: Option<&Bound<'_, PyDict>>,
-    images: &[(String, zrecord::image::crop::Pipeline)],
-) -> PyResult<Vec<Source>> {
-    let mut built = Vec::with_capacity(datasets.len());
-    for ds in datasets {
-        let handle = ds.handle(py)?;
-        let mut source = py.detach(|| Source::dataset(handle)).map_err(|e| to_py(py, e))?;
-        if let Some(pads) = pads {
-            for (name, pad) in pads.iter() {
-                let name: String = name.extract()?;
-                let pad: Vec<u8> = pad.extract()?;
-                source = source.padded(&name, pad).map_err(|e| to_py(py, e))?;
-            }
-        }
-        for (name, pipeline) in images {
-            source = source.images(name, pipeline.clone()).map_err(|e| to_py(py, e))?;
-        }
-        built.push(source);
-    }
-    Ok(built)
-}
-
-/// The views of a dataset's fixed fields, each field's dtype and the batch keys.
-fn named_views(
-    py: Python<'_>,
-    dataset: &PyRef<'_, PyDataset>,
-    per_rank: usize,
-    pads: Option<&Bound<'_, PyDict>>,
-    images: &[(String, zrecord::image::crop::Pipeline)],
-) -> PyResult<(Vec<View>, Option<Named>)> {
-    let handle = dataset.handle(py)?;
-    let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
-    let (mut views, mut dtypes, mut keys, mut strings) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for f in handle.fields() {
-        let dtype = numpy_dtype.call1((f.dtype.as_str(),))?.unbind();
-        keys.push(f.name.clone());
-        strings.push(f.kind == zrecord::FieldKind::String);
-        if let Some((_, pipeline)) = images.iter().find(|(name, _)| *name == f.name) {
-            // Decoded images: one (batch, h, w, 3) or (batch, 3, h, w) block.
-            let dtype = match pipeline.dtype {
-                zrecord::image::crop::Dtype::U8 => numpy_dtype.call1(("|u1",))?,
-                zrecord::image::crop::Dtype::F32 => numpy_dtype.call1(("<f4",))?,
-            };
-            let shape = PyTuple::new(py, pipeline.shape())?;
-            views.push(View { dtype: dtype.clone().unbind(), shape: shaped(py, per_rank, shape.as_any())? });
-            dtypes.push(dtype.unbind());
-            continue;
-        } else if f.kind == zrecord::FieldKind::String {
-            // A list of str: no offsets beside it.
-        } else if f.is_ragged() {
-            let padded = pads.is_some_and(|p| p.contains(f.name.as_str()).unwrap_or(false));
-            keys.push(format!("{}{}", f.name, if padded { "_lengths" } else { "_offsets" }));
-        } else {
-            let shape = PyTuple::new(py, &f.shape)?;
-            views.push(View { dtype: dtype.clone_ref(py), shape: shaped(py, per_rank, shape.as_any())? });
-        }
-        dtypes.push(dtype);
-    }
-    Ok((views, Some(Named { dtypes, keys, strings })))
-}
-
 impl Drop for Pipeline {
     fn drop(&mut self) {
         // Dropped by Python's garbage collector, so attached: join without holding the GIL
         // (workers never need it, but other Python threads should not wait for the join).
         Python::attach(|py| py.detach(|| self.loader.close()));
     }
-}
-
-/// A stream that cannot be built, as the ValueError a bad argument raises.
-fn stream_error(e: StreamError) -> PyErr {
-    PyValueError::new_err(e.to_string())
 }

@@ -86,6 +86,8 @@
 //! - `consumer.rs`: [`Loader::next`], the threads started by the first call, and shutdown;
 //! - `error.rs`: [`LoaderError`] and [`Place`];
 //! - `options.rs`: [`LoaderOptions`] and [`Warm`], with their defaults;
+//! - `spec.rs`: a loader as a binding describes it ([`LoaderSpec`]), its arguments' rules,
+//!   and [`Loader::from_spec`];
 //! - `source.rs`: what a loader reads ([`Source`]), and whether the sources fit the stream;
 //! - `start.rs`: what every constructor ends in, the loader built from a set-up;
 //!   `samples.rs` the set-up of a loader of samples (stores, or a [`Fetch`]);
@@ -120,18 +122,20 @@ mod row_index;
 mod samples;
 mod skip;
 mod source;
+mod spec;
 mod start;
 mod warm;
 mod workers;
 
 pub use buffers::BufferPool;
-pub use error::{LoaderError, Place};
+pub use error::{ArgumentError, LoaderError, Place};
 pub use gather::{RaggedBatch, RaggedField};
 pub use options::{global_pool, LoaderOptions, Warm};
 pub use pack::{PackInfo, PackOptions, RowIndexes};
 pub use row_index::RowIndexDir;
 pub use skip::{OnError, Skipped};
 pub use source::Source;
+pub use spec::{mode_of, IndexDirArg, LoaderSpec, PackArgs, Reads};
 
 use consumer::Consumer;
 use packed::Packed;
