@@ -12,6 +12,14 @@
 //! A dataset that is not zrecord's (anything with `__getitems__`) is read by the same
 //! loader ([`zrecord::Loader::fetching`]): its workers call a Python function ([`PyFetch`])
 //! with each batch's indices, holding the GIL only for that call.
+//!
+//! Which arguments a pipeline accepts is the host's rule ([`zrecord::loader::LoaderSpec`],
+//! checked by [`zrecord::Loader::from_spec`]), so `_Pipeline(...)` only turns its Python
+//! values into that spec (`loader/args.rs`) and lays out the loader's buffers as numpy
+//! arrays (`loader/layout.rs`).
+
+mod args;
+mod layout;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -19,26 +27,14 @@ use std::sync::Arc;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use zrecord::{
-    Blocks, BufferPool, DatasetId, Fetch, Loader, LoaderBatch, LoaderError, LoaderOptions, Mixture, OnError, PackMode,
-    PackOptions, RaggedField, RowIndexes, Source, Stream, StreamError, StreamState, Transform, Warm,
-};
+use pyo3::types::{PyDict, PyList};
+use zrecord::loader::{LoaderSpec, Reads};
+use zrecord::{Fetch, Loader, LoaderBatch, LoaderError, Mixture, Transform};
 
-use crate::batch::pooled_array;
 use crate::dataset::PyDataset;
 use crate::error;
 use crate::pool::loader_pool;
-use crate::sampler::mode_from;
-use crate::store::Zrecord;
-
-/// How Python sees one field of a batch.
-struct View {
-    /// numpy dtype of one element.
-    dtype: Py<PyAny>,
-    /// `(batch_size, *sample_shape)`.
-    shape: Py<PyTuple>,
-}
+use layout::Layout;
 
 /// A Python function `fetch(indices) -> tuple` that reads a batch of a dataset that is not
 /// zrecord's, called on the loader's worker threads with the GIL taken for the call only.
@@ -50,23 +46,6 @@ impl Fetch for PyFetch {
         let result: PyResult<Py<PyAny>> = Python::attach(|py| self.0.call1(py, (PyArray1::from_slice(py, indices),)));
         Box::new(result)
     }
-}
-
-impl View {
-    /// Hands `buf` to numpy as this field's batch array, without copying it. The array's
-    /// base is a [`BatchBuffer`], which gives the memory back to `pool` once the array and
-    /// every view of it (a reshape, a slice, a torch tensor from `torch.from_numpy`) are gone.
-    fn to_array<'py>(&self, py: Python<'py>, buf: Vec<u8>, pool: &Arc<BufferPool>) -> PyResult<Bound<'py, PyAny>> {
-        pooled_array(py, buf, pool, self.dtype.bind(py), self.shape.bind(py).as_any())
-    }
-}
-
-fn shaped(py: Python<'_>, batch_size: usize, shape: &Bound<'_, PyAny>) -> PyResult<Py<PyTuple>> {
-    let mut dims: Vec<Bound<'_, PyAny>> = vec![batch_size.into_pyobject(py)?.into_any()];
-    for d in shape.try_iter()? {
-        dims.push(d?);
-    }
-    Ok(PyTuple::new(py, dims)?.unbind())
 }
 
 /// A loader error as the Python exception users expect, with `path`, `field` and
@@ -88,9 +67,11 @@ fn plain_to_py(py: Python<'_>, e: LoaderError) -> PyErr {
         LoaderError::Store(e) => error::to_py(py, e),
         LoaderError::Dataset(e) => crate::dataset::error::to_py(py, e),
         LoaderError::Stopped { code: Some(code), message, .. } => error::zrecord_error(py, code, message),
-        LoaderError::Stream(_) | LoaderError::State(_) | LoaderError::Changed(_) | LoaderError::Sources(_) => {
-            PyValueError::new_err(e.to_string())
-        }
+        LoaderError::Stream(_)
+        | LoaderError::State(_)
+        | LoaderError::Changed(_)
+        | LoaderError::Sources(_)
+        | LoaderError::Argument(_) => PyValueError::new_err(e.to_string()),
         LoaderError::Spawn(_) | LoaderError::Forked => PyRuntimeError::new_err(e.to_string()),
         other => error::zrecord_error(py, error::INTERNAL, other.to_string()),
     }
@@ -104,21 +85,6 @@ pub struct Pipeline {
     layout: Arc<Layout>,
     /// [`LoaderBatch::valid`] of the last batch returned.
     valid: std::sync::atomic::AtomicUsize,
-}
-
-/// How the buffers of a batch become Python's dict of arrays.
-struct Layout {
-    /// Where batch arrays give their memory back ([`BatchBuffer`]).
-    buffers: Arc<BufferPool>,
-    views: Vec<View>,
-    /// True for a mixture: batches carry each sample's source.
-    mixture: bool,
-    /// For datasets of named fields: each field's numpy dtype (views of fixed fields are in
-    /// `views`, ragged ones are shaped per batch) and the keys of the arrays, in order;
-    /// `None` for loaderx's pair, whose keys are "data" and "label".
-    named: Option<Named>,
-    /// A packed loader: the keys of its `(rows, seq_len)` arrays, one per view.
-    packed: Option<Vec<String>>,
 }
 
 /// A Python function `transform(batch) -> object` run by the loader's workers on each
@@ -139,190 +105,7 @@ impl Transform for PyTransform {
     }
 }
 
-impl Layout {
-    /// The batch as a dict of arrays ("source" last for a mixture), or for a fetching
-    /// loader whatever its fetch returned (or raised).
-    fn object<'py>(&self, py: Python<'py>, batch: LoaderBatch) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(fetched) = batch.fetched {
-            let result = fetched.downcast::<PyResult<Py<PyAny>>>().map_err(|_| {
-                error::zrecord_error(py, error::INTERNAL, "a fetched batch of an unexpected type".into())
-            })?;
-            return Ok((*result)?.into_bound(py));
-        }
-        let out = PyDict::new(py);
-        if let Some(keys) = &self.packed {
-            for ((view, buf), key) in self.views.iter().zip(batch.fields).zip(keys) {
-                out.set_item(key, view.to_array(py, buf, &self.buffers)?)?;
-            }
-            return Ok(out.into_any());
-        }
-        match &self.named {
-            None => {
-                for ((view, buf), key) in self.views.iter().zip(batch.fields).zip(["data", "label"]) {
-                    out.set_item(key, view.to_array(py, buf, &self.buffers)?)?;
-                }
-            }
-            Some(named) => {
-                let int64 = py.import("numpy")?.getattr("int64")?;
-                let mut fixed = self.views.iter();
-                let mut keys = named.keys.iter();
-                let per_field = batch.fields.into_iter().zip(batch.ragged).zip(&named.dtypes).zip(&named.strings);
-                for (((buf, layout), dtype), &string) in per_field {
-                    let key = keys.next().expect("a key per array");
-                    match layout {
-                        Some(RaggedField::Offsets(offsets)) if string => {
-                            out.set_item(key, strings(py, &buf, &offsets)?)?;
-                            self.buffers.give(buf);
-                        }
-                        None => {
-                            let view = fixed.next().expect("one view per fixed field");
-                            out.set_item(key, view.to_array(py, buf, &self.buffers)?)?;
-                        }
-                        Some(RaggedField::Offsets(offsets)) => {
-                            let flat = PyTuple::new(py, [-1i64])?;
-                            out.set_item(key, pooled_array(py, buf, &self.buffers, dtype.bind(py), flat.as_any())?)?;
-                            let key = keys.next().expect("a key per array");
-                            out.set_item(key, PyArray1::from_vec(py, offsets).call_method1("view", (&int64,))?)?;
-                        }
-                        Some(RaggedField::Padded { lengths, width }) => {
-                            let rows = PyTuple::new(py, [lengths.len(), width])?;
-                            out.set_item(key, pooled_array(py, buf, &self.buffers, dtype.bind(py), rows.as_any())?)?;
-                            let key = keys.next().expect("a key per array");
-                            out.set_item(key, PyArray1::from_vec(py, lengths).call_method1("view", (&int64,))?)?;
-                        }
-                    }
-                }
-            }
-        }
-        if self.mixture {
-            // Source numbers are below the number of sources, far below 2^31: the u32
-            // buffer is the int32 array's memory as it is.
-            let int32 = py.import("numpy")?.getattr("int32")?;
-            out.set_item("source", PyArray1::from_vec(py, batch.sources).call_method1("view", (int32,))?)?;
-        }
-        Ok(out.into_any())
-    }
-}
-
-/// A string field's values (checked UTF-8 by the gather) as a list of `str`.
-fn strings<'py>(py: Python<'py>, values: &[u8], offsets: &[u64]) -> PyResult<Bound<'py, PyList>> {
-    let items = offsets.windows(2).map(|w| {
-        let text = std::str::from_utf8(&values[w[0] as usize..w[1] as usize])
-            .map_err(|e| error::zrecord_error(py, error::INTERNAL, format!("a string value is not UTF-8: {e}")))?;
-        Ok(PyString::new(py, text))
-    });
-    PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)
-}
-
-struct Named {
-    dtypes: Vec<Py<PyAny>>,
-    keys: Vec<String>,
-    /// Per field: true for a string field, handed out as a list of `str` (no offsets key).
-    strings: Vec<bool>,
-}
-
 impl Pipeline {
-    /// A packed loader (`pack`: field, seq_len, mode, bos, eos, pad, window) over the
-    /// documents of `built`, `global` rows per global batch.
-    #[allow(clippy::too_many_arguments)]
-    fn packed(
-        py: Python<'_>,
-        pack: &Bound<'_, PyDict>,
-        datasets: &[PyRef<'_, PyDataset>],
-        built: Vec<Source>,
-        ids: Vec<DatasetId>,
-        weights: Option<Vec<f64>>,
-        mode: zrecord::Mode,
-        seed: u64,
-        global: u64,
-        options: LoaderOptions,
-        state: Option<&str>,
-        transform: Option<Py<PyAny>>,
-    ) -> PyResult<Self> {
-        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
-            pack.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("pack needs {key:?}")))
-        };
-        let mode_name: String = get("mode")?.extract()?;
-        let spec = PackOptions {
-            field: get("field")?.extract()?,
-            seq_len: get("seq_len")?.extract()?,
-            mode: PackMode::from_name(&mode_name).ok_or_else(|| {
-                PyValueError::new_err(format!("pack mode must be \"concat\" or \"best_fit\", not {mode_name:?}"))
-            })?,
-            bos: get("bos")?.extract()?,
-            eos: get("eos")?.extract()?,
-            pad: get("pad")?.extract()?,
-            window: get("window")?.extract()?,
-            shuffle_rows: match pack.get_item("row_order")? {
-                None => None,
-                Some(v) => match v.extract::<Option<String>>()?.as_deref() {
-                    None => None,
-                    Some("shuffled") => Some(true),
-                    Some("sequential") => Some(false),
-                    Some(other) => {
-                        return Err(PyValueError::new_err(format!(
-                            "pack row_order must be \"shuffled\" or \"sequential\", not {other:?}"
-                        )))
-                    }
-                },
-            },
-            row_indexes: match pack.get_item("index_dir")? {
-                None => RowIndexes::Default,
-                Some(v) if v.is_none() => RowIndexes::Default,
-                Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => match v.extract::<bool>()? {
-                    false => RowIndexes::Off,
-                    true => {
-                        return Err(PyValueError::new_err(
-                            "pack index_dir is a directory, None (the default cache) or False (none)",
-                        ))
-                    }
-                },
-                Some(v) => RowIndexes::In(v.extract::<std::path::PathBuf>()?),
-            },
-            keep_order: match pack.get_item("keep_order")? {
-                Some(v) if !v.is_none() => v.extract()?,
-                _ => zrecord_core::stream::rows::KEEP_DOCS,
-            },
-        };
-        let mixture = weights.is_some();
-        let docs = match weights {
-            None => Stream::new(ids[0], mode, seed, 1),
-            Some(weights) => Mixture::new(ids, weights).and_then(|m| Stream::mixture(m, seed, 1)),
-        }
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let field = spec.field.clone();
-        let seq_len = spec.seq_len as usize;
-        let loader = match state {
-            None => py.detach(|| Loader::packed(docs, global, built, spec, options)),
-            Some(text) => {
-                let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                py.detach(|| Loader::resume_packed(docs, global, built, spec, options, &state))
-            }
-        }
-        .map_err(|e| to_py(py, e))?;
-        let handle = datasets[0].handle(py)?;
-        let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
-        let token_dtype = handle
-            .fields()
-            .iter()
-            .find(|f| f.name == field)
-            .map(|f| f.dtype.clone())
-            .ok_or_else(|| PyValueError::new_err(format!("no field {field:?}")))?;
-        let shape = PyTuple::new(py, [loader.batch_size(), seq_len])?.unbind();
-        let mut keys = vec![field, "segment_ids".to_owned(), "positions".to_owned()];
-        let mut dtypes = vec![token_dtype.as_str(), "<i4", "<i4"];
-        if mixture {
-            keys.push("source".into());
-            dtypes.push("<i4");
-        }
-        let views = dtypes
-            .iter()
-            .map(|d| Ok(View { dtype: numpy_dtype.call1((*d,))?.unbind(), shape: shape.clone_ref(py) }))
-            .collect::<PyResult<Vec<_>>>()?;
-        let layout = Layout { buffers: loader.buffers(), views, mixture: false, named: None, packed: Some(keys) };
-        Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
-    }
-
     /// The pipeline over `loader`, with `transform` run on its workers when given.
     fn finish(loader: Loader, layout: Layout, transform: Option<Py<PyAny>>) -> Result<Self, LoaderError> {
         let layout = Arc::new(layout);
@@ -375,136 +158,42 @@ impl Pipeline {
         images: Option<&Bound<'_, PyDict>>,
         blocks: Option<(i64, i64)>,
     ) -> PyResult<Self> {
-        let blocks = match blocks {
-            None => None,
-            Some((records, window)) => match (u64::try_from(records), u64::try_from(window)) {
-                (Ok(r), Ok(w)) => Some(Blocks::new(r, w).map_err(stream_error)?),
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "shuffle_block and shuffle_window must be positive, got {records} and {window}"
-                    )))
-                }
-            },
+        let images = args::images(images)?;
+        // What is read: a fetch, else datasets of named fields, else stores (the arguments
+        // of the others are not read).
+        let (reads, pack) = match (fetch, &datasets) {
+            (Some(fetch), _) => (Reads::Fetch { fetch: Arc::new(PyFetch(fetch)), length }, None),
+            (None, Some(datasets)) => (args::datasets(py, datasets, pads, images.clone())?, pack),
+            (None, None) => (args::stores(py, sources, &itemsizes, &dtypes, shapes)?, pack),
         };
-        // A stream in blocks when asked for; its refusal (not SHUFFLE over one dataset) as is.
-        let blocked = |stream: Stream| match blocks {
-            None => Ok(stream),
-            Some(b) => stream.with_blocks(b),
-        };
-        let images = images
-            .map(|d| {
-                d.iter()
-                    .map(|(name, spec)| Ok((name.extract::<String>()?, crate::vision::pipeline_of(&spec)?)))
-                    .collect::<PyResult<Vec<_>>>()
-            })
-            .transpose()?
-            .unwrap_or_default();
-        let num_workers =
-            usize::try_from(num_workers).map_err(|_| PyValueError::new_err("num_workers must be >= 0"))?;
-        let batch_size = u64::try_from(batch_size)
-            .ok()
-            .filter(|&b| b >= 1)
-            .ok_or_else(|| PyValueError::new_err("batch_size must be >= 1"))?;
-        let world_size = u64::try_from(world_size)
-            .ok()
-            .filter(|&w| w >= 1)
-            .ok_or_else(|| PyValueError::new_err(format!("world_size must be >= 1, got {world_size}")))?;
-        let rank = u64::try_from(rank)
-            .ok()
-            .filter(|&r| r < world_size)
-            .ok_or_else(|| PyValueError::new_err(format!("rank must be in 0..{world_size}, got {rank}")))?;
-        let global = batch_size.checked_mul(world_size).ok_or_else(|| {
-            PyValueError::new_err(format!("batch_size * world_size ({batch_size} * {world_size}) is too large"))
-        })?;
-        let mode = mode_from(mode)?;
-        let options = LoaderOptions {
+        let pack = pack.map(args::pack).transpose()?;
+        let packed = pack.as_ref().map(|p| (p.field.clone(), p.seq_len as usize));
+        let fetching = matches!(reads, Reads::Fetch { .. });
+        let spec = LoaderSpec {
+            batch_size,
+            mode,
+            seed,
+            weights,
             rank,
             world_size,
             num_workers,
-            prefetch: usize::try_from(prefetch_size).unwrap_or(0).max(1),
-            pool: loader_pool,
-            warm: match warm {
-                None => Warm::Auto,
-                Some(true) => Warm::Always,
-                Some(false) => Warm::Never,
-            },
-            on_error: match on_error {
-                "raise" => OnError::Raise,
-                "skip" => OnError::Skip,
-                other => {
-                    return Err(PyValueError::new_err(format!("on_error must be \"raise\" or \"skip\", not {other:?}")))
-                }
-            },
+            prefetch_size,
+            warm,
+            on_error: on_error.to_owned(),
             passes,
+            blocks,
+            pool: loader_pool,
+            state: state.map(str::to_owned),
+            reads,
+            pack,
         };
-        if let Some(fetch) = fetch {
-            let length = length.ok_or_else(|| PyValueError::new_err("fetch needs the dataset's length"))?;
-            let stream = Stream::new(DatasetId { length, generation: 0 }, mode, seed, global)
-                .and_then(blocked)
-                .map_err(stream_error)?;
-            let fetch: Arc<dyn Fetch> = Arc::new(PyFetch(fetch));
-            let loader = match state {
-                None => Loader::fetching(stream, fetch, options),
-                Some(text) => {
-                    let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                    Loader::resume_fetching(stream, fetch, options, &state)
-                }
-            }
-            .map_err(|e| to_py(py, e))?;
-            let layout =
-                Layout { buffers: loader.buffers(), views: Vec::new(), mixture: false, named: None, packed: None };
-            return Self::finish(loader, layout, transform).map_err(|e| to_py(py, e));
-        }
-        let built = match &datasets {
-            Some(datasets) => dataset_sources(py, datasets, pads, &images)?,
-            None => store_sources(py, sources, &itemsizes, &dtypes, shapes)?,
+        let loader = py.detach(|| Loader::from_spec(spec)).map_err(|e| to_py(py, e))?;
+        let layout = match (&datasets, packed) {
+            _ if fetching => Layout::fetched(&loader),
+            (Some(datasets), Some((field, seq_len))) => Layout::packed(py, &loader, &datasets[0], field, seq_len)?,
+            (Some(datasets), None) => Layout::named(py, &loader, &datasets[0], pads, &images)?,
+            (None, _) => Layout::stores(py, &loader, dtypes, shapes)?,
         };
-        let ids: Vec<_> = built.iter().map(Source::id).collect();
-        if let Some(pack) = pack {
-            if blocks.is_some() {
-                return Err(PyValueError::new_err(
-                    "shuffle_block orders samples; a packed loader orders documents (pack's row_order shuffles rows)",
-                ));
-            }
-            let datasets =
-                datasets.as_ref().ok_or_else(|| PyValueError::new_err("pack reads a Dataset of named fields"))?;
-            return Self::packed(
-                py, pack, datasets, built, ids, weights, mode, seed, global, options, state, transform,
-            );
-        }
-        let stream = match weights {
-            None => {
-                let [id] = ids[..] else {
-                    return Err(PyValueError::new_err("more than one source needs mixture weights"));
-                };
-                Stream::new(id, mode, seed, global)
-            }
-            Some(weights) => Mixture::new(ids, weights).and_then(|m| Stream::mixture(m, seed, global)),
-        }
-        .and_then(blocked)
-        .map_err(stream_error)?;
-        let mixture = stream.mixture_sources().is_some();
-        let loader = match state {
-            None => py.detach(|| Loader::new(stream, built, options)),
-            Some(text) => {
-                let state = StreamState::decode(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                py.detach(|| Loader::resume(stream, built, options, &state))
-            }
-        }
-        .map_err(|e| to_py(py, e))?;
-        let per_rank = loader.batch_size();
-        let (views, named) = match &datasets {
-            None => {
-                let views = dtypes
-                    .into_iter()
-                    .zip(shapes.iter())
-                    .map(|(dtype, shape)| Ok(View { dtype, shape: shaped(py, per_rank, &shape)? }))
-                    .collect::<PyResult<Vec<_>>>()?;
-                (views, None)
-            }
-            Some(datasets) => named_views(py, &datasets[0], per_rank, pads, &images)?,
-        };
-        let layout = Layout { buffers: loader.buffers(), views, mixture, named, packed: None };
         Self::finish(loader, layout, transform).map_err(|e| to_py(py, e))
     }
 
@@ -647,112 +336,10 @@ pub fn check_mixture_weights(weights: Vec<f64>) -> PyResult<()> {
     Mixture::check_weights(&weights).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// The loaderx form: one list of stores per source, one store per field.
-fn store_sources(
-    py: Python<'_>,
-    sources: &Bound<'_, PyList>,
-    itemsizes: &[usize],
-    dtypes: &[Py<PyAny>],
-    shapes: &Bound<'_, PyList>,
-) -> PyResult<Vec<Source>> {
-    if itemsizes.len() != dtypes.len() || itemsizes.len() != shapes.len() {
-        return Err(PyValueError::new_err("one itemsize, dtype and shape per field"));
-    }
-    let mut built = Vec::with_capacity(sources.len());
-    for source in sources.iter() {
-        let stores: Vec<Bound<'_, Zrecord>> = source.extract()?;
-        if stores.len() != itemsizes.len() {
-            return Err(PyValueError::new_err("every source needs one store per field"));
-        }
-        // loaderx's pair is named as its batches are: "data" and "label".
-        let names: Vec<String> = match stores.len() {
-            2 => vec!["data".into(), "label".into()],
-            n => (0..n).map(|i| format!("field{i}")).collect(),
-        };
-        let mut fields = Vec::with_capacity(stores.len());
-        for ((store, &size), name) in stores.iter().zip(itemsizes).zip(names) {
-            fields.push((name, store.get().handle(py)?, size));
-        }
-        built.push(py.detach(|| Source::named(fields)).map_err(|e| to_py(py, e))?);
-    }
-    Ok(built)
-}
-
-/// Datasets of named fields, one source each, with `pads` (field name -> one element's
-/// bytes) and `images` (field name -> pipeline) applied to every source.
-fn dataset_sources(
-    py: Python<'_>,
-    datasets: &[PyRef<'_, PyDataset>],
-    pads: Option<&Bound<'_, PyDict>>,
-    images: &[(String, zrecord::image::crop::Pipeline)],
-) -> PyResult<Vec<Source>> {
-    let mut built = Vec::with_capacity(datasets.len());
-    for ds in datasets {
-        let handle = ds.handle(py)?;
-        let mut source = py.detach(|| Source::dataset(handle)).map_err(|e| to_py(py, e))?;
-        if let Some(pads) = pads {
-            for (name, pad) in pads.iter() {
-                let name: String = name.extract()?;
-                let pad: Vec<u8> = pad.extract()?;
-                source = source.padded(&name, pad).map_err(|e| to_py(py, e))?;
-            }
-        }
-        for (name, pipeline) in images {
-            source = source.images(name, pipeline.clone()).map_err(|e| to_py(py, e))?;
-        }
-        built.push(source);
-    }
-    Ok(built)
-}
-
-/// The views of a dataset's fixed fields, each field's dtype and the batch keys.
-fn named_views(
-    py: Python<'_>,
-    dataset: &PyRef<'_, PyDataset>,
-    per_rank: usize,
-    pads: Option<&Bound<'_, PyDict>>,
-    images: &[(String, zrecord::image::crop::Pipeline)],
-) -> PyResult<(Vec<View>, Option<Named>)> {
-    let handle = dataset.handle(py)?;
-    let numpy_dtype = py.import("numpy")?.getattr("dtype")?;
-    let (mut views, mut dtypes, mut keys, mut strings) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for f in handle.fields() {
-        let dtype = numpy_dtype.call1((f.dtype.as_str(),))?.unbind();
-        keys.push(f.name.clone());
-        strings.push(f.kind == zrecord::FieldKind::String);
-        if let Some((_, pipeline)) = images.iter().find(|(name, _)| *name == f.name) {
-            // Decoded images: one (batch, h, w, 3) or (batch, 3, h, w) block.
-            let dtype = match pipeline.dtype {
-                zrecord::image::crop::Dtype::U8 => numpy_dtype.call1(("|u1",))?,
-                zrecord::image::crop::Dtype::F32 => numpy_dtype.call1(("<f4",))?,
-            };
-            let shape = PyTuple::new(py, pipeline.shape())?;
-            views.push(View { dtype: dtype.clone().unbind(), shape: shaped(py, per_rank, shape.as_any())? });
-            dtypes.push(dtype.unbind());
-            continue;
-        } else if f.kind == zrecord::FieldKind::String {
-            // A list of str: no offsets beside it.
-        } else if f.is_ragged() {
-            let padded = pads.is_some_and(|p| p.contains(f.name.as_str()).unwrap_or(false));
-            keys.push(format!("{}{}", f.name, if padded { "_lengths" } else { "_offsets" }));
-        } else {
-            let shape = PyTuple::new(py, &f.shape)?;
-            views.push(View { dtype: dtype.clone_ref(py), shape: shaped(py, per_rank, shape.as_any())? });
-        }
-        dtypes.push(dtype);
-    }
-    Ok((views, Some(Named { dtypes, keys, strings })))
-}
-
 impl Drop for Pipeline {
     fn drop(&mut self) {
         // Dropped by Python's garbage collector, so attached: join without holding the GIL
         // (workers never need it, but other Python threads should not wait for the join).
         Python::attach(|py| py.detach(|| self.loader.close()));
     }
-}
-
-/// A stream that cannot be built, as the ValueError a bad argument raises.
-fn stream_error(e: StreamError) -> PyErr {
-    PyValueError::new_err(e.to_string())
 }

@@ -26,11 +26,10 @@ pub struct Sampler {
     inner: Mutex<zrecord::Sampler>,
 }
 
-/// A mode number from Python, or a `ValueError` naming the three there are.
+/// A mode number from Python, or a `ValueError` naming the three there are (the rule is
+/// the loader's, [`zrecord::loader::mode_of`], so that both say the same).
 pub fn mode_from(mode: i64) -> PyResult<Mode> {
-    u8::try_from(mode).ok().and_then(Mode::from_u8).ok_or_else(|| {
-        PyValueError::new_err(format!("mode must be 0 (SEQUENTIAL), 1 (IID) or 2 (SHUFFLE), got {mode}"))
-    })
+    zrecord::loader::mode_of(mode).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 impl Sampler {

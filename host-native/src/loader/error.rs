@@ -1,5 +1,5 @@
-//! Why a loader cannot be built or cannot go on: [`LoaderError`], and the [`Place`] a
-//! dataset error happened at.
+//! Why a loader cannot be built or cannot go on: [`LoaderError`], the [`Place`] a
+//! dataset error happened at, and the [`ArgumentError`] of a refused argument.
 
 use zrecord_core::stream::{StateError, StreamError};
 
@@ -29,6 +29,9 @@ pub enum LoaderError {
     /// The sources do not fit the stream or each other.
     #[error("{0}")]
     Sources(String),
+    /// An argument of a [`LoaderSpec`](super::LoaderSpec) is refused.
+    #[error(transparent)]
+    Argument(#[from] ArgumentError),
     /// The threads could not be started.
     #[error("cannot start loader threads: {0}")]
     Spawn(std::io::Error),
@@ -54,6 +57,17 @@ pub enum LoaderError {
         "this loader was created in a parent process and has no threads after fork(); create a new one in the child"
     )]
     Forked,
+}
+
+/// An argument of a [`LoaderSpec`](super::LoaderSpec) that is refused: which one, and
+/// why in the words its caller is shown (the message alone).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ArgumentError {
+    /// The argument, named as the spec's field (and the Python `_Pipeline`'s keyword).
+    pub argument: &'static str,
+    /// What is wrong with it.
+    pub message: String,
 }
 
 /// Where a dataset error happened ([`LoaderError::Stopped`] keeps it).

@@ -81,59 +81,70 @@
 //! thread handles without joining threads that are not there.
 //!
 //! The files, one concept each:
-//! - `mod.rs`: the [`Loader`], its [`LoaderBatch`], the caller's [`Fetch`] and [`Transform`];
+//! - `mod.rs`: the [`Loader`] (how it is built, what it reports), its [`LoaderBatch`], the
+//!   caller's [`Fetch`] and [`Transform`];
+//! - `consumer.rs`: [`Loader::next`], the threads started by the first call, and shutdown;
 //! - `error.rs`: [`LoaderError`] and [`Place`];
 //! - `options.rs`: [`LoaderOptions`] and [`Warm`], with their defaults;
+//! - `spec.rs`: a loader as a binding describes it ([`LoaderSpec`]), its arguments' rules,
+//!   and [`Loader::from_spec`];
 //! - `source.rs`: what a loader reads ([`Source`]), and whether the sources fit the stream;
+//! - `start.rs`: what every constructor ends in, the loader built from a set-up;
+//!   `samples.rs` the set-up of a loader of samples (stores, or a [`Fetch`]);
 //! - `workers.rs`: the sampler and worker threads, their jobs and the batch each makes;
 //! - `gather.rs`: a worker's gather of every field of a batch; `skip.rs` the same with
 //!   damaged samples replaced ([`OnError::Skip`]); `pack.rs` packed rows ([`Loader::packed`]);
+//!   `packed.rs` a packed loader's set-up, and what it keeps of its batches;
 //! - `buffers.rs`: the [`BufferPool`] batches take their buffers from;
 //! - `warm.rs`: warming the stores into the page cache ([`Warm`]);
 //! - `ahead.rs`: read-ahead, the batches to come announced to the dataset (an object
-//!   store fetches them, a cold local disk reads them).
+//!   store fetches them, a cold local disk reads them);
+//! - `cache_plan.rs`: the stream as a remote cache's plan of what to keep.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use zrecord_core::stream::pack::PackCursor;
 use zrecord_core::stream::pass::FinitePass;
-use zrecord_core::stream::{Stream, StreamError, StreamState};
+use zrecord_core::stream::{Stream, StreamState};
 
 mod ahead;
 mod buffers;
+mod cache_plan;
+mod consumer;
 mod error;
 mod gather;
 mod options;
 mod pack;
+mod packed;
 mod row_index;
+mod samples;
 mod skip;
 mod source;
+mod spec;
+mod start;
 mod warm;
 mod workers;
 
 pub use buffers::BufferPool;
-pub use error::{LoaderError, Place};
+pub use error::{ArgumentError, LoaderError, Place};
 pub use gather::{RaggedBatch, RaggedField};
 pub use options::{global_pool, LoaderOptions, Warm};
 pub use pack::{PackInfo, PackOptions, RowIndexes};
 pub use row_index::RowIndexDir;
 pub use skip::{OnError, Skipped};
 pub use source::Source;
+pub use spec::{mode_of, IndexDirArg, LoaderSpec, PackArgs, Reads};
 
+use consumer::Consumer;
+use packed::Packed;
 use source::check_sources;
+use start::Feed;
 use warm::WarmProgress;
-use workers::{make_batch, Planner, Produced, Shared};
+use workers::{Planner, Shared};
 
-use crate::remote::plan::{Plan, ReadPlan};
 use crate::Error;
-
-/// How often a waiting [`Loader::next`] checks whether another thread closed the loader.
-const CONSUMER_POLL: Duration = Duration::from_millis(50);
 
 /// One batch: this rank's slice of a global batch.
 #[derive(Debug)]
@@ -180,15 +191,6 @@ pub trait Transform: Send + Sync {
     fn transform(&self, batch: LoaderBatch) -> Box<dyn Any + Send>;
 }
 
-struct Consumer {
-    /// One per worker; `None` once closed.
-    queues: Option<Vec<Receiver<Produced>>>,
-    /// The worker whose batch comes next.
-    turn: usize,
-    /// Set when a batch failed: every later `next()` returns it again.
-    failure: Option<(Option<i32>, String, Option<Place>)>,
-}
-
 /// A loader over a [`Stream`]: see the module documentation.
 pub struct Loader {
     stream: Stream,
@@ -230,17 +232,6 @@ pub struct Loader {
     ended: AtomicBool,
     /// A packed loader with a finite pass.
     finite_packed: bool,
-}
-
-/// A packed loader's own state ([`Loader::packed`]).
-struct Packed {
-    packing: pack::Packing,
-    /// Shuffled rows' global batches per epoch (`None`: sequential rows, endless).
-    steps_per_epoch: Option<u64>,
-    /// `(step after, cursor)` of the last batch returned.
-    last: Mutex<(u64, PackCursor)>,
-    padding: AtomicU64,
-    batches: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -351,330 +342,6 @@ impl Loader {
             .check_packed(&docs, &packing.spec, rows)
             .map_err(|e| error::explain_resume(e, &source_paths(&sources)))?;
         Self::start(docs, Feed::Packed { sources, pack, rows, cursor: Some(cursor) }, options, step)
-    }
-
-    fn start(stream: Stream, feed: Feed, options: LoaderOptions, step: u64) -> Result<Loader, LoaderError> {
-        let mixture = stream.mixture_sources().is_some();
-        let mut packed = None;
-        let (sources, fetch) = match feed {
-            Feed::Sources(mut sources) => {
-                check_sources(&stream, &sources)?;
-                // Image keys start from the loader's seed (image/crop.rs).
-                sources.iter_mut().for_each(|s| s.seed = stream.seed());
-                (sources, None)
-            }
-            Feed::Packed { sources, pack, rows, cursor } => {
-                check_sources(&stream, &sources)?;
-                if options.on_error == OnError::Skip {
-                    return Err(LoaderError::Sources(
-                        "on_error=skip cannot be used with packing: a replaced document would change every later row"
-                            .into(),
-                    ));
-                }
-                if options.world_size == 0 || rows % options.world_size != 0 || rows == 0 {
-                    return Err(LoaderError::Stream(StreamError::WorldSize {
-                        world_size: options.world_size,
-                        global_batch: rows,
-                    }));
-                }
-                let packing = pack::Packing::new(&pack, &sources, rows, &stream)?;
-                packed = Some((packing, rows, cursor));
-                (sources, None)
-            }
-            Feed::Fetch(fetch) => {
-                if options.on_error == OnError::Skip {
-                    return Err(LoaderError::Sources(
-                        "on_error=skip replaces samples of zrecord datasets; a fetching loader's errors are its fetch's"
-                            .into(),
-                    ));
-                }
-                if stream.mixture_sources().is_some() {
-                    return Err(LoaderError::Sources("a fetching loader reads one dataset, not a mixture".into()));
-                }
-                (Vec::new(), Some(fetch))
-            }
-        };
-        let finite = options.passes.map(|passes| FinitePass::new(&stream, passes)).transpose()?;
-        let mut ended = false;
-        let (planner, batch_size, packing) = match packed {
-            None => {
-                let mut shard = stream.shard(options.rank, options.world_size)?;
-                shard.seek(step)?;
-                let batch_size = shard.batch_size();
-                // Make one batch's buffers now, so that an impossible batch size fails
-                // here rather than inside a thread.
-                zeroed::<u64>(batch_size)?;
-                zeroed::<u32>(batch_size)?;
-                for size in sources.first().map(Source::sample_sizes).unwrap_or_default() {
-                    zeroed::<u8>(batch_size.checked_mul(size).ok_or(Error::OutOfMemory)?)?;
-                }
-                (Planner::Samples { shard, mixture }, batch_size, None)
-            }
-            Some((packing, rows, cursor)) => {
-                if options.rank >= options.world_size {
-                    return Err(LoaderError::Stream(StreamError::Rank {
-                        rank: options.rank,
-                        world_size: options.world_size,
-                    }));
-                }
-                let per_rank = (rows / options.world_size) as usize;
-                let cells = per_rank.checked_mul(packing.spec.seq_len as usize).ok_or(Error::OutOfMemory)?;
-                zeroed::<u8>(cells.checked_mul(packing.item.max(4)).ok_or(Error::OutOfMemory)?)?;
-                let mut planner = pack::RankPlanner::new(
-                    &stream,
-                    sources.clone(),
-                    packing.clone(),
-                    options.rank,
-                    per_rank,
-                    step,
-                    cursor.as_ref(),
-                )?;
-                if let Some(pass) = &finite {
-                    planner.packer.finish_after(pass.samples())?;
-                    // A state saved after the pass's last batch: nothing is left.
-                    ended = planner.packer.finished();
-                }
-                let last = planner.packer.cursor();
-                let packed = Packed {
-                    steps_per_epoch: planner.packer.steps_per_epoch(),
-                    packing: packing.clone(),
-                    last: Mutex::new((step, last)),
-                    padding: AtomicU64::new(0),
-                    batches: AtomicU64::new(0),
-                };
-                (Planner::Packed(planner), per_rank, Some((packed, (packing, per_rank))))
-            }
-        };
-        let (packing, shared_packing) = match packing {
-            Some((p, s)) => (Some(p), Some(s)),
-            None => (None, None),
-        };
-        let shared_packing_is_none = shared_packing.is_none();
-        // A buffer per field of every batch in flight: each worker's queued one and the
-        // one it waits to queue, and the consumer's (or, without workers, the few a
-        // caller holds).
-        let fields = shared_packing.as_ref().map_or_else(
-            || sources.first().map_or(1, |s| s.data().fields().len()),
-            |_| 4, // tokens, segment ids, positions, sources
-        );
-        let buffers = Arc::new(BufferPool::keeping(fields * (2 * options.num_workers + options.prefetch + 2)));
-        let skips = (options.on_error == OnError::Skip).then(|| Arc::new(skip::Skips::default()));
-        let mut loader = Loader {
-            stream,
-            rank: options.rank,
-            world_size: options.world_size,
-            batch_size,
-            shared: Mutex::new(Some(Arc::new(Shared {
-                sources,
-                fetch,
-                pool: options.pool,
-                buffers: buffers.clone(),
-                skips: skips.clone(),
-                transform: None,
-                packing: shared_packing,
-                announced: Arc::new(AtomicU64::new(step)),
-            }))),
-            buffers,
-            stop: Arc::new(AtomicBool::new(false)),
-            consumer: Mutex::new(Consumer { queues: None, turn: 0, failure: None }),
-            consumed: Arc::new(AtomicU64::new(step)),
-            threads: Mutex::new(Vec::new()),
-            inline: None,
-            pending: Mutex::new(None),
-            packing,
-            owner_pid: std::process::id(),
-            warm: options.warm,
-            warming: Mutex::new(None),
-            streaming: Mutex::new(Vec::new()),
-            warmer: Mutex::new(None),
-            skips,
-            pass: finite.filter(|_| shared_packing_is_none),
-            ended: AtomicBool::new(ended),
-            finite_packed: !shared_packing_is_none && options.passes.is_some(),
-        };
-        if options.num_workers == 0 {
-            loader.inline = Some(Mutex::new(planner));
-        } else {
-            *lock(&loader.pending) = Some((planner, options.num_workers, options.prefetch.max(1)));
-        }
-        lock(&loader.consumer).queues = Some(Vec::new());
-        loader.plan_remote_reads();
-        if let Some(shared) = lock(&loader.shared).clone() {
-            *lock(&loader.streaming) =
-                shared.sources.iter().filter_map(|s| s.data().cache()).map(|cache| cache.streaming()).collect();
-        }
-        Ok(loader)
-    }
-
-    /// For a dataset read from an object store, tells its cache when each sample is read
-    /// next (from the stream and how far the caller has read), so that it evicts the data
-    /// needed furthest ahead ([`crate::remote::file::Cache`]). Streams whose future is not
-    /// a schedule (IID, mixtures, packed rows) leave the cache to its oldest-first rule.
-    fn plan_remote_reads(&self) {
-        if self.packing.is_some() || self.stream.mixture_sources().is_some() {
-            return;
-        }
-        let Some(shared) = lock(&self.shared).clone() else { return };
-        if shared.sources.first().is_some_and(|s| s.data().is_split()) {
-            // The cache knows records of the whole dataset; the schedule, the split's.
-            return;
-        }
-        let Some(cache) = shared.sources.first().and_then(|s| s.data().cache()) else { return };
-        cache.set_plan(Some(ReadPlan::new(StreamPlan {
-            schedule: Mutex::new(zrecord_core::stream::Schedule::new(self.stream.clone())),
-            consumed: Arc::clone(&self.consumed),
-            announced: Arc::clone(&shared.announced),
-            global: self.stream.global_batch(),
-        })));
-    }
-
-    /// Starts the sampler, the workers and the warming (called by the first `next()`,
-    /// under the consumer lock).
-    fn spawn(
-        &self,
-        planner: Planner,
-        shared: Arc<Shared>,
-        workers: usize,
-        prefetch: usize,
-    ) -> std::io::Result<Vec<Receiver<Produced>>> {
-        let queues = workers::spawn_threads(planner, &shared, workers, prefetch, &self.stop, &mut lock(&self.threads))?;
-        if let Some((progress, handle)) = warm::start_warming(&shared, self.warm, &self.stop)? {
-            *lock(&self.warming) = Some(progress);
-            *lock(&self.warmer) = Some(handle);
-        }
-        Ok(queues)
-    }
-
-    /// How far the background warming of the stores has come ([`Warm`]): `(bytes read,
-    /// bytes to read)`, equal once it is done; `None` when the loader does not warm (not
-    /// started yet, no workers, [`Warm::Never`], or stores too large for [`Warm::Auto`]).
-    pub fn warm_progress(&self) -> Option<(u64, u64)> {
-        let progress = lock(&self.warming).clone()?;
-        let total = progress.total.load(Ordering::Acquire);
-        Some((progress.done.load(Ordering::Acquire).min(total), total))
-    }
-
-    fn forked(&self) -> bool {
-        std::process::id() != self.owner_pid
-    }
-
-    /// Stops and joins every thread; idempotent.
-    fn shutdown(&self) {
-        self.stop.store(true, Ordering::Release);
-        // Waits at most one CONSUMER_POLL for a `next()` running in another thread.
-        lock(&self.consumer).queues = None;
-        let mut threads = std::mem::take(&mut *lock(&self.threads));
-        threads.extend(lock(&self.warmer).take());
-        if self.forked() {
-            // Those threads live only in the parent; joining them here would never return.
-            std::mem::forget(threads);
-        } else {
-            for t in threads {
-                // A worker's panics are caught per batch, so join only fails on a bug; the
-                // loader is being torn down either way.
-                let _ = t.join();
-            }
-        }
-        // Only now, with no worker left gathering, does a remote cache lose the plan and
-        // the ranges read ahead: before, the batches the workers were finishing found
-        // their ranges dropped (oldest first, in flight or not) and fetched them again one
-        // record at a time, so a close at 20 ms a request took up to 1.2 s.
-        if let Some(shared) = lock(&self.shared).as_ref() {
-            if let Some(cache) = shared.sources.first().and_then(|s| s.data().cache()) {
-                cache.set_plan(None);
-            }
-        }
-        lock(&self.streaming).clear();
-        drop(lock(&self.shared).take());
-    }
-
-    /// The next batch, or `Ok(None)` once the loader is closed. The stream never ends.
-    ///
-    /// The first call of a loader with workers starts its threads ([`LoaderError::Spawn`]
-    /// if the system refuses). A failed batch (a damaged record, say) is returned as its
-    /// error, and the loader stops there: every later call returns [`LoaderError::Stopped`] with the same
-    /// message, and [`Loader::state`] stays at the last batch returned.
-    pub fn next(&self) -> Result<Option<LoaderBatch>, LoaderError> {
-        if self.forked() && self.inline.is_none() {
-            return Err(LoaderError::Forked);
-        }
-        if self.ended.load(Ordering::Acquire) || self.pass.is_some_and(|p| self.step() >= p.steps()) {
-            return Ok(None);
-        }
-        let produced = if let Some(inline) = &self.inline {
-            let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
-            if let Some((code, message, at)) = &lock(&self.consumer).failure {
-                return Err(LoaderError::Stopped { code: *code, message: message.clone(), at: at.clone() });
-            }
-            let job = lock(inline).next_job();
-            match job {
-                Ok(job) => make_batch(&shared, job),
-                Err(e) => Err(e),
-            }
-        } else {
-            let mut consumer = lock(&self.consumer);
-            if let Some((code, message, at)) = &consumer.failure {
-                return Err(LoaderError::Stopped { code: *code, message: message.clone(), at: at.clone() });
-            }
-            if let Some((shard, workers, prefetch)) = lock(&self.pending).take() {
-                let Some(shared) = lock(&self.shared).clone() else { return Ok(None) };
-                if self.stop.load(Ordering::Acquire) {
-                    return Ok(None);
-                }
-                match self.spawn(shard, shared, workers, prefetch) {
-                    Ok(queues) => consumer.queues = Some(queues),
-                    Err(e) => {
-                        drop(consumer);
-                        self.shutdown();
-                        return Err(LoaderError::Spawn(e));
-                    }
-                }
-            }
-            let turn = consumer.turn;
-            loop {
-                let Some(queues) = consumer.queues.as_ref() else { return Ok(None) };
-                match queues[turn].recv_timeout(CONSUMER_POLL) {
-                    Ok(batch) => {
-                        consumer.turn = (turn + 1) % queues.len();
-                        break batch;
-                    }
-                    Err(RecvTimeoutError::Timeout) if !self.stop.load(Ordering::Acquire) => continue,
-                    Err(RecvTimeoutError::Timeout) => return Ok(None),
-                    Err(RecvTimeoutError::Disconnected) if self.stop.load(Ordering::Acquire) => return Ok(None),
-                    Err(RecvTimeoutError::Disconnected) => break Err(LoaderError::WorkerExited),
-                }
-            }
-        };
-        match produced {
-            Ok(mut batch) => {
-                batch.valid = match &self.pass {
-                    Some(pass) => {
-                        let b = self.batch_size as u64;
-                        pass.valid(batch.step, self.rank * b, b) as usize
-                    }
-                    None => self.batch_size,
-                };
-                if let (Some(packed), Some(info)) = (&self.packing, &batch.pack) {
-                    if info.last {
-                        self.ended.store(true, Ordering::Release);
-                    }
-                    let mut last = lock(&packed.last);
-                    if batch.step + 1 > last.0 {
-                        *last = (batch.step + 1, info.cursor.clone());
-                    }
-                    packed.padding.fetch_add(info.padding, Ordering::AcqRel);
-                    packed.batches.fetch_add(1, Ordering::AcqRel);
-                }
-                // Batches come in stream order; `max` keeps the count from going back when
-                // several threads call an inline loader's `next()` at once.
-                self.consumed.fetch_max(batch.step + 1, Ordering::AcqRel);
-                Ok(Some(batch))
-            }
-            Err(e) => {
-                lock(&self.consumer).failure = Some((e.code(), e.to_string(), e.place()));
-                Err(e)
-            }
-        }
     }
 
     /// The resume state: the position after the last batch [`Loader::next`] returned
@@ -830,51 +497,21 @@ impl Drop for Loader {
     }
 }
 
-/// What a loader reads: stores, or the caller's [`Fetch`].
-enum Feed {
-    Sources(Vec<Source>),
-    Fetch(Arc<dyn Fetch>),
-    /// Packed rows of `rows` per global batch, from the start or a saved cursor.
-    Packed {
-        sources: Vec<Source>,
-        pack: PackOptions,
-        rows: u64,
-        cursor: Option<PackCursor>,
-    },
-}
-
-/// A loader's stream as its remote cache's plan ([`Loader::plan_remote_reads`]): the
-/// position is what the caller has consumed, and the next use of a sample is where the
-/// stream's schedule reads it at or after that.
-struct StreamPlan {
-    schedule: Mutex<zrecord_core::stream::Schedule>,
-    /// Global batches the caller has taken.
-    consumed: Arc<AtomicU64>,
-    /// Global batches the read-ahead has announced.
-    announced: Arc<AtomicU64>,
-    global: u64,
-}
-
-impl Plan for StreamPlan {
-    fn now(&self) -> u64 {
-        self.consumed.load(Ordering::Acquire).saturating_mul(self.global)
-    }
-
-    fn next_use(&self, sample: u64) -> Option<u64> {
-        let now = self.now();
-        lock(&self.schedule).next_use(sample, now)
-    }
-
-    fn horizon(&self) -> u64 {
-        self.announced.load(Ordering::Acquire).saturating_mul(self.global).max(self.now())
-    }
-
-    fn next_uses_from(&self, from: u64, samples: &[u64], uses: &mut [Option<u64>]) {
-        let mut schedule = lock(&self.schedule);
-        for (used, &sample) in uses.iter_mut().zip(samples) {
-            *used = schedule.next_use(sample, from);
-        }
-    }
+/// What a sample or a packed set-up (`samples.rs`, `packed.rs`) gives [`Loader::start`] to
+/// build the loader of.
+struct SetUp {
+    sources: Vec<Source>,
+    /// Set for a fetching loader (`sources` is then empty).
+    fetch: Option<Arc<dyn Fetch>>,
+    planner: Planner,
+    /// Samples (or packed rows) per batch of this rank.
+    batch_size: usize,
+    /// A packed loader's own state, and its packing with its rows per rank for the workers.
+    packed: Option<(Packed, (pack::Packing, usize))>,
+    /// A finite pass of samples (a packed loader's pass ends where its documents do).
+    pass: Option<FinitePass>,
+    /// A packed loader resumed after the last batch of its finite pass.
+    ended: bool,
 }
 
 /// Where each source's dataset lives, for the errors of a refused resume.

@@ -1,13 +1,14 @@
 //! Warming a loader's stores into the page cache on a thread of its own ([`Warm`]): how
 //! much memory the page cache has (`/proc/meminfo`, and the room under a cgroup memory
-//! limit), whether the stores are worth it, and the thread that reads them.
+//! limit), whether the stores are worth it, the thread that reads them, and how far it has
+//! come ([`Loader::warm_progress`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::workers::Shared;
-use super::Warm;
+use super::{lock, Loader, Warm};
 use crate::Zrecord;
 
 /// Bytes of memory the page cache can use without pushing anything out: the kernel's
@@ -106,4 +107,15 @@ pub(super) fn start_warming(
         shown.done.store(total, Ordering::Release);
     })?;
     Ok(Some((progress, handle)))
+}
+
+impl Loader {
+    /// How far the background warming of the stores has come ([`Warm`]): `(bytes read,
+    /// bytes to read)`, equal once it is done; `None` when the loader does not warm (not
+    /// started yet, no workers, [`Warm::Never`], or stores too large for [`Warm::Auto`]).
+    pub fn warm_progress(&self) -> Option<(u64, u64)> {
+        let progress = lock(&self.warming).clone()?;
+        let total = progress.total.load(Ordering::Acquire);
+        Some((progress.done.load(Ordering::Acquire).min(total), total))
+    }
 }
