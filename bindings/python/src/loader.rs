@@ -215,14 +215,20 @@ impl Pipeline {
             Err(e) => return Err(to_py(py, e)),
         };
         let valid = batch.valid;
+        let replaced = batch.replaced.clone();
         self.valid.store(valid, std::sync::atomic::Ordering::Release);
         let out = self.layout.object(py, batch)?;
         if self.loader.pass_steps().is_some() {
             // A finite pass of samples: which slots hold the pass's samples (the last
-            // batch's others repeat the first samples as padding).
+            // batch's others repeat the first samples as padding, and a damaged sample's
+            // slot holds a replacement the pass reads at its own slot too).
             if let Ok(dict) = out.cast::<PyDict>() {
                 let slots = py.import("numpy")?.call_method1("arange", (self.loader.batch_size(),))?;
-                dict.set_item("valid", slots.call_method1("__lt__", (valid,))?)?;
+                let mask = slots.call_method1("__lt__", (valid,))?;
+                for slot in replaced {
+                    mask.set_item(slot, false)?;
+                }
+                dict.set_item("valid", mask)?;
             }
         }
         Ok(out)

@@ -308,3 +308,27 @@ def test_on_error_is_checked(tmp_path):
 
     with pytest.raises(ValueError, match="zrecord datasets"):
         zrecord.DataLoader(Plain(), Plain(), on_error="skip")
+
+
+def test_a_finite_pass_with_skip_counts_a_damaged_sample_out_not_its_replacement_twice(tmp_path, capfd):
+    """An evaluation pass (passes=1) over 150 samples with one damaged record and
+    on_error="skip": the damaged sample's slot held its replacement (the next sample) and
+    was marked valid, so the pass counted 150 valid slots over 149 distinct samples. The
+    slot is now invalid: every valid slot is a distinct sample, each sample but the
+    damaged one exactly once, on one rank and on two."""
+    n = 150
+    data = images(n, 7, shape=(4, 4))
+    zrecord.Dataset.write(tmp_path / "d", {"image": data, "label": np.arange(n)}, shard_records=60).close()
+    flip(tmp_path / "d" / "shard-000001" / "image", 2)  # sample 62
+    with zrecord.Dataset(tmp_path / "d") as ds:
+        for world in (1, 2):
+            seen = []
+            for rank in range(world):
+                with zrecord.DataLoader(ds, batch_size=16 // world, passes=1, rank=rank, world_size=world,
+                                        num_workers=2, on_error="skip", check_ranks=False) as dl:
+                    for batch in dl:
+                        np.testing.assert_array_equal(batch["image"], data[batch["label"]])
+                        seen.extend(batch["label"][batch["valid"]].tolist())
+            assert len(seen) == len(set(seen)) == n - 1, (world, len(seen), len(set(seen)))
+            assert sorted(seen) == [i for i in range(n) if i != 62]
+    capfd.readouterr()

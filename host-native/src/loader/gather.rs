@@ -110,6 +110,7 @@ pub(super) fn gather(sources: &[Source], buffers: &BufferPool, job: Job) -> Resu
         fetched: None,
         pack: None,
         valid: 0, // set by Loader::next
+        replaced: Vec::new(),
     })
 }
 

@@ -170,6 +170,11 @@ pub struct LoaderBatch {
     /// pass ([`LoaderOptions::passes`]), whose slots after these repeat the first samples
     /// as padding. Packed batches count rows (their padding is segment id 0).
     pub valid: usize,
+    /// Slots whose sample failed its checksum or decode and was replaced under
+    /// [`OnError::Skip`] (they hold the replacement's values), in slot order. In a finite
+    /// pass they hold no sample of the pass: the replacement is read at its own slot too,
+    /// so counting them would count it twice.
+    pub replaced: Vec<usize>,
 }
 
 /// The caller's reader of a dataset that is not zrecord's (see [`Loader::fetching`]).

@@ -508,6 +508,7 @@ pub(super) fn gather_rows(
         fetched: None,
         pack: Some(PackInfo { cursor: pack.cursor, padding: pack.padding, last: pack.last }),
         valid: 0, // set by Loader::next
+        replaced: Vec::new(),
     })
 }
 

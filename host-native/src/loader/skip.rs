@@ -105,15 +105,17 @@ pub(super) fn gather_skipping(
     mut job: Job,
 ) -> Result<super::LoaderBatch, DatasetError> {
     // Samples already known to be damaged are replaced before the first try.
-    for (index, &source) in job.indices.iter_mut().zip(&job.sources) {
+    let mut replaced = Vec::new();
+    for (slot, (index, &source)) in job.indices.iter_mut().zip(&job.sources).enumerate() {
         if let Some(r) = skips.known(source, *index) {
             *index = r;
+            replaced.push(slot);
         }
     }
     let retry = Job { step: job.step, indices: job.indices.clone(), sources: job.sources.clone(), pack: None };
     let first = match gather::gather(sources, buffers, job) {
         Err(e) if is_record_error(&e) => e,
-        done => return done,
+        done => return done.map(|b| super::LoaderBatch { replaced, ..b }),
     };
     let mut job = retry;
     for slot in 0..job.indices.len() {
@@ -145,10 +147,12 @@ pub(super) fn gather_skipping(
         let place = Place { path: error.path.clone(), field: error.field.clone(), record: error.record() };
         skips.note(Skipped { source: s, index, replacement, place, chunk, message: error.source.to_string() });
         job.indices[slot] = replacement;
+        replaced.push(slot);
     }
+    replaced.sort_unstable();
     // Every damaged sample is replaced: a failure now is not one skipping can help with.
     match gather::gather(sources, buffers, job) {
         Err(e) if is_record_error(&e) => Err(first),
-        done => done,
+        done => done.map(|b| super::LoaderBatch { replaced, ..b }),
     }
 }

@@ -110,6 +110,7 @@ pub(super) fn make_batch(shared: &Shared, job: Job) -> Produced {
             fetched: Some(fetched),
             pack: None,
             valid: 0, // set by Loader::next
+            replaced: Vec::new(),
         }
     } else {
         let run = || match (&shared.packing, &shared.skips) {
@@ -139,6 +140,7 @@ pub(super) fn make_batch(shared: &Shared, job: Job) -> Produced {
         fetched: Some(out),
         pack,
         valid: 0,
+        replaced: Vec::new(),
     })
 }
 

@@ -481,8 +481,10 @@ class DataLoader(Epochs):
     def valid(self) -> int:
         """Slots at the front of the last batch returned that hold samples: the batch size,
         but in the last batch of a finite pass (``passes=``), whose other slots are padding
-        (they repeat the first samples). Batches of a finite pass also carry it as the
-        boolean key ``"valid"`` when they are dicts."""
+        (they repeat the first samples). Batches of a finite pass also carry the boolean
+        key ``"valid"`` when they are dicts: these slots, but False also where
+        ``on_error="skip"`` replaced a damaged sample (the replacement is read at its own
+        slot of the pass too). Mask with ``batch["valid"]`` to count each sample once."""
         return int(self._pipeline.valid)
 
     def __iter__(self) -> "DataLoader":
