@@ -508,14 +508,9 @@ impl Host for Native {
         if is_url(dataset) {
             let remote = Remote::open(dataset, &[]).map_err(|e| Failure::at(dataset.to_owned(), Error::Io(e)))?;
             let age = older_than.map_or(zrecord::dataset::LEFTOVER_AGE, std::time::Duration::from_secs);
-            let found = match remove {
-                true => zrecord::dataset::remove_remote_leftovers(&remote, age),
-                false => zrecord::dataset::remote_leftovers(&remote),
-            }
-            .map_err(failure)?;
-            if remove {
+            let found = if remove {
+                let (removed, young) = zrecord::dataset::remove_remote_leftovers(&remote, age).map_err(failure)?;
                 // No lock keeps a change in flight out of a bucket: its uploads are young.
-                let young = zrecord::dataset::remote_leftovers(&remote).map_err(failure)?;
                 if !young.is_empty() {
                     let _ = self.out(&format!(
                         "kept {} unlisted objects written within the last {} s: they may be a change in flight \
@@ -524,7 +519,10 @@ impl Host for Native {
                         age.as_secs()
                     ));
                 }
-            }
+                removed
+            } else {
+                zrecord::dataset::remote_leftovers(&remote).map_err(failure)?
+            };
             return Ok(found.into_iter().map(|l| (remote.shown(&l.name), l.size)).collect());
         }
         let path = Path::new(dataset);

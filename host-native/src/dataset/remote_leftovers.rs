@@ -58,24 +58,25 @@ pub fn remote_leftovers(remote: &Remote) -> Result<Vec<Leftover>, DatasetError> 
         kept.extend(part.objects.iter().map(|(k, o)| o.stored_at(k).to_owned()));
     }
     let now = SystemTime::now();
+    let saved = format!("{SAVED_PARTS}/");
     Ok(found
         .into_iter()
-        .filter(|o| !kept.contains(&o.name) && !o.name.starts_with(&format!("{SAVED_PARTS}/")))
+        .filter(|o| !kept.contains(&o.name) && !o.name.starts_with(&saved))
         .map(|o| Leftover { age: now.duration_since(o.modified).unwrap_or_default(), name: o.name, size: o.size })
         .collect())
 }
 
-/// Deletes the [`remote_leftovers`] of `remote` last written at least `older_than` ago,
-/// and returns them; younger ones stay (they may be a change in flight).
-pub fn remove_remote_leftovers(remote: &Remote, older_than: Duration) -> Result<Vec<Leftover>, DatasetError> {
+/// Deletes the [`remote_leftovers`] of `remote` last written at least `older_than` ago.
+/// Returns those it deleted and those it kept, younger (they may be a change in flight).
+pub fn remove_remote_leftovers(
+    remote: &Remote,
+    older_than: Duration,
+) -> Result<(Vec<Leftover>, Vec<Leftover>), DatasetError> {
     let at = Path::new(remote.url());
-    let mut removed = Vec::new();
-    for leftover in remote_leftovers(remote)? {
-        if leftover.age < older_than {
-            continue;
-        }
+    let (old, young): (Vec<Leftover>, Vec<Leftover>) =
+        remote_leftovers(remote)?.into_iter().partition(|l| l.age >= older_than);
+    for leftover in &old {
         remote.delete(&leftover.name).map_err(|e| DatasetError::at(at, None, Error::Io(e)))?;
-        removed.push(leftover);
     }
-    Ok(removed)
+    Ok((old, young))
 }

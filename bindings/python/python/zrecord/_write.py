@@ -152,6 +152,8 @@ def write(
             would be lost; store each field as its own dataset, or pass
             ``array.view(np.void)`` or ``array.view(np.uint8)`` to keep the bytes).
     """
+    if mode is not None and mode not in _WRITE_MODES:
+        raise ValueError(f'mode must be "create", "append" or "overwrite", not {mode!r}')
     if isinstance(path, str) and _zrecord._is_url(path):
         return _write_remote(
             cls, path, array, codec, chunk_bytes, progress, min_savings, shard_records=shard_records, layout=layout,
@@ -171,8 +173,6 @@ def _write_remote(cls, url, array, codec, chunk_bytes, progress, min_savings, *,
                   dtype, skip_empty, mode, storage_options):
     """``Dataset.write`` to a URL: the samples written into a temporary local dataset by the
     usual writer, then uploaded and committed by the host's one rule for a bucket."""
-    if mode is not None and mode not in _WRITE_MODES:
-        raise ValueError(f'mode must be "create", "append" or "overwrite", not {mode!r}')
     if not _named_fields(array):
         raise TypeError(
             "a single array (the loaderx layout) is written to a local folder; to put it in an object store, "
@@ -251,8 +251,6 @@ def _write_dataset(cls, path, array, codec, chunk_bytes, progress, min_savings, 
     to a loaderx store."""
     if min_savings is not None and not 0.0 <= float(min_savings) <= 1.0:
         raise ValueError(f"min_savings must be a fraction between 0.0 and 1.0, got {min_savings}")
-    if mode is not None and mode not in _WRITE_MODES:
-        raise ValueError(f'mode must be "create", "append" or "overwrite", not {mode!r}')
     if _named_fields(array):
         card = None if metadata is None else _metadata_json(metadata)
         return _write_fields(
